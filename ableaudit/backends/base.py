@@ -1,0 +1,71 @@
+"""One interface for every inference engine.
+
+A backend turns a batch of ``GenerationRequest`` into the same number of
+``GenerationResult``, in the same order. A failure of one item is a result with
+``status='error'`` (never an exception that loses the rest of the batch), so the
+landing task can record it and a later run can retry it. Errors that make the
+whole backend unusable (bad model path, unreachable server) raise
+``BackendError`` with a message naming the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+
+class BackendError(RuntimeError):
+    """A backend cannot be used at all: the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    key: str                      # the generation_id; results carry it back
+    messages: tuple[dict, ...]    # chat messages: ({"role": "system", ...}, {"role": "user", ...})
+    temperature: float = 0.1
+    top_p: float = 1.0
+    max_new_tokens: int = 1048
+    seed: int | None = None
+    images: tuple[bytes, ...] = ()  # encoded images (PNG/JPEG) for vision targets
+
+
+@dataclass
+class GenerationResult:
+    key: str
+    status: str                   # 'ok' | 'empty' | 'error'
+    text: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_ms: float | None = None
+
+    @classmethod
+    def from_text(cls, key: str, text: str | None, **kw: Any) -> "GenerationResult":
+        """A successful call: 'empty' when the model said nothing but whitespace."""
+        status = "ok" if text is not None and text.strip() else "empty"
+        return cls(key=key, status=status, text=text if text is not None else "", **kw)
+
+    @classmethod
+    def failed(cls, key: str, exc: BaseException | str, latency_ms: float | None = None) -> "GenerationResult":
+        msg = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+        return cls(key=key, status="error", error=msg, latency_ms=latency_ms)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str                     # 'transformers' | 'llamacpp' | 'openai' | 'vllm'
+    model_revision: str | None    # what exactly was loaded (commit, file hash, served id)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Stopwatch:
+    start: float = field(default_factory=time.perf_counter)
+
+    def ms(self) -> float:
+        return (time.perf_counter() - self.start) * 1000.0
