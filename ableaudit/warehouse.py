@@ -69,8 +69,10 @@ create table if not exists raw.external_queries (
     disability_id varchar,                  -- null for the neutral query
     prompt_text   varchar not null,
     source_file   varchar,
-    loaded_at     timestamp not null default current_timestamp,
-    primary key (query_set, query_id, disability_id)
+    loaded_at     timestamp not null default current_timestamp
+    -- unique on (query_set, query_id, disability_id): a primary key cannot hold the
+    -- neutral row's null disability, so the loader replaces a whole query_set in one
+    -- transaction and dbt tests uniqueness in stg_external__queries
 );
 
 create table if not exists raw.runs (
