@@ -93,9 +93,7 @@ def warehouse_path(path: str | os.PathLike | None = None) -> Path:
 
 def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw tables if they are missing (idempotent)."""
-    for statement in RAW_DDL.split(";"):
-        if statement.strip():
-            con.execute(statement)
+    con.execute(RAW_DDL)
 
 
 def connect(path: str | os.PathLike | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:

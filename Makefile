@@ -1,0 +1,43 @@
+# ableaudit: `make audit` runs the embedded default audit, `make test` runs every test.
+# Both create the virtual environment first when it is missing.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PREFECT_HOME ?= $(CURDIR)/.prefect
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
+export DBT_PROFILES_DIR := $(CURDIR)
+export DBT_SEND_ANONYMOUS_USAGE_STATS := false
+
+.PHONY: audit test build lint deploy worker clean
+
+$(BIN)/.installed: requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+audit: $(BIN)/.installed
+	$(BIN)/ableaudit audit --config configs/default.yaml
+
+test: $(BIN)/.installed
+	$(BIN)/pytest
+
+build: $(BIN)/.installed
+	$(BIN)/ableaudit build
+
+lint: $(BIN)/.installed
+	$(BIN)/dbt parse --target ci >/dev/null
+
+# Deployments: a process work pool, the `audit` deployment, and a worker serving it.
+deploy: $(BIN)/.installed
+	$(BIN)/prefect work-pool create ableaudit --type process --overwrite
+	ABLEAUDIT_ROOT=$(CURDIR) $(BIN)/prefect --no-prompt deploy --all
+
+worker: $(BIN)/.installed
+	ABLEAUDIT_ROOT=$(CURDIR) $(BIN)/prefect worker start --pool ableaudit
+
+clean:
+	rm -rf warehouse target logs .prefect

@@ -1,0 +1,158 @@
+"""`ableaudit`: the command line.
+
+Every command takes --warehouse (default: $ABLEAUDIT_WAREHOUSE, else
+warehouse/ableaudit.duckdb). Errors a user can cause print one message and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from ableaudit import PROJECT_ROOT
+from ableaudit.warehouse import warehouse_path
+
+EXAMPLE_QUERIES = """\
+-- 1. How often is the disability-aware answer worse, per metric?
+select model_id, arm, metric, n_pairs, degradation_pct
+from degradation where slice = 'overall' order by model_id, arm, metric;
+
+-- 2. Which disability categories fare worst on sentiment?
+select slice_value as disability, n_pairs, degradation_pct
+from degradation where slice = 'disability' and metric = 'vader'
+order by degradation_pct desc;
+
+-- 3. What was excluded, and why?
+select * from data_quality;
+"""
+
+
+def _load_flow():
+    spec = importlib.util.spec_from_file_location("ableaudit_flows_audit", PROJECT_ROOT / "flows" / "audit.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module.audit
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    flow = _load_flow()
+    wh = warehouse_path(args.warehouse)
+    summary = flow(config=str(args.config), warehouse=str(wh), build=False if args.no_build else None)
+    print()
+    print(f"Audit finished (run {summary['run_id']}).")
+    for name, counts in summary["targets"].items():
+        print(f"  {name}: {counts}")
+    print(f"Warehouse (live, one writer at a time): {wh}")
+    if summary.get("published"):
+        print(f"Published copy for BI and ad-hoc SQL:    {summary['published']}")
+        print(f"\nTry, e.g. with `duckdb -readonly {summary['published']}` or any DuckDB client:\n")
+        print(EXAMPLE_QUERIES)
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from ableaudit.dbt_runner import run_dbt
+    from ableaudit.publish import publish
+
+    wh = warehouse_path(args.warehouse)
+    extra = ["--vars", args.vars] if args.vars else []
+    run_dbt(["seed"], wh)
+    run_dbt(["build", *extra], wh)
+    out = publish(wh)
+    print(f"Built {wh}\nPublished {out}")
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from ableaudit.publish import publish
+
+    print(publish(warehouse_path(args.warehouse)))
+    return 0
+
+
+def _ensure_prompts(wh: Path) -> None:
+    from ableaudit.dbt_runner import run_dbt
+
+    run_dbt(["seed"], wh)
+    run_dbt(["build", "--select", "+int_prompts"], wh)
+
+
+def cmd_import_responses(args: argparse.Namespace) -> int:
+    from ableaudit.importing import import_responses
+
+    wh = warehouse_path(args.warehouse)
+    _ensure_prompts(wh)
+    report = import_responses(args.file, wh, default_query_set=args.query_set)
+    print(f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.retried} replaced errors")
+    print("Run `ableaudit build` to score them and refresh the marts.")
+    return 0
+
+
+def cmd_import_queries(args: argparse.Namespace) -> int:
+    from ableaudit.querysets import land_query_set, read_accesseval
+    from ableaudit.warehouse import connect
+
+    wh = warehouse_path(args.warehouse)
+    loaded = read_accesseval(args.file, strict=not args.lenient)
+    print(loaded.summary())
+    con = connect(wh)
+    try:
+        n = land_query_set(con, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None)
+    finally:
+        con.close()
+    print(f"Landed {n} prompts as query_set {args.query_set!r} in {wh}. Audit them with `query_set: {args.query_set}` in a config.")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--warehouse", help="DuckDB file (default: $ABLEAUDIT_WAREHOUSE or warehouse/ableaudit.duckdb)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("audit", parents=[common], help="run the audit flow on a config")
+    p.add_argument("--config", default=str(PROJECT_ROOT / "configs" / "default.yaml"), type=Path)
+    p.add_argument("--no-build", action="store_true", help="land generations only; skip dbt build and publish")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("build", parents=[common], help="dbt seed + build, then publish a copy for BI")
+    p.add_argument("--vars", help="dbt vars as YAML, e.g. '{degradation_threshold: 0.1}'")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("publish", parents=[common], help="publish a read-only copy and Parquet marts")
+    p.set_defaults(func=cmd_publish)
+
+    imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(dest="what", required=True)
+    p = imp.add_parser("responses", parents=[common], help="responses as CSV, JSONL or Parquet")
+    p.add_argument("file", type=Path)
+    p.add_argument("--query-set", default="ableaudit", help="query set of rows without a query_set column")
+    p.set_defaults(func=cmd_import_responses)
+    p = imp.add_parser("queries", parents=[common], help="the published AccessEval CSV (local file, or the hub when online)")
+    p.add_argument("file", type=Path, nargs="?")
+    p.add_argument("--query-set", default="accesseval")
+    p.add_argument("--lenient", action="store_true", help="report unresolvable rows instead of stopping")
+    p.set_defaults(func=cmd_import_queries)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ableaudit import prefect_env
+
+    prefect_env.configure()
+    args = build_parser().parse_args(argv)
+    if getattr(args, "warehouse", None):
+        os.environ["ABLEAUDIT_WAREHOUSE"] = str(warehouse_path(args.warehouse))
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        # ConfigError, ResponseImportError, QuerySetError, BackendError, dbt failures
+        print(f"ableaudit: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

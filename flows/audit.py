@@ -1,0 +1,137 @@
+"""The `audit` flow: prompts -> generations -> raw.generations -> dbt build -> publish.
+
+Thin wiring: every step is a function of the `ableaudit` package. Tasks do the
+I/O and compute; each opens its own DuckDB connection; all writes to
+raw.generations go through `land` (ableaudit.landing).
+
+Run it as a deployment (`prefect deployment run audit/audit`, see prefect.yaml)
+or directly (`ableaudit audit --config configs/default.yaml`).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ableaudit import prefect_env
+
+prefect_env.configure()
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+from prefect.context import get_run_context  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from ableaudit import PROJECT_ROOT  # noqa: E402
+from ableaudit.backends import make_backend  # noqa: E402
+from ableaudit.config import AuditConfig, load_config  # noqa: E402
+from ableaudit.dbt_runner import run_dbt  # noqa: E402
+from ableaudit.landing import LandingReport, land_generations, landed_keys, result_row  # noqa: E402
+from ableaudit.planning import PlannedGeneration, arms_by_adapter, plan_generations, select_prompts  # noqa: E402
+from ableaudit.publish import publish  # noqa: E402
+from ableaudit.runs import finish_run, start_run  # noqa: E402
+from ableaudit.warehouse import warehouse_path  # noqa: E402
+
+
+@task(name="prepare-prompts", cache_policy=NO_CACHE)
+def prepare_prompts(warehouse: str) -> None:
+    """Seeds and int_prompts must exist before prompts can be selected."""
+    run_dbt(["seed"], warehouse)
+    run_dbt(["build", "--select", "+int_prompts"], warehouse)
+
+
+@task(name="select-prompts", cache_policy=NO_CACHE)
+def select(warehouse: str, cfg: AuditConfig) -> list[dict[str, Any]]:
+    return select_prompts(warehouse, cfg)
+
+
+@task(name="pending", cache_policy=NO_CACHE)
+def pending(warehouse: str, planned: list[PlannedGeneration]) -> list[PlannedGeneration]:
+    """What is not landed yet: a resumed audit skips every landed result."""
+    done = landed_keys(warehouse, [p.generation_id for p in planned])
+    return [p for p in planned if p.generation_id not in done]
+
+
+@task(name="generate", cache_policy=NO_CACHE)
+def generate(backend: Any, chunk: list[PlannedGeneration], run_id: str) -> list[dict[str, Any]]:
+    results = backend.generate([p.request() for p in chunk])
+    if len(results) != len(chunk):
+        raise RuntimeError(f"backend {backend.name} returned {len(results)} results for {len(chunk)} requests")
+    by_key = {r.key: r for r in results}
+    return [result_row(p, by_key[p.generation_id], run_id) for p in chunk]
+
+
+@task(name="land", cache_policy=NO_CACHE)
+def land(warehouse: str, rows: list[dict[str, Any]]) -> LandingReport:
+    return land_generations(warehouse, rows)
+
+
+@task(name="build-warehouse", cache_policy=NO_CACHE)
+def build_warehouse(warehouse: str) -> str:
+    run_dbt(["seed"], warehouse)
+    run_dbt(["build"], warehouse)
+    return str(publish(warehouse))
+
+
+def _run_id() -> str:
+    try:
+        return str(get_run_context().flow_run.id)
+    except Exception:  # called outside a flow run (tests of the wiring)
+        return str(uuid.uuid4())
+
+
+@flow(name="audit", log_prints=True)
+def audit(config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None) -> dict[str, Any]:
+    """Audit every target of the config on the selected prompts; land, build, publish."""
+    logger = get_run_logger()
+    config_path = Path(config)
+    if not config_path.is_absolute() and not config_path.exists():
+        config_path = PROJECT_ROOT / config_path
+    cfg = load_config(config_path)
+    wh = str(warehouse_path(warehouse))
+    run_id = _run_id()
+    start_run(wh, run_id, cfg)
+    summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
+    status = "failed"
+    try:
+        prepare_prompts(wh)
+        prompts = select(wh, cfg)
+        logger.info("audit %s: %d prompts of query set %r", cfg.name, len(prompts), cfg.query_set)
+        for target in cfg.targets:
+            total = LandingReport()
+            for adapter, arms in arms_by_adapter(cfg, target).items():
+                planned = plan_generations(cfg.model_copy(update={"arms": arms}), target, prompts)
+                todo = pending(wh, planned)
+                logger.info(
+                    "target %s (adapter %s): %d planned, %d landed already, %d to generate",
+                    target.name, adapter, len(planned), len(planned) - len(todo), len(todo),
+                )
+                if not todo:
+                    continue
+                backend = make_backend(target, adapter=adapter)
+                try:
+                    chunk_size = max(1, target.batch_size)
+                    with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
+                        for start in range(0, len(todo), chunk_size):
+                            chunk = todo[start : start + chunk_size]
+                            rows = generate(backend, chunk, run_id)
+                            total += land(wh, rows)
+                            bar.update(len(chunk))
+                            logger.info("%s: %d/%d landed", target.name, min(start + chunk_size, len(todo)), len(todo))
+                finally:
+                    backend.close()
+            summary["targets"][target.name] = total.__dict__
+            logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
+        do_build = cfg.build if build is None else build
+        if do_build:
+            summary["published"] = build_warehouse(wh)
+        status = "completed"
+    finally:
+        finish_run(wh, run_id, status)
+    return summary
+
+
+if __name__ == "__main__":
+    audit()

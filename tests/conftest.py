@@ -1,0 +1,28 @@
+"""Shared fixtures: a temporary warehouse, and Prefect kept inside the test run."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Prefect state for the whole test session lives in one temp dir (migrated once).
+    home = Path(config.rootpath) / ".prefect" / "pytest"
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+    os.environ.pop("ABLEAUDIT_WAREHOUSE", None)
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "wh" / "ableaudit.duckdb"
+    monkeypatch.setenv("ABLEAUDIT_WAREHOUSE", str(path))
+    return path

@@ -1,0 +1,104 @@
+"""Landing rules: idempotent keys, errors retried but never cached as results."""
+
+import duckdb
+import pytest
+
+from ableaudit.backends.base import GenerationResult
+from ableaudit.config import parse_config
+from ableaudit.landing import land_generations, landed_keys, result_row
+from ableaudit.planning import plan_generations
+
+PROMPTS = [
+    {"prompt_id": "s:q1:neutral", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": None,
+     "condition": "neutral", "prompt_text": "How do I build an emergency fund?"},
+    {"prompt_id": "s:q1:hearing", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": "hearing",
+     "condition": "disability", "prompt_text": "How do I build an emergency fund as a person with hearing impairments?"},
+]
+
+
+def _cfg(**over):
+    base = {"targets": [{"name": "m", "backend": "openai", "model": "served-model"}], "samples": 2, "temperatures": [0.1, 0.7]}
+    base.update(over)
+    return parse_config(base)
+
+
+def test_plan_covers_every_combination_with_distinct_keys():
+    cfg = _cfg(arms=[{"name": "baseline"}, {"name": "guard", "system_prompt": "Be accurate."}])
+    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    assert len(plan) == 2 * 2 * 2 * 2  # prompts x arms x temperatures x samples
+    assert len({p.generation_id for p in plan}) == len(plan)
+    guard = [p for p in plan if p.arm == "guard"]
+    assert all(p.request().messages[0] == {"role": "system", "content": "Be accurate."} for p in guard)
+    assert {p.seed for p in plan} == {0, 1}  # seed + sample_index
+
+
+def test_keys_are_stable_and_depend_on_what_determines_the_generation():
+    cfg = _cfg()
+    a = {p.generation_id for p in plan_generations(cfg, cfg.targets[0], PROMPTS)}
+    b = {p.generation_id for p in plan_generations(cfg, cfg.targets[0], PROMPTS)}
+    assert a == b
+    other = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model", "decoding": {"max_new_tokens": 10}}])
+    assert a.isdisjoint({p.generation_id for p in plan_generations(other, other.targets[0], PROMPTS)})
+    renamed = _cfg(targets=[{"name": "m2", "backend": "openai", "model": "served-model"}])
+    # the target's display name is not part of what determines the text
+    assert a == {p.generation_id for p in plan_generations(renamed, renamed.targets[0], PROMPTS)}
+
+
+def _rows(plan, status_for):
+    out = []
+    for p in plan:
+        status = status_for(p)
+        if status == "error":
+            res = GenerationResult.failed(p.generation_id, "ConnectionError: down")
+        else:
+            res = GenerationResult.from_text(p.generation_id, "An answer." if status == "ok" else "  ", prompt_tokens=5, completion_tokens=3, latency_ms=1.0)
+        out.append(result_row(p, res, "run-1"))
+    return out
+
+
+def test_landing_is_idempotent_and_retries_only_errors(warehouse):
+    cfg = _cfg(samples=1, temperatures=[0.1])
+    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    first = land_generations(warehouse, _rows(plan, lambda p: "error" if p.condition == "disability" else "ok"))
+    assert (first.inserted, first.errors) == (2, 1)
+    assert landed_keys(warehouse, [p.generation_id for p in plan]) == {plan[0].generation_id}
+
+    again = land_generations(warehouse, _rows(plan, lambda p: "empty"))
+    assert (again.inserted, again.retried, again.unchanged) == (0, 1, 1)
+    con = duckdb.connect(str(warehouse), read_only=True)
+    rows = dict(con.execute("select condition, status from raw.generations").fetchall())
+    n = con.execute("select count(*) from raw.generations").fetchone()[0]
+    errors = con.execute("select count(*) from raw.generation_errors").fetchone()[0]
+    con.close()
+    assert n == 2 and errors == 1
+    assert rows == {"neutral": "ok", "disability": "empty"}  # the ok row was not overwritten
+
+
+def test_error_rows_never_carry_a_response(warehouse):
+    cfg = _cfg(samples=1, temperatures=[0.1])
+    plan = plan_generations(cfg, cfg.targets[0], PROMPTS[:1])
+    land_generations(warehouse, _rows(plan, lambda p: "error"))
+    con = duckdb.connect(str(warehouse), read_only=True)
+    text, msg = con.execute("select response_text, error_message from raw.generations").fetchone()
+    con.close()
+    assert text is None and "ConnectionError" in msg
+
+
+def test_a_failed_landing_lands_nothing(warehouse):
+    cfg = _cfg(samples=1, temperatures=[0.1])
+    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    rows = _rows(plan, lambda p: "ok")
+    land_generations(warehouse, rows[:1])
+    rows[1]["task"] = None  # violates NOT NULL
+    with pytest.raises(duckdb.Error):
+        land_generations(warehouse, rows)
+    con = duckdb.connect(str(warehouse), read_only=True)
+    assert con.execute("select count(*) from raw.generations").fetchone()[0] == 1
+    con.close()
+
+
+def test_result_must_match_its_plan():
+    cfg = _cfg(samples=1, temperatures=[0.1])
+    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    with pytest.raises(ValueError, match="does not belong"):
+        result_row(plan[0], GenerationResult.from_text(plan[1].generation_id, "x"), "r")
