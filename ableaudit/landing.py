@@ -131,7 +131,7 @@ def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> L
         )
         con.execute(
             f"insert into raw.generations ({cols}) select {cols} from incoming "
-            f"on conflict (generation_id) do update set {updates}, created_at = current_timestamp "
+            f"on conflict (generation_id) do update set {updates}, created_at = now() "
             "where raw.generations.status = 'error'"
         )
         con.execute(
