@@ -8,6 +8,7 @@ and is applied both by Python (before landing) and by the dbt-duckdb plugin
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import duckdb
@@ -96,12 +97,32 @@ def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(RAW_DDL)
 
 
-def connect(path: str | os.PathLike | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse; the writer also makes sure the raw layer exists."""
+def connect(
+    path: str | os.PathLike | None = None, read_only: bool = False, wait_s: float = 120.0
+) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse; the writer also makes sure the raw layer exists.
+
+    DuckDB lets one process hold the file. Another process holding it (a dbt run,
+    a BI tool reading the live file by mistake) makes us wait and retry, up to
+    `wait_s`, rather than fail an audit midway; then the error says who to stop.
+    """
     p = warehouse_path(path)
-    if read_only:
-        return duckdb.connect(str(p), read_only=True)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(p))
-    ensure_raw_schema(con)
+    if not read_only:
+        p.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    delay = 0.1
+    while True:
+        try:
+            con = duckdb.connect(str(p), read_only=read_only)
+            break
+        except duckdb.IOException as err:
+            if "lock" not in str(err).lower() or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the warehouse {p} is held by another process ({err}). Close other DuckDB "
+                    "clients of this file (BI tools must read the published copy, see README)"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    if not read_only:
+        ensure_raw_schema(con)
     return con

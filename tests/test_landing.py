@@ -102,3 +102,43 @@ def test_result_must_match_its_plan():
     plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
     with pytest.raises(ValueError, match="does not belong"):
         result_row(plan[0], GenerationResult.from_text(plan[1].generation_id, "x"), "r")
+
+
+def test_landing_waits_for_another_process_holding_the_file(warehouse):
+    """A second DuckDB process holding the file delays landing; it does not fail it."""
+    import subprocess
+    import sys
+    import time
+
+    from ableaudit.warehouse import connect
+
+    connect(warehouse).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}); print('held', flush=True); time.sleep(2)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    cfg = _cfg(samples=1, temperatures=[0.1])
+    report = land_generations(warehouse, _rows(plan_generations(cfg, cfg.targets[0], PROMPTS), lambda p: "ok"))
+    holder.wait()
+    assert report.inserted == 2 and time.monotonic() - start > 0.5
+
+
+def test_a_held_file_fails_clearly_after_the_wait(warehouse):
+    import subprocess
+    import sys
+
+    from ableaudit.warehouse import connect
+
+    connect(warehouse).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}); print('held', flush=True); time.sleep(5)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RuntimeError, match="held by another process"):
+            connect(warehouse, wait_s=0.5)
+    finally:
+        holder.kill()
