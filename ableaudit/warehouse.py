@@ -76,6 +76,28 @@ create table if not exists raw.external_queries (
     -- transaction and dbt tests uniqueness in stg_external__queries
 );
 
+create table if not exists raw.judgments (
+    judgment_id      varchar primary key,   -- sha256 of judge model+revision, prompt version, subject texts
+    judge_kind       varchar not null,      -- 'rubric' | 'contrastive'
+    judge_name       varchar not null,      -- the judge's name in the config
+    judge_model      varchar not null,
+    judge_revision   varchar,
+    prompt_version   varchar not null,
+    generation_id    varchar,               -- rubric: the response judged
+    neutral_generation_id    varchar,       -- contrastive: response A
+    disability_generation_id varchar,       -- contrastive: response B
+    subject_hash     varchar not null,      -- sha256 of the texts judged
+    raw_output       varchar,               -- the judge's own text, verbatim
+    call_status      varchar not null,      -- 'ok' | 'error' (the call itself)
+    parse_status     varchar,               -- 'parsed' | 'repaired' | 'unparseable' (null when call_status = 'error')
+    parsed_json      varchar,               -- the validated verdict, canonical JSON
+    parse_notes      varchar,               -- why repaired / unparseable, spans not found
+    error_message    varchar,
+    source           varchar not null,      -- 'judged' | 'imported'
+    run_id           varchar,
+    created_at       timestamp not null default current_timestamp
+);
+
 create table if not exists raw.runs (
     run_id      varchar primary key,
     config_json varchar not null,
