@@ -72,6 +72,15 @@ class Arm(_Strict):
         return v
 
 
+class Judge(_Strict):
+    """An LLM judge: any target (backend + model) used to score responses or pairs."""
+
+    name: str
+    kinds: list[Literal["rubric", "contrastive"]] = ["rubric", "contrastive"]
+    target: Target                         # the judge model; its decoding applies (use temperature 0)
+    include_imported: bool = True          # judge imported responses too
+
+
 class Subset(_Strict):
     """Which queries to send. Empty lists mean 'all'."""
 
@@ -90,11 +99,16 @@ class AuditConfig(_Strict):
     temperatures: list[float] = [PAPER_TEMPERATURE]
     arms: list[Arm] = [Arm(name="baseline")]
     targets: list[Target]
+    judges: list[Judge] = []               # run after generation, inside the audit flow
     build: bool = True                     # run dbt build + publish after landing
 
     @model_validator(mode="after")
     def _unique_names(self) -> "AuditConfig":
-        for what, names in (("target", [t.name for t in self.targets]), ("arm", [a.name for a in self.arms])):
+        for what, names in (
+            ("target", [t.name for t in self.targets]),
+            ("arm", [a.name for a in self.arms]),
+            ("judge", [j.name for j in self.judges]),
+        ):
             dup = {n for n in names if names.count(n) > 1}
             if dup:
                 raise ValueError(f"{what} names must be unique; repeated: {sorted(dup)}")
