@@ -1,0 +1,170 @@
+"""Small pieces shared by several backends (stdlib only, so any backend can use them).
+
+Kept free of torch/openai imports: the openai and vllm backends must work in
+an environment where the heavy local-inference stack is absent or slow to load.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .base import GenerationRequest
+
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def image_mime(data: bytes) -> str:
+    """The MIME type of an encoded image, from its magic bytes.
+
+    Servers reject a data URL whose declared type does not match the bytes, so
+    we sniff instead of assuming PNG.
+    """
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    raise ValueError("image bytes are not PNG, JPEG, GIF or WebP (checked the file signature)")
+
+
+def image_data_url(data: bytes) -> str:
+    return f"data:{image_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def openai_messages(request: GenerationRequest) -> list[dict[str, Any]]:
+    """Chat messages in OpenAI wire format; images attach to the last user message.
+
+    The audit's requests carry images separately from the text so the landing
+    table can store the prompt text alone; servers want them as ``image_url``
+    content parts next to the text they belong to.
+    """
+    msgs = [dict(m) for m in request.messages]
+    if not request.images:
+        return msgs
+    user_idx = [i for i, m in enumerate(msgs) if m.get("role") == "user"]
+    if not user_idx:
+        raise ValueError("request has images but no user message to attach them to")
+    i = user_idx[-1]
+    content = msgs[i].get("content")
+    parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    parts += [{"type": "image_url", "image_url": {"url": image_data_url(img)}} for img in request.images]
+    msgs[i]["content"] = parts
+    return msgs
+
+
+def is_local_url(url: str | None) -> bool:
+    if not url:
+        return False
+    from urllib.parse import urlparse
+
+    host = urlparse(url).hostname or ""
+    return host in _LOCAL_HOSTS or host.endswith(".localhost")
+
+
+def normalize_finish_reason(reason: str | None) -> str | None:
+    """Map engine spellings to the warehouse's 'stop' | 'length'; keep anything else (e.g. content_filter)."""
+    if reason is None:
+        return None
+    r = str(reason).lower()
+    if r in ("stop", "eos", "eos_token", "stop_sequence", "end_turn"):
+        return "stop"
+    if r in ("length", "max_tokens", "max_new_tokens"):
+        return "length"
+    return r
+
+
+_hash_cache: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
+    """Full sha256 of a file, cached per (path, size, mtime) for the process.
+
+    A GGUF is a few hundred MB to tens of GB; hashing it once per run (not once
+    per backend instance) keeps repeated arms cheap.
+    """
+    p = Path(path).resolve()
+    st = p.stat()
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    if key not in _hash_cache:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            while block := f.read(chunk):
+                h.update(block)
+        _hash_cache[key] = h.hexdigest()
+    return _hash_cache[key]
+
+
+def dir_fingerprint(path: str | Path, weight_suffixes: Sequence[str] = (".safetensors", ".bin", ".pt")) -> str:
+    """A short hash identifying a local model/adapter directory without reading all its weights.
+
+    Hashes every JSON/template file in full (config, tokenizer, chat template:
+    these change behaviour) and, for weight files, their name, size and first
+    and last MiB (safetensors headers list every tensor's offsets, so a
+    re-trained checkpoint differs there). This identifies a checkpoint; it is
+    not a cryptographic pin of every weight byte.
+    """
+    root = Path(path)
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = f.relative_to(root).as_posix()
+        if rel.startswith(".") or "/." in rel:
+            continue
+        h.update(rel.encode() + b"\0")
+        if f.suffix in weight_suffixes:
+            size = f.stat().st_size
+            h.update(str(size).encode())
+            with open(f, "rb") as fh:
+                h.update(fh.read(1 << 20))
+                if size > 2 << 20:
+                    fh.seek(-(1 << 20), os.SEEK_END)
+                    h.update(fh.read())
+        elif f.suffix in (".json", ".jinja", ".txt", ".model", ".py", ".yaml", ".yml"):
+            h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def hf_cache_commit(repo_id: str, revision: str | None = None) -> str | None:
+    """The commit sha a Hub model id resolves to in the local HF cache, or None.
+
+    Reads the cache layout (``models--org--name/refs/<rev>``) directly, so it
+    works offline and without huggingface_hub (the vllm worker venv may not
+    expose it to us).
+    """
+    if revision and _SHA_RE.match(revision):
+        return revision
+    cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    ref = Path(cache) / ("models--" + repo_id.replace("/", "--")) / "refs" / (revision or "main")
+    try:
+        sha = ref.read_text().strip()
+    except OSError:
+        return None
+    return sha if _SHA_RE.match(sha) else None
+
+
+def model_revision_string(model: str, revision: str | None, adapter: str | None = None) -> str:
+    """What pins a transformers/vllm model: local dir + fingerprint, or Hub id @ commit."""
+    p = Path(model)
+    if p.is_dir():
+        rev = f"{p.resolve()}#{dir_fingerprint(p)}"
+    else:
+        sha = hf_cache_commit(model, revision)
+        rev = f"{model}@{sha or revision or 'unresolved'}"
+    if adapter:
+        a = Path(adapter)
+        rev += f"+adapter:{a.resolve()}#{dir_fingerprint(a)}" if a.is_dir() else f"+adapter:{adapter}"
+    return rev
+
+
+def chunks(seq: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(seq), n):
+        yield seq[i:i + n]

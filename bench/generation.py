@@ -1,0 +1,198 @@
+"""Throughput of the transformers backend against plain Hugging Face ``generate``.
+
+Why: the backend adds work around ``model.generate`` (chat templating,
+length-sorting, padding, per-row sampling, decoding, result objects). This
+shows what that costs, and what batching buys, on the same model, prompts and
+device:
+
+  plain HF generate (1 at a time)  -- the baseline: one prompt per generate call
+  plain HF generate (batched)      -- prompts in the given order, chunks of --batch, left padding
+  ableaudit transformers backend   -- the backend with batch_size=--batch
+
+All three decode greedily and generate exactly --max-new-tokens tokens per
+prompt (min_new_tokens = max_new_tokens; the backend's ``ignore_eos`` option),
+so a random model's accidental EOS cannot make one side do less work.
+
+Without --model it builds a random-init model with the Qwen2.5-0.5B
+architecture (hidden 896, 24 layers, 14 heads, 2 KV heads, intermediate 4864,
+vocab 151936) from a config dict, offline, with a word-level tokenizer of the
+same vocabulary size; ``--small`` scales the layers down for CPU runs (the
+vocabulary, and so the LM-head cost, stays the same).
+
+    .venv/bin/python bench/generation.py --small --n-prompts 16 --batch 8 --max-new-tokens 32 --device cpu
+    .venv/bin/python bench/generation.py --device cuda --batch 32 --n-prompts 128 --max-new-tokens 128
+    .venv/bin/python bench/generation.py --model /models/Qwen2.5-0.5B-Instruct --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+QWEN25_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                  intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768, rope_theta=1000000.0,
+                  rms_norm_eps=1e-6, tie_word_embeddings=True)
+SMALL = dict(QWEN25_05B, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1376)  # head_dim 64, GQA 2:1 as in the original
+
+_WORDS = ("I am a wheelchair user and I want to know which careers hobbies apartments and cities would suit me "
+          "my daughter is autistic and starts school next month how can I help her make friends and learn "
+          "as a blind person how do I plan a trip to a new city with public transport").split()
+CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+
+
+def build_random_model(out_dir: Path, small: bool, dtype: str) -> Path:
+    """A random-init Qwen2 model + word-level tokenizer saved to out_dir (no download)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    cfg = dict(SMALL if small else QWEN25_05B)
+    specials = ["<|endoftext|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>", "[UNK]"]
+    names = specials + sorted(set(_WORDS)) + ["You", "are", "helpful", "assistant."]
+    vocab = {w: i for i, w in enumerate(names)}
+    vocab.update({f"w{i}": i for i in range(len(vocab), cfg["vocab_size"])})
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|end|>", pad_token="<|endoftext|>",
+                                  unk_token="[UNK]", chat_template=CHAT_TEMPLATE)
+    tok.save_pretrained(str(out_dir))
+    config = Qwen2Config(**cfg, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                         bos_token_id=tok.pad_token_id)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
+    model.save_pretrained(str(out_dir))
+    return out_dir
+
+
+def make_prompts(n: int) -> list[str]:
+    """Prompts of varied length (8 to ~60 words), as an audit's would be."""
+    out = []
+    for i in range(n):
+        k = 8 + (i * 13) % 53
+        out.append(" ".join(_WORDS[(i + j) % len(_WORDS)] for j in range(k)) + " ?")
+    return out
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def plain_generate(model: Any, tok: Any, prompts: list[str], batch: int, max_new: int, device: str) -> tuple[float, int, list]:
+    """Plain HF generate in the prompts' order; returns (seconds, generated tokens, token lists)."""
+    import torch
+
+    texts = [tok.apply_chat_template([{"role": "system", "content": "You are a helpful assistant."},
+                                      {"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+             for p in prompts]
+    tok.padding_side = "left"
+    outs: list = []
+    n_tokens = 0
+    _sync(device)
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        enc = tok(texts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        with torch.inference_mode():
+            g = model.generate(**enc, max_new_tokens=max_new, min_new_tokens=max_new, do_sample=False,
+                               pad_token_id=tok.pad_token_id)
+        new = g[:, enc["input_ids"].shape[1]:]
+        n_tokens += new.numel()
+        outs += new.tolist()
+    _sync(device)
+    return time.perf_counter() - t0, n_tokens, outs
+
+
+def backend_generate(backend: Any, prompts: list[str], max_new: int, device: str) -> tuple[float, int, list]:
+    from ableaudit.backends.base import GenerationRequest
+
+    reqs = [GenerationRequest(key=str(i), messages=({"role": "system", "content": "You are a helpful assistant."},
+                                                    {"role": "user", "content": p}),
+                              temperature=0.0, max_new_tokens=max_new) for i, p in enumerate(prompts)]
+    _sync(device)
+    t0 = time.perf_counter()
+    res = backend.generate(reqs)
+    _sync(device)
+    dt = time.perf_counter() - t0
+    bad = [r for r in res if r.status == "error"]
+    if bad:
+        raise SystemExit(f"backend errors: {bad[0].error}")
+    return dt, sum(r.completion_tokens for r in res), [r.text for r in res]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", help="local path or cached HF id (default: random-init Qwen2.5-0.5B architecture)")
+    ap.add_argument("--small", action="store_true", help="scaled-down random model for CPU runs")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--n-prompts", type=int, default=32)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, bfloat16 on GPU)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from ableaudit.backends.transformers_backend import TransformersBackend
+    from ableaudit.config import Target
+
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    dtype = args.dtype or ("float32" if device == "cpu" else "bfloat16")
+    tmp = None
+    model_ref = args.model
+    if model_ref is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ableaudit-bench-")
+        t0 = time.perf_counter()
+        model_ref = str(build_random_model(Path(tmp.name), args.small, dtype))
+        print(f"built random {'small ' if args.small else ''}Qwen2.5-0.5B-architecture model in "
+              f"{time.perf_counter() - t0:.1f}s", file=sys.stderr)
+
+    target = Target(name="bench", backend="transformers", model=model_ref, batch_size=args.batch,
+                    options={"device": device, "dtype": dtype, "ignore_eos": True})
+    backend = TransformersBackend(target)
+    model, tok = backend.model, backend.tokenizer  # the same weights on the same device for every row
+    n_params = sum(p.numel() for p in model.parameters())
+    prompts = make_prompts(args.n_prompts)
+
+    # warm-up (kernels, allocator) so the first measured row is not penalised
+    plain_generate(model, tok, prompts[:2], 2, 2, device)
+    backend_generate(backend, prompts[:2], 2, device)
+
+    rows = []
+    t, n, single_out = plain_generate(model, tok, prompts, 1, args.max_new_tokens, device)
+    rows.append(("plain HF generate (1 at a time)", 1, t, n))
+    t, n, batched_out = plain_generate(model, tok, prompts, args.batch, args.max_new_tokens, device)
+    rows.append(("plain HF generate (batched)", args.batch, t, n))
+    t, n, texts = backend_generate(backend, prompts, args.max_new_tokens, device)
+    rows.append(("ableaudit transformers backend", args.batch, t, n))
+    same = sum(tok.decode(o, skip_special_tokens=True) == x for o, x in zip(single_out, texts))
+
+    print(f"model: {model_ref if args.model else 'random Qwen2.5-0.5B arch' + (' (--small)' if args.small else '')} "
+          f"({n_params / 1e6:.1f}M params, {dtype}, {device}); prompts: {len(prompts)}, "
+          f"max_new_tokens: {args.max_new_tokens}, torch threads: {torch.get_num_threads()}")
+    base_tps = rows[0][3] / rows[0][2]
+    print(f"{'method':34} {'batch':>5} {'wall s':>8} {'tokens':>7} {'tok/s':>9} {'vs baseline':>11}")
+    for name, b, t, n in rows:
+        print(f"{name:34} {b:>5} {t:>8.2f} {n:>7} {n / t:>9.1f} {n / t / base_tps:>10.2f}x")
+    print(f"backend text identical to 1-at-a-time greedy: {same}/{len(prompts)}")
+    backend.close()
+    del model
+    gc.collect()
+    if tmp is not None:
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""The openai backend against a real HTTP server on 127.0.0.1 (and against llama.cpp's own server).
+
+The fake server speaks just enough of the OpenAI chat API, echoes
+deterministically, records every payload and header, and can be told to fail
+with 500s, so retries, concurrency and the wire format are checked on the
+socket, not on a mocked client.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ableaudit.backends import BackendError, make_backend  # noqa: E402
+from ableaudit.backends.base import GenerationRequest  # noqa: E402
+from ableaudit.config import Target  # noqa: E402
+
+SERVED_ID = "echo-model"
+SNAPSHOT_ID = "echo-model-2024-01-01"
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(40, 90))
+
+
+class FakeOpenAIServer:
+    """Echoes the last user text; ``max_tokens`` counts words; ``fail_next`` 500s before answering."""
+
+    def __init__(self) -> None:
+        self.payloads: list[dict] = []
+        self.headers: list[dict] = []
+        self.fail_next = 0
+        self.delay_s = 0.0
+        self.inflight = 0
+        self.max_inflight = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep pytest output clean
+                pass
+
+            def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(200, {"object": "list", "data": [
+                        {"id": SERVED_ID, "object": "model", "created": 0, "owned_by": "test"}]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.payloads.append(payload)
+                    server.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    fail = server.fail_next > 0
+                    server.fail_next -= fail
+                    server.inflight += 1
+                    server.max_inflight = max(server.max_inflight, server.inflight)
+                try:
+                    time.sleep(server.delay_s)
+                    if fail:
+                        return self._send(500, {"error": {"message": "temporary overload", "type": "server_error"}},
+                                          {"retry-after-ms": "20"})
+                    user = [m for m in payload["messages"] if m["role"] == "user"][-1]["content"]
+                    if isinstance(user, list):
+                        user = " ".join(p["text"] for p in user if p["type"] == "text")
+                    if "BAD_REQUEST" in user:
+                        return self._send(400, {"error": {"message": "prompt is longer than the context",
+                                                          "type": "invalid_request_error"}})
+                    words = ("echo: " + user).split()
+                    limit = payload.get("max_tokens", 10**9)
+                    finish = "length" if len(words) > limit else "stop"
+                    words = words[:limit]
+                    prompt_words = sum(len(str(m["content"]).split()) for m in payload["messages"])
+                    self._send(200, {
+                        "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": SNAPSHOT_ID,
+                        "system_fingerprint": "fp_test",
+                        "choices": [{"index": 0, "finish_reason": finish,
+                                     "message": {"role": "assistant", "content": " ".join(words)}}],
+                        "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(words),
+                                  "total_tokens": prompt_words + len(words)},
+                    })
+                finally:
+                    with server.lock:
+                        server.inflight -= 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def posts_for(self, text: str) -> int:
+        return sum(1 for p in self.payloads if text in json.dumps(p))
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    s = FakeOpenAIServer()
+    yield s
+    s.close()
+
+
+def _target(base_url: str, **kw) -> Target:
+    kw.setdefault("api_key_env", "ABLEAUDIT_TEST_NO_SUCH_KEY")
+    return Target(name="echo", backend="openai", model=kw.pop("model", SERVED_ID), base_url=base_url, **kw)
+
+
+def _req(key: str, text: str, **kw) -> GenerationRequest:
+    return GenerationRequest(key=key, messages=({"role": "system", "content": "Be brief."},
+                                                {"role": "user", "content": text}), **kw)
+
+
+def test_payload_results_and_revision(server, monkeypatch):
+    monkeypatch.delenv("ABLEAUDIT_TEST_NO_SUCH_KEY", raising=False)
+    b = make_backend(_target(server.base_url, batch_size=2))
+    assert b.model_revision == SERVED_ID
+    res = b.generate([_req("a", "hello there", temperature=0.1, top_p=0.9, max_new_tokens=50, seed=3),
+                      _req("b", "one two three four five", temperature=0.0, max_new_tokens=3)])
+    assert [r.key for r in res] == ["a", "b"]
+    a, bb = res
+    assert (a.status, a.text, a.finish_reason, a.prompt_tokens, a.completion_tokens) == ("ok", "echo: hello there", "stop", 4, 3)
+    assert (bb.text, bb.finish_reason, bb.completion_tokens) == ("echo: one two", "length", 3)
+    assert a.latency_ms > 0
+    p = next(p for p in server.payloads if "hello there" in json.dumps(p))
+    assert p["model"] == SERVED_ID
+    assert p["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]
+    assert (p["temperature"], p["top_p"], p["max_tokens"], p["seed"]) == (0.1, 0.9, 50, 3)
+    assert "seed" not in next(p for p in server.payloads if "one two" in json.dumps(p))
+    # no key in the env and a local server -> "EMPTY"
+    assert {h.get("authorization") for h in server.headers} == {"Bearer EMPTY"}
+    assert b.model_revision == f"{SNAPSHOT_ID}@fp_test"   # what the server says actually ran
+    b.close()
+
+
+def test_images_are_sent_as_data_url_parts(server):
+    b = make_backend(_target(server.base_url))
+    res = b.generate([_req("img", "describe these", images=(PNG, JPEG), max_new_tokens=20),
+                      _req("junk", "describe", images=(b"not an image",)),
+                      _req("plain", "no image", max_new_tokens=20)])
+    assert [r.status for r in res] == ["ok", "error", "ok"]
+    assert "PNG, JPEG" in res[1].error
+    assert res[0].text == "echo: describe these"
+    p = next(p for p in server.payloads if "describe these" in json.dumps(p))
+    assert p["messages"][0] == {"role": "system", "content": "Be brief."}
+    parts = p["messages"][1]["content"]
+    assert parts[0] == {"type": "text", "text": "describe these"}
+    urls = [q["image_url"]["url"] for q in parts[1:]]
+    assert [q["type"] for q in parts[1:]] == ["image_url", "image_url"]
+    assert urls[0].startswith("data:image/png;base64,") and urls[1].startswith("data:image/jpeg;base64,")
+    assert base64.b64decode(urls[0].split(",", 1)[1]) == PNG
+    assert base64.b64decode(urls[1].split(",", 1)[1]) == JPEG
+    assert server.posts_for("describe\"") == 0  # the junk-image request never left the client
+    b.close()
+
+
+def test_retries_on_500_then_succeeds(server):
+    b = make_backend(_target(server.base_url, options={"max_retries": 3}))
+    server.fail_next = 2
+    t0 = time.perf_counter()
+    (r,) = b.generate([_req("r", "retry me")])
+    assert r.status == "ok" and r.text == "echo: retry me"
+    assert server.posts_for("retry me") == 3
+    assert time.perf_counter() - t0 >= 0.04  # two waits of the server's Retry-After (20 ms)
+    b.close()
+
+
+def test_gives_up_after_max_retries_and_keeps_the_rest(server):
+    b = make_backend(_target(server.base_url, batch_size=1, options={"max_retries": 1}))
+    server.fail_next = 2
+    res = b.generate([_req("x", "always fails"), _req("y", "fine"), _req("z", "BAD_REQUEST please")])
+    assert res[0].status == "error" and "500" in res[0].error and "temporary overload" in res[0].error
+    assert server.posts_for("always fails") == 2          # 1 try + 1 retry
+    assert res[1].status == "ok" and res[1].text == "echo: fine"
+    assert res[2].status == "error" and "400" in res[2].error and "longer than the context" in res[2].error
+    assert server.posts_for("BAD_REQUEST") == 1           # 4xx is not retried
+    b.close()
+
+
+def test_requests_run_concurrently_up_to_batch_size(server):
+    server.delay_s = 0.3
+    b = make_backend(_target(server.base_url, batch_size=3))
+    reqs = [_req(f"k{i}", f"number {i}") for i in range(6)]
+    t0 = time.perf_counter()
+    res = b.generate(reqs)
+    elapsed = time.perf_counter() - t0
+    assert [r.text for r in res] == [f"echo: number {i}" for i in range(6)]
+    assert server.max_inflight == 3
+    assert elapsed < 6 * 0.3  # not sequential
+    b.close()
+
+
+def test_whole_backend_problems_raise(server, monkeypatch):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+    t0 = time.perf_counter()
+    with pytest.raises(BackendError, match="cannot reach"):
+        make_backend(_target(f"http://127.0.0.1:{dead_port}/v1"))
+    assert time.perf_counter() - t0 < 15
+    with pytest.raises(BackendError, match="does not serve model 'other'"):
+        make_backend(_target(server.base_url, model="other"))
+    monkeypatch.delenv("ABLEAUDIT_TEST_NO_SUCH_KEY", raising=False)
+    with pytest.raises(BackendError, match="ABLEAUDIT_TEST_NO_SUCH_KEY"):
+        make_backend(_target("https://api.example.com/v1"))
+    with pytest.raises(BackendError, match="adapter"):
+        make_backend(_target(server.base_url), adapter="/some/lora")
+
+
+def test_api_key_from_named_env_var(server, monkeypatch):
+    monkeypatch.setenv("ABLEAUDIT_TEST_KEY", "sk-test-123")
+    b = make_backend(_target(server.base_url, api_key_env="ABLEAUDIT_TEST_KEY"))
+    b.generate([_req("k", "key check")])
+    assert server.headers[-1]["authorization"] == "Bearer sk-test-123"
+    b.close()
+
+
+def test_base_url_from_env(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    b = make_backend(Target(name="e", backend="openai", model=SERVED_ID, api_key_env="ABLEAUDIT_TEST_NO_SUCH_KEY"))
+    assert b.generate([_req("k", "from env")])[0].text == "echo: from env"
+    b.close()
+
+
+@pytest.mark.slow
+def test_against_llama_cpp_http_server():
+    """xllamacpp's Server also listens on HTTP: the openai backend must give the embedded backend's greedy text."""
+    llama = make_backend(Target(name="smol", backend="llamacpp", model="builtin:smollm2",
+                                options={"n_ctx": 512, "n_threads": 2}))
+    try:
+        url = llama._server.listening_address + "/v1"
+        import openai
+
+        served = openai.OpenAI(base_url=url, api_key="EMPTY").models.list().data[0].id
+        http = make_backend(Target(name="smol-http", backend="openai", model=served, base_url=url,
+                                   api_key_env="ABLEAUDIT_TEST_NO_SUCH_KEY"))
+        req = _req("q", "Name one primary colour.", temperature=0.0, max_new_tokens=12)
+        via_http = http.generate([req])[0]
+        embedded = llama.generate([req])[0]
+        assert via_http.status == "ok" and via_http.text == embedded.text
+        assert (via_http.prompt_tokens, via_http.completion_tokens) == (embedded.prompt_tokens, embedded.completion_tokens)
+        assert http.model_revision.startswith(served)
+        http.close()
+    finally:
+        llama.close()
