@@ -1,0 +1,101 @@
+"""Run dbt in-process against a given warehouse file.
+
+``run_dbt(["build"], "warehouse/x.duckdb")`` is ``dbt build`` with the project's
+profiles.yml and ABLEAUDIT_WAREHOUSE pointing at that file. DuckDB allows one
+writer process: close your own connections to the warehouse before calling.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from ableaudit import PROJECT_ROOT
+from ableaudit.warehouse import warehouse_path
+
+_FAILED = {"error", "fail", "runtime error"}
+
+
+class DbtError(RuntimeError):
+    """dbt failed; the message lists the failing nodes and their messages."""
+
+
+@contextmanager
+def _env(**values: str) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _release_duckdb() -> None:
+    # dbt-duckdb keeps its DuckDB connection open in a class attribute for the
+    # life of the process; close it so the caller (and other processes) can
+    # open the warehouse again after the run.
+    try:
+        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+    except ImportError:  # pragma: no cover - dbt-duckdb is a dependency
+        return
+    with DuckDBConnectionManager._LOCK:
+        env = DuckDBConnectionManager._ENV
+        if env is not None:
+            env.close()
+            DuckDBConnectionManager._ENV = None
+
+
+def _failures(result) -> list[str]:
+    lines = []
+    for r in getattr(result, "results", None) or []:
+        status = str(getattr(r, "status", "")).lower()
+        if status in _FAILED:
+            node = getattr(r, "node", None)
+            name = getattr(node, "unique_id", None) or getattr(node, "name", "?")
+            message = (getattr(r, "message", None) or "").strip().splitlines()
+            failures = getattr(r, "failures", None)
+            detail = message[-1] if message else ""
+            if failures:
+                detail = f"{failures} failing rows. {detail}".strip()
+            lines.append(f"  - {name} [{status}]: {detail[:500]}")
+    return lines
+
+
+def run_dbt(
+    args: Sequence[str],
+    warehouse: str | os.PathLike | None = None,
+    project_dir: str | os.PathLike = PROJECT_ROOT,
+) -> None:
+    """Invoke dbt (e.g. ``["build", "--vars", "{degradation_threshold: 0.2}"]``); raise DbtError on failure."""
+    from dbt.cli.main import dbtRunner
+
+    project = Path(project_dir).resolve()
+    wh = warehouse_path(warehouse)
+    wh.parent.mkdir(parents=True, exist_ok=True)
+    argv = [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
+    with _env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(project)):
+        try:
+            res = dbtRunner().invoke(argv)
+        finally:
+            _release_duckdb()
+    if res.success:
+        return
+    command = " ".join(["dbt", *args])
+    lines = _failures(res.result)
+    if res.exception is not None:
+        lines.append(f"  - {type(res.exception).__name__}: {res.exception}")
+    detail = "\n".join(lines) or "  (no failing node reported; see logs/dbt.log)"
+    raise DbtError(f"`{command}` failed on warehouse {wh}:\n{detail}")
+
+
+def build(warehouse: str | os.PathLike | None = None, vars: str | None = None) -> None:
+    """Load the seeds, then build and test every model (``dbt seed`` + ``dbt build``)."""
+    extra = ["--vars", vars] if vars else []
+    run_dbt(["seed", *extra], warehouse)
+    run_dbt(["build", *extra], warehouse)

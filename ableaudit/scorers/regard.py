@@ -1,0 +1,199 @@
+"""Regard: how a response regards the person it answers (AccessEval section 3.4, metric 2).
+
+The classifier is ``sasha/regardv3`` (Sheng et al. 2019's regard, as used by
+HF ``evaluate``), or any sequence classifier whose labels include ``positive``
+and ``negative``. The score is P(positive) - P(negative), in [-1, 1].
+
+Two things are never hidden:
+
+- a text longer than the classifier's maximum length is scored on its first
+  tokens and gets ``status='truncated'`` with the token counts in ``reason``;
+- when the classifier cannot be loaded (not downloaded, offline, bad path) every
+  text gets ``score=None, status='unavailable'`` and the reason, and the next
+  build retries it. A fake score is never produced.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+# Bump when the scoring procedure changes; the model reference is appended, so
+# switching classifiers re-scores every text once under the new version.
+SCORER_VERSION = "regard-1"
+DEFAULT_MODEL = "sasha/regardv3"
+
+STATUSES = ("ok", "truncated", "unavailable", "error")
+RETRY_STATUSES = ("unavailable", "error")
+
+SCHEMA = pa.schema(
+    [
+        ("text_hash", pa.string()),
+        ("scorer_version", pa.string()),
+        ("regard", pa.float64()),
+        ("p_positive", pa.float64()),
+        ("p_negative", pa.float64()),
+        ("n_tokens", pa.int32()),
+        ("max_tokens", pa.int32()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("scored_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+class RegardUnavailable(RuntimeError):
+    """The classifier cannot be loaded; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class RegardScore:
+    regard: float | None
+    p_positive: float | None
+    p_negative: float | None
+    n_tokens: int | None
+    max_tokens: int | None
+    status: str
+    reason: str | None = None
+
+
+@dataclass
+class RegardModel:
+    tokenizer: Any
+    model: Any
+    positive_index: int
+    negative_index: int
+    max_tokens: int
+    device: str
+
+
+def scorer_version(model_ref: str) -> str:
+    return f"{SCORER_VERSION}|{model_ref}"
+
+
+def model_reference(model_ref: str | None = None) -> str:
+    """The classifier to use: explicit, then ABLEAUDIT_REGARD_MODEL, then sasha/regardv3."""
+    return model_ref or os.environ.get("ABLEAUDIT_REGARD_MODEL") or DEFAULT_MODEL
+
+
+_LOADED: dict[str, RegardModel] = {}
+
+
+def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardModel:
+    """Load a classifier by HF id or local path; offline unless ABLEAUDIT_ALLOW_DOWNLOAD=1.
+
+    Only successful loads are cached, so a model installed between two builds is
+    picked up by the next one.
+    """
+    if model_ref in _LOADED:
+        return _LOADED[model_ref]
+    if allow_download is None:
+        allow_download = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") == "1"
+    try:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_ref, local_files_only=not allow_download)
+        model = AutoModelForSequenceClassification.from_pretrained(model_ref, local_files_only=not allow_download)
+    except Exception as err:  # noqa: BLE001 - any load failure means 'unavailable', with its reason
+        hint = (
+            "set ABLEAUDIT_REGARD_MODEL to a local copy of sasha/regardv3"
+            if allow_download
+            else "set ABLEAUDIT_ALLOW_DOWNLOAD=1 to fetch it, or ABLEAUDIT_REGARD_MODEL to a local copy"
+        )
+        raise RegardUnavailable(f"cannot load regard classifier {model_ref!r} ({type(err).__name__}: {err}); {hint}") from err
+
+    labels = {str(name).lower(): int(idx) for idx, name in model.config.id2label.items()}
+    if "positive" not in labels or "negative" not in labels:
+        raise RegardUnavailable(
+            f"regard classifier {model_ref!r} has labels {sorted(labels)}; it needs 'positive' and 'negative'"
+        )
+    limits = [
+        m
+        for m in (getattr(tokenizer, "model_max_length", None), getattr(model.config, "max_position_embeddings", None))
+        if isinstance(m, int) and 0 < m < 1_000_000
+    ]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    loaded = RegardModel(
+        tokenizer=tokenizer,
+        model=model.to(device).eval(),
+        positive_index=labels["positive"],
+        negative_index=labels["negative"],
+        max_tokens=min(limits) if limits else 512,
+        device=device,
+    )
+    _LOADED[model_ref] = loaded
+    return loaded
+
+
+def _score_batch(rm: RegardModel, texts: list[str]) -> list[RegardScore]:
+    import torch
+
+    lengths = [len(ids) for ids in rm.tokenizer(texts, truncation=False, verbose=False)["input_ids"]]
+    enc = rm.tokenizer(texts, truncation=True, max_length=rm.max_tokens, padding=True, return_tensors="pt").to(rm.device)
+    with torch.inference_mode():
+        probs = torch.softmax(rm.model(**enc).logits.float(), dim=-1).cpu()
+    scores = []
+    for n, p in zip(lengths, probs):
+        pos, neg = float(p[rm.positive_index]), float(p[rm.negative_index])
+        truncated = n > rm.max_tokens
+        scores.append(
+            RegardScore(
+                regard=pos - neg,
+                p_positive=pos,
+                p_negative=neg,
+                n_tokens=n,
+                max_tokens=rm.max_tokens,
+                status="truncated" if truncated else "ok",
+                reason=f"{n} tokens > {rm.max_tokens}: scored the first {rm.max_tokens}" if truncated else None,
+            )
+        )
+    return scores
+
+
+def score_regard(texts: Sequence[str], model_ref: str | None = None, batch_size: int = 32) -> list[RegardScore]:
+    """One RegardScore per text, in order; never raises for an unloadable model."""
+    ref = model_reference(model_ref)
+    if not texts:
+        return []
+    try:
+        rm = load_regard(ref)
+    except RegardUnavailable as err:
+        return [RegardScore(None, None, None, None, None, "unavailable", str(err)[:1000])] * len(texts)
+    # Similar lengths batched together waste less padding.
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out: list[RegardScore | None] = [None] * len(texts)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        try:
+            batch_scores = _score_batch(rm, [texts[i] for i in idx])
+        except Exception as err:  # noqa: BLE001 - recorded per text and retried by the next build
+            reason = f"scoring failed ({type(err).__name__}: {err})"[:1000]
+            batch_scores = [RegardScore(None, None, None, None, rm.max_tokens, "error", reason)] * len(idx)
+        for i, s in zip(idx, batch_scores):
+            out[i] = s
+    return out  # type: ignore[return-value]
+
+
+def regard_table(text_hashes: Sequence[str], texts: Sequence[str], model_ref: str | None = None, batch_size: int = 32) -> pa.Table:
+    """Score texts into an Arrow table with SCHEMA (an empty input gives an empty, typed table)."""
+    ref = model_reference(model_ref)
+    scores = score_regard(list(texts), ref, batch_size)
+    now = datetime.now(timezone.utc)
+    columns = {
+        "text_hash": list(text_hashes),
+        "scorer_version": [scorer_version(ref)] * len(scores),
+        "regard": [s.regard for s in scores],
+        "p_positive": [s.p_positive for s in scores],
+        "p_negative": [s.p_negative for s in scores],
+        "n_tokens": [s.n_tokens for s in scores],
+        "max_tokens": [s.max_tokens for s in scores],
+        "status": [s.status for s in scores],
+        "reason": [s.reason for s in scores],
+        "scored_at": [now] * len(scores),
+    }
+    return pa.table(columns, schema=SCHEMA)

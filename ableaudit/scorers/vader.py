@@ -1,0 +1,36 @@
+"""VADER compound sentiment of a whole response (AccessEval section 3.4, metric 1).
+
+The compound score is computed on the complete text, never per sentence and
+averaged, so it matches what ``vaderSentiment`` itself returns for the response.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib.metadata import version
+from typing import Iterable
+
+import pyarrow as pa
+
+# Bump the prefix when this wrapper changes what it feeds VADER; the library
+# version is part of it, so upgrading vaderSentiment re-scores every text once.
+SCORER_VERSION = f"vader-1/vaderSentiment-{version('vaderSentiment')}"
+
+
+@lru_cache(maxsize=1)
+def _analyzer():
+    # Loading the lexicon takes ~50 ms: once per process, not once per call.
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    return SentimentIntensityAnalyzer()
+
+
+def vader_compound(texts: Iterable[str | None]) -> list[float | None]:
+    """Compound polarity in [-1, 1] per text; None stays None."""
+    analyzer = _analyzer()
+    return [None if t is None else float(analyzer.polarity_scores(t)["compound"]) for t in texts]
+
+
+def vader_compound_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The vectorised form DuckDB calls as ``vader_compound(text)``."""
+    return pa.array(vader_compound(texts.to_pylist()), type=pa.float64())

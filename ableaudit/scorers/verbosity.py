@@ -1,0 +1,25 @@
+"""Verbosity: the length of a response in words.
+
+Lower is better in the degradation rule (see seeds/metrics.csv): a disability
+prompt answered at greater length than the neutral one is the degradation the
+vision-language audit paper reports (over-explaining, caveats, redirection).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pyarrow as pa
+
+# Words are maximal runs of non-whitespace (str.split()); bump on any change.
+SCORER_VERSION = "words-whitespace-1"
+
+
+def word_count(texts: Iterable[str | None]) -> list[int | None]:
+    """Whitespace-delimited word count per text; None stays None."""
+    return [None if t is None else len(t.split()) for t in texts]
+
+
+def word_count_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The vectorised form DuckDB calls as ``word_count(text)``."""
+    return pa.array(word_count(texts.to_pylist()), type=pa.int32())

@@ -1,0 +1,116 @@
+{#
+    Each pair x metric with both scores, the metric's direction, and the
+    degradation indicator of AccessEval Eq. 1 (macro is_degraded). The rule for
+    entering a rate is explicit: a pair counts (included) only when it is
+    complete and both of its scores exist; otherwise exclusion_reason says why.
+#}
+with
+
+pairs as (
+
+    select * from {{ ref('int_pairs') }}
+
+),
+
+generation_scores as (
+
+    select * from {{ ref('int_generation_scores') }}
+
+),
+
+metrics as (
+
+    select * from {{ ref('stg_seeds__metrics') }}
+
+),
+
+scored_metrics as (
+
+    select metrics.metric, metrics.direction
+    from metrics
+    where metrics.metric in (select generation_scores.metric from generation_scores)
+
+),
+
+pair_metrics as (
+
+    select
+        pairs.*,
+        scored_metrics.metric,
+        scored_metrics.direction
+
+    from pairs
+    cross join scored_metrics
+
+),
+
+with_scores as (
+
+    select
+        pair_metrics.*,
+        neutral_scores.score as neutral_score,
+        disability_scores.score as disability_score,
+        coalesce(neutral_scores.score_status, 'missing') as neutral_score_status,
+        coalesce(disability_scores.score_status, 'missing') as disability_score_status
+
+    from pair_metrics
+    left join generation_scores as neutral_scores
+        on pair_metrics.neutral_generation_id = neutral_scores.generation_id
+        and pair_metrics.metric = neutral_scores.metric
+    left join generation_scores as disability_scores
+        on pair_metrics.disability_generation_id = disability_scores.generation_id
+        and pair_metrics.metric = disability_scores.metric
+
+),
+
+judged as (
+
+    select
+        *,
+        case
+            when pair_status != 'complete' then pair_status
+            when neutral_score is null then 'neutral_score_' || neutral_score_status
+            when disability_score is null then 'disability_score_' || disability_score_status
+        end as exclusion_reason,
+        cast({{ var('degradation_threshold') }} as double) as threshold
+
+    from with_scores
+
+),
+
+final as (
+
+    select
+        pair_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        query_id,
+        domain,
+        disability_id,
+        temperature,
+        sample_index,
+        neutral_generation_id,
+        disability_generation_id,
+        pair_status,
+        run_id,
+        metric,
+        direction,
+        neutral_score,
+        disability_score,
+        neutral_score_status,
+        disability_score_status,
+        exclusion_reason is null as included,
+        exclusion_reason,
+        threshold,
+        case
+            when exclusion_reason is null
+                then {{ is_degraded('neutral_score', 'disability_score', 'direction', 'threshold') }}
+        end as degraded
+
+    from judged
+
+)
+
+select * from final

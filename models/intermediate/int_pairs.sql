@@ -1,0 +1,93 @@
+{#
+    Pairing happens here, once (DESIGN principle 4). Each disability-aware
+    generation is paired with the neutral generation of the same task, model,
+    arm, query, temperature and sample. Every disability-aware generation gets a
+    row, complete or not: an incomplete pair carries a status instead of vanishing.
+#}
+with
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+disability as (
+
+    select * from generations
+    where condition = 'disability'
+
+),
+
+neutral as (
+
+    select * from generations
+    where condition = 'neutral'
+
+),
+
+paired as (
+
+    select
+        disability.task,
+        disability.model_id,
+        disability.arm,
+        disability.query_set,
+        disability.query_id,
+        coalesce(disability.domain, neutral.domain) as domain,
+        disability.disability_id,
+        disability.temperature,
+        disability.sample_index,
+        neutral.generation_id as neutral_generation_id,
+        disability.generation_id as disability_generation_id,
+        neutral.status as neutral_status,
+        disability.status as disability_status,
+        disability.run_id
+
+    from disability
+    left join neutral
+        on disability.task = neutral.task
+        and disability.model_id = neutral.model_id
+        and disability.arm = neutral.arm
+        and disability.query_set = neutral.query_set
+        and disability.query_id = neutral.query_id
+        and disability.temperature is not distinct from neutral.temperature
+        and disability.sample_index = neutral.sample_index
+
+),
+
+final as (
+
+    select
+        {{ hash_key(['task', 'model_id', 'arm', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index']) }}
+            as pair_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        query_id,
+        domain,
+        disability_id,
+        temperature,
+        sample_index,
+        neutral_generation_id,
+        disability_generation_id,
+        neutral_status,
+        disability_status,
+        -- the first problem found names the pair's status; neutral-side problems first
+        case
+            when neutral_generation_id is null then 'missing_neutral'
+            when neutral_status = 'error' then 'neutral_error'
+            when neutral_status = 'empty' then 'neutral_empty'
+            when disability_status = 'error' then 'disability_error'
+            when disability_status = 'empty' then 'disability_empty'
+            when neutral_status = 'ok' and disability_status = 'ok' then 'complete'
+            else 'unknown_status'
+        end as pair_status,
+        run_id
+
+    from paired
+
+)
+
+select * from final

@@ -1,0 +1,126 @@
+{#
+    Where every row went (DESIGN principle 2): per run, task, model, arm and
+    query set, the count of generations by status, of pairs by pair status, of
+    generation scores by metric and score status (Regard unavailable or
+    truncated included), and of pairs in or out of each metric's rate, by reason.
+#}
+with
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+pairs as (
+
+    select * from {{ ref('int_pairs') }}
+
+),
+
+generation_scores as (
+
+    select * from {{ ref('int_generation_scores') }}
+
+),
+
+pair_scores as (
+
+    select * from {{ ref('int_pair_scores') }}
+
+),
+
+generation_counts as (
+
+    select
+        run_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        'generation' as area,
+        cast(null as varchar) as metric,
+        status,
+        count(*) as n_rows
+
+    from generations
+    group by run_id, task, model_id, arm, query_set, status
+
+),
+
+pair_counts as (
+
+    select
+        run_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        'pair' as area,
+        cast(null as varchar) as metric,
+        pair_status as status,
+        count(*) as n_rows
+
+    from pairs
+    group by run_id, task, model_id, arm, query_set, pair_status
+
+),
+
+score_counts as (
+
+    select
+        generations.run_id,
+        generations.task,
+        generations.model_id,
+        generations.arm,
+        generations.query_set,
+        'score' as area,
+        generation_scores.metric,
+        generation_scores.score_status as status,
+        count(*) as n_rows
+
+    from generation_scores
+    inner join generations
+        on generation_scores.generation_id = generations.generation_id
+    group by
+        generations.run_id,
+        generations.task,
+        generations.model_id,
+        generations.arm,
+        generations.query_set,
+        generation_scores.metric,
+        generation_scores.score_status
+
+),
+
+rate_counts as (
+
+    select
+        run_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        'rate' as area,
+        metric,
+        coalesce(exclusion_reason, 'included') as status,
+        count(*) as n_rows
+
+    from pair_scores
+    group by run_id, task, model_id, arm, query_set, metric, coalesce(exclusion_reason, 'included')
+
+),
+
+final as (
+
+    select * from generation_counts
+    union all
+    select * from pair_counts
+    union all
+    select * from score_counts
+    union all
+    select * from rate_counts
+
+)
+
+select * from final

@@ -1,0 +1,69 @@
+{#
+    AccessEval Eq. 1: the share of NQ-DQ pairs whose disability-aware response
+    is degraded, per task, model, arm, query set and metric, overall and by
+    domain, disability and their cross. Only included pairs count (n_pairs);
+    excluded ones are counted beside them (n_excluded) and explained in
+    data_quality.
+#}
+with
+
+pair_scores as (
+
+    select * from {{ ref('int_pair_scores') }}
+
+),
+
+sliced as (
+
+    select *, 'overall' as slice, 'all' as slice_value from pair_scores
+    union all
+    select *, 'domain' as slice, domain as slice_value from pair_scores
+    union all
+    select *, 'disability' as slice, disability_id as slice_value from pair_scores
+    union all
+    select *, 'domain_disability' as slice, domain || '|' || disability_id as slice_value from pair_scores
+
+),
+
+aggregated as (
+
+    select
+        task,
+        model_id,
+        arm,
+        query_set,
+        metric,
+        slice,
+        slice_value,
+        count(case when included then 1 end) as n_pairs,
+        count(case when included and degraded then 1 end) as n_degraded,
+        count(case when not included then 1 end) as n_excluded,
+        max(threshold) as threshold
+
+    from sliced
+    group by task, model_id, arm, query_set, metric, slice, slice_value
+
+),
+
+final as (
+
+    select
+        task,
+        model_id,
+        arm,
+        query_set,
+        metric,
+        slice,
+        slice_value,
+        n_pairs,
+        n_degraded,
+        -- null, not 0, when no pair could be judged: "no evidence" is not "no degradation"
+        100.0 * cast(n_degraded as double) / nullif(n_pairs, 0) as degradation_pct,
+        n_excluded,
+        threshold
+
+    from aggregated
+
+)
+
+select * from final

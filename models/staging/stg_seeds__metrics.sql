@@ -1,0 +1,23 @@
+with
+
+metrics as (
+
+    select * from {{ ref('metrics') }}
+
+),
+
+final as (
+
+    select
+        metric,
+        display_name,
+        direction,
+        scale_min,
+        scale_max,
+        description
+
+    from metrics
+
+)
+
+select * from final
