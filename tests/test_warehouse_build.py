@@ -8,7 +8,7 @@ data_quality and not in rates, and a rebuild must score only what is new.
 
 from __future__ import annotations
 
-import os
+import random
 import shutil
 import subprocess
 import sys
@@ -50,18 +50,11 @@ def words(text: str) -> int:
 def dbt_env(tmp_path_factory):
     """dbt writes its target/ and logs/ in a temp dir, not in the shared checkout."""
     tmp = tmp_path_factory.mktemp("dbt")
-    saved = {k: os.environ.get(k) for k in ("DBT_TARGET_PATH", "DBT_LOG_PATH", "ABLEAUDIT_REGARD_MODEL")}
-    os.environ.update(
-        DBT_TARGET_PATH=str(tmp / "target"),
-        DBT_LOG_PATH=str(tmp / "logs"),
-        ABLEAUDIT_REGARD_MODEL=str(tmp / "no-regard-model-here"),
-    )
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DBT_TARGET_PATH", str(tmp / "target"))
+        mp.setenv("DBT_LOG_PATH", str(tmp / "logs"))
+        mp.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp / "no-regard-model-here"))
+        yield
 
 
 def fresh_warehouse(path: Path, rows: list[dict]) -> Path:
@@ -224,8 +217,6 @@ def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, mo
     # 3. three new generations: a rebuild scores exactly their three texts, nothing else
     before = {t: read(wh, f"select text_hash, scored_at from {t}") for t in
               ("response_scores_vader", "response_scores_verbosity", "response_scores_regard")}
-    import random
-
     rng = random.Random(42)
     new_rows = []
     for i, row in enumerate(r for r in synthetic_generations(seed=1) if r["condition"] == "disability"):

@@ -27,7 +27,6 @@ import pyarrow as pa
 SCORER_VERSION = "regard-1"
 DEFAULT_MODEL = "sasha/regardv3"
 
-STATUSES = ("ok", "truncated", "unavailable", "error")
 RETRY_STATUSES = ("unavailable", "error")
 
 SCHEMA = pa.schema(
