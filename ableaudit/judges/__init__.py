@@ -1,0 +1,14 @@
+"""The LLM judges of the two papers, run on the audit's own backends.
+
+* rubric (AccessEval): one response to one query, 1..10 from relevance,
+  completeness, accuracy (3 points each) and clarity (1 point); a declined
+  answer scores 1. Two prompts: neutral and disability-aware.
+* contrastive (vision paper, C.5): the neutral response A against the
+  disability response B: interpret / stereotype / framing as No, Ambiguous or
+  Yes with spans quoted from B, and a decline flag for each response.
+
+Modules: ``prompts`` (versioned templates, nonce fences), ``schemas`` (JSON
+Schemas), ``parsing`` (raw text -> verdict, never guessing), ``runner``
+(subjects, keys, cache, calls), ``landing`` (raw.judgments), ``importing``
+(verdicts made elsewhere), ``cli`` (command entry points).
+"""

@@ -1,0 +1,69 @@
+"""Command-line entry points of the judges, for ``ableaudit/cli.py`` to wire.
+
+``ableaudit judge --config FILE`` runs the config's judges alone, on what has
+already landed (no generation, no dbt build). ``ableaudit import judgments FILE``
+lands verdicts produced elsewhere (see ``importing.py`` for the columns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ableaudit.warehouse import warehouse_path
+
+
+def judge_command(config: str | Path, warehouse: str | Path | None = None, run_id: str | None = None) -> dict[str, Any]:
+    """Run every judge of the config on landed generations; returns {judge: {kind: counts}}."""
+    from ableaudit.config import ConfigError, load_config
+    from ableaudit.judges.runner import run_judges
+
+    cfg = load_config(config)
+    if not cfg.judges:
+        raise ConfigError(f"{config} lists no `judges:`; add one (see README, 'Judges') to run the judges")
+    return run_judges(warehouse_path(warehouse), cfg, run_id or f"judge-{uuid.uuid4()}")
+
+
+def import_judgments_command(file: str | Path, warehouse: str | Path | None = None):
+    from ableaudit.judges.importing import import_judgments
+
+    return import_judgments(file, warehouse_path(warehouse), run_id=f"import-{uuid.uuid4()}")
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    counts = judge_command(args.config, getattr(args, "warehouse", None))
+    for judge, kinds in counts.items():
+        for kind, c in kinds.items():
+            print(f"{judge} {kind}: {c['verdicts']} verdicts, {c['cached']} cached, {c['called']} judged "
+                  f"({c['parsed']} parsed, {c['repaired']} repaired, {c['unparseable']} unparseable, {c['errors']} errors)")
+    print(json.dumps(counts, indent=2) if getattr(args, "json", False) else
+          "Run `ableaudit build` to refresh the marts (judge_score, interpretive_shift, judgment_quality).")
+    return 0
+
+
+def cmd_import_judgments(args: argparse.Namespace) -> int:
+    report = import_judgments_command(args.file, getattr(args, "warehouse", None))
+    print(f"Landed judgments from {args.file}: {report.inserted} new, {report.unchanged} already present, "
+          f"{report.retried} replaced errors")
+    print("Run `ableaudit build` to refresh the marts.")
+    return 0
+
+
+def add_judge_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`ableaudit judge --config FILE`."""
+    p = sub.add_parser("judge", parents=[common], help="run the config's judges on landed generations")
+    p.add_argument("--config", required=True, type=Path, help="audit config with a `judges:` list")
+    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    p.set_defaults(func=cmd_judge)
+    return p
+
+
+def add_import_judgments_parser(imp: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`ableaudit import judgments FILE`."""
+    p = imp.add_parser("judgments", parents=[common], help="judge verdicts made elsewhere (CSV, JSONL or Parquet)")
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_import_judgments)
+    return p

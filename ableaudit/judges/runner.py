@@ -1,0 +1,409 @@
+"""Running the judges over landed generations, content-addressed like generation.
+
+A verdict's key (``judgment_id``) is a hash of what determines it: the judge
+(backend, model fingerprint incl. revision, decoding), the prompt version, the
+judge kind and the subject texts (``subject_hash``: the query and response for
+the rubric judge, plus the disability for the disability-aware variant; both
+questions and both responses for the contrastive judge). Consequences:
+
+* a re-run costs nothing: keys landed with ``call_status = 'ok'`` are skipped
+  before any backend is even loaded;
+* an error is retried on the next run (it is never a cached result);
+* two generations with identical subject texts (e.g. greedy samples) share one
+  verdict. The row's ``generation_id`` (or pair ids) names the first generation
+  judged with that content; marts attach the verdict to every generation with
+  the same texts (see the README).
+
+The judge target's ``system_prompt`` is not used: the judge prompts carry their
+own. Its decoding applies; a temperature left unset means 0 (greedy).
+The rubric judge runs on text generations (the AccessEval rubric is about
+answers to questions); the contrastive judge runs on text and vision pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import ibis
+from ibis.common.exceptions import TableNotFound
+
+from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult
+from ableaudit.config import AuditConfig, Judge
+from ableaudit.judges.landing import land_judgments, landed_judgment_keys
+from ableaudit.judges.parsing import Verdict, parse_verdict
+from ableaudit.judges.prompts import contrastive_messages, rubric_messages
+from ableaudit.keys import content_key, model_fingerprint
+from ableaudit.warehouse import connect, warehouse_path
+
+KINDS = ("rubric", "contrastive")
+
+
+# --------------------------------------------------------------------------- keys and items
+
+
+def judge_identity(judge: Judge) -> dict[str, Any]:
+    """Everything about the judge that determines its verdicts (its name does not)."""
+    t = judge.target
+    d = t.decoding
+    return {
+        "backend": t.backend,
+        "model": model_fingerprint(t.model, t.revision),
+        "adapter": model_fingerprint(t.adapter) if t.adapter else None,
+        "decoding": {
+            "temperature": 0.0 if d.temperature is None else d.temperature,
+            "top_p": d.top_p,
+            "max_new_tokens": d.max_new_tokens,
+            "seed": d.seed,
+        },
+    }
+
+
+def judgment_key(identity: dict[str, Any], kind: str, prompt_version: str, subject_hash: str) -> str:
+    return content_key({"judge": identity, "kind": kind, "prompt_version": prompt_version, "subject_hash": subject_hash})
+
+
+def rubric_subject(query: str, response: str, disability: str | None) -> dict[str, Any]:
+    return {"query": query, "response": response, "disability": disability}
+
+
+def contrastive_subject(question_a: str, response_a: str, question_b: str, response_b: str) -> dict[str, Any]:
+    return {"question_a": question_a, "response_a": response_a, "question_b": question_b, "response_b": response_b}
+
+
+@dataclass(frozen=True)
+class JudgeItem:
+    """One verdict to obtain: its key, its prompt and the generations it is about."""
+
+    judgment_id: str
+    kind: str
+    prompt_version: str
+    subject_hash: str
+    messages: tuple[dict, ...]
+    nonce: str
+    generation_id: str | None = None
+    neutral_generation_id: str | None = None
+    disability_generation_id: str | None = None
+    response_b: str | None = None
+
+
+def rubric_item(identity: dict[str, Any], row: dict[str, Any]) -> JudgeItem:
+    """The rubric verdict for one generation row (prompt_text, response_text, condition, disability)."""
+    disability = None
+    if row.get("condition") == "disability" or row.get("disability_id"):
+        disability = row.get("disability_label") or row.get("disability_id")
+        if not disability:
+            raise ValueError(f"generation {row.get('generation_id')} is disability-aware but names no disability")
+    subject = rubric_subject(row["prompt_text"], row["response_text"], disability)
+    tpl, nonce, messages = rubric_messages(subject["query"], subject["response"], disability)
+    subject_hash = content_key(subject)
+    return JudgeItem(
+        judgment_id=judgment_key(identity, "rubric", tpl.prompt_version, subject_hash),
+        kind="rubric", prompt_version=tpl.prompt_version, subject_hash=subject_hash,
+        messages=messages, nonce=nonce, generation_id=row["generation_id"],
+    )
+
+
+def contrastive_item(identity: dict[str, Any], pair: dict[str, Any]) -> JudgeItem:
+    """The contrastive verdict for one (neutral, disability) pair."""
+    subject = contrastive_subject(pair["question_a"], pair["response_a"], pair["question_b"], pair["response_b"])
+    tpl, nonce, messages = contrastive_messages(**subject)
+    subject_hash = content_key(subject)
+    return JudgeItem(
+        judgment_id=judgment_key(identity, "contrastive", tpl.prompt_version, subject_hash),
+        kind="contrastive", prompt_version=tpl.prompt_version, subject_hash=subject_hash,
+        messages=messages, nonce=nonce,
+        neutral_generation_id=pair["neutral_generation_id"],
+        disability_generation_id=pair["disability_generation_id"],
+        response_b=pair["response_b"],
+    )
+
+
+# --------------------------------------------------------------------------- subjects (ibis)
+
+
+def _open(warehouse: str | Path) -> ibis.BaseBackend:
+    path = warehouse_path(warehouse)
+    connect(path).close()  # a fresh file gets its raw schema; then read without holding a write lock
+    return ibis.duckdb.connect(str(path), read_only=True)
+
+
+def _scoped(g: ibis.Table, query_set: str | None, model_ids: Iterable[str] | None, include_imported: bool) -> ibis.Table:
+    g = g.filter(g.status == "ok")
+    if query_set is not None:
+        g = g.filter(g.query_set == query_set)
+    generated = g.source != "imported"
+    if model_ids is not None:
+        generated = generated & g.model_id.isin(list(model_ids))
+    keep = (generated | (g.source == "imported")) if include_imported else generated
+    return g.filter(keep)
+
+
+def _disability_labels(con: ibis.BaseBackend) -> dict[str, str]:
+    # (not con.list_tables(): ibis 12 trips over duckdb 2.0's connection API there)
+    try:
+        seeds = con.table("stg_seeds__disabilities")
+    except TableNotFound:
+        return {}
+    t = seeds.select("disability_id", "display_name").to_pyarrow().to_pylist()
+    return {r["disability_id"]: r["display_name"] for r in t if r["display_name"]}
+
+
+def select_rubric_subjects(warehouse: str | Path, *, query_set: str | None = None, model_ids: Iterable[str] | None = None,
+                           include_imported: bool = True) -> list[dict[str, Any]]:
+    """Text generations with status 'ok', with the query they answer and the disability's display name."""
+    con = _open(warehouse)
+    try:
+        g = _scoped(con.table("generations", database="raw"), query_set, model_ids, include_imported)
+        g = g.filter(g.task == "text")
+        rows = (g.select("generation_id", "model_id", "arm", "query_set", "query_id", "condition", "disability_id",
+                         "prompt_text", "response_text", "source")
+                 .order_by(["model_id", "arm", "query_set", "query_id", "condition", "disability_id", "generation_id"])
+                 .to_pyarrow().to_pylist())
+        labels = _disability_labels(con)
+    finally:
+        con.disconnect()
+    for r in rows:
+        r["disability_label"] = labels.get(r["disability_id"], r["disability_id"]) if r["disability_id"] else None
+    return rows
+
+
+def select_pairs(warehouse: str | Path, *, query_set: str | None = None, model_ids: Iterable[str] | None = None,
+                 include_imported: bool = True) -> list[dict[str, Any]]:
+    """(neutral, disability) generation pairs: same task, model, arm, query, temperature and sample, both 'ok'.
+
+    Computed here from raw.generations with ibis; when the dbt model int_pairs
+    is the one place pairing happens, this can read it instead (same columns).
+    """
+    con = _open(warehouse)
+    try:
+        g = _scoped(con.table("generations", database="raw"), query_set, model_ids, include_imported)
+        n = g.filter(g.condition == "neutral")
+        d = g.filter(g.condition == "disability").view()
+        joined = n.join(d, [
+            n.task == d.task,
+            n.model_id == d.model_id,
+            n.arm == d.arm,
+            n.query_set == d.query_set,
+            n.query_id == d.query_id,
+            n.sample_index == d.sample_index,
+            n.temperature.identical_to(d.temperature),
+        ])
+        pairs = joined.select(
+            neutral_generation_id=n.generation_id,
+            disability_generation_id=d.generation_id,
+            task=n.task, model_id=n.model_id, arm=n.arm, query_set=n.query_set, query_id=n.query_id,
+            disability_id=d.disability_id, temperature=n.temperature, sample_index=n.sample_index,
+            question_a=n.prompt_text, response_a=n.response_text,
+            question_b=d.prompt_text, response_b=d.response_text,
+        )
+        rows = pairs.order_by(["model_id", "arm", "query_set", "query_id", "disability_id", "sample_index",
+                               "neutral_generation_id", "disability_generation_id"]).to_pyarrow().to_pylist()
+    finally:
+        con.disconnect()
+    return rows
+
+
+# --------------------------------------------------------------------------- running
+
+
+class LazyBackend:
+    """Make the judge's backend only when there is something to judge, once."""
+
+    def __init__(self, factory: Callable[[], Backend]) -> None:
+        self._factory = factory
+        self._backend: Backend | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._backend is not None
+
+    def get(self) -> Backend:
+        if self._backend is None:
+            self._backend = self._factory()
+        return self._backend
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+
+@dataclass
+class JudgeReport:
+    subjects: int = 0          # generations or pairs offered
+    verdicts: int = 0          # distinct keys among them (identical texts share one)
+    cached: int = 0            # already landed with call_status 'ok': no call
+    called: int = 0            # judge calls made
+    inserted: int = 0
+    retried: int = 0           # error rows replaced
+    parsed: int = 0
+    repaired: int = 0
+    unparseable: int = 0
+    errors: int = 0            # failed calls (landed as call_status 'error', retried next run)
+    spans_not_found: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: GenerationResult | None,
+                run_id: str | None) -> tuple[dict[str, Any], Verdict | None]:
+    row: dict[str, Any] = {
+        "judgment_id": item.judgment_id, "judge_kind": item.kind, "judge_name": judge.name,
+        "judge_model": judge.target.model, "judge_revision": revision, "prompt_version": item.prompt_version,
+        "generation_id": item.generation_id, "neutral_generation_id": item.neutral_generation_id,
+        "disability_generation_id": item.disability_generation_id, "subject_hash": item.subject_hash,
+        "source": "judged", "run_id": run_id,
+    }
+    if result is None or result.status == "error":
+        row.update(call_status="error", raw_output=None, parse_status=None, parsed_json=None, parse_notes=None,
+                   error_message=(result.error if result else "the backend returned no result for this request"))
+        return row, None
+    text = result.text or ""
+    verdict = parse_verdict(item.kind, text, item.response_b)
+    if result.finish_reason == "length":
+        verdict.notes.append("judge_truncated: the judge stopped at max_new_tokens; raise the judge's decoding.max_new_tokens")
+    row.update(call_status="ok", raw_output=text, parse_status=verdict.parse_status, parsed_json=verdict.parsed_json,
+               parse_notes=verdict.notes_json, error_message=None)
+    return row, verdict
+
+
+def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
+              items: Sequence[JudgeItem], run_id: str | None = None, subjects: int | None = None) -> JudgeReport:
+    """Judge the items not landed yet, landing each chunk as it comes back (resumable)."""
+    report = JudgeReport(subjects=len(items) if subjects is None else subjects)
+    unique: dict[str, JudgeItem] = {}
+    for it in items:
+        unique.setdefault(it.judgment_id, it)
+    report.verdicts = len(unique)
+    done = landed_judgment_keys(warehouse, unique)
+    report.cached = len(done)
+    todo = [it for k, it in unique.items() if k not in done]
+    if not todo:
+        return report
+    owned = None
+    if isinstance(backend, LazyBackend):
+        lazy = backend
+    elif hasattr(backend, "generate"):
+        lazy = LazyBackend(lambda: backend)  # the caller owns it and closes it
+    else:
+        lazy = owned = LazyBackend(backend)
+    try:
+        b = lazy.get()
+        revision = getattr(b, "model_revision", None) or model_fingerprint(judge.target.model, judge.target.revision)
+        d = judge.target.decoding
+        size = max(1, judge.target.batch_size)
+        for start in range(0, len(todo), size):
+            chunk = todo[start:start + size]
+            requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
+                                          temperature=0.0 if d.temperature is None else d.temperature,
+                                          top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed)
+                        for it in chunk]
+            try:
+                results = {r.key: r for r in b.generate(requests)}
+            except Exception as err:  # a failed batch is a batch of error rows, retried next run
+                results = {it.judgment_id: GenerationResult.failed(it.judgment_id, err) for it in chunk}
+            report.called += len(chunk)
+            rows = []
+            for it in chunk:
+                row, verdict = _result_row(it, judge, revision, results.get(it.judgment_id), run_id)
+                rows.append(row)
+                if verdict is None:
+                    report.errors += 1
+                else:
+                    setattr(report, verdict.parse_status, getattr(report, verdict.parse_status) + 1)
+                    report.spans_not_found += verdict.spans_not_found
+            landed = land_judgments(warehouse, rows)
+            report.inserted += landed.inserted
+            report.retried += landed.retried
+    finally:
+        if owned is not None:
+            owned.close()
+    return report
+
+
+def judge_rubric(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
+                 generation_rows: Sequence[dict[str, Any]], run_id: str | None = None) -> JudgeReport:
+    """Score each generation with the AccessEval rubric (neutral or disability-aware prompt)."""
+    identity = judge_identity(judge)
+    items = [rubric_item(identity, r) for r in generation_rows]
+    return run_items(warehouse, judge, backend, items, run_id, subjects=len(generation_rows))
+
+
+def judge_contrastive(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
+                      pairs: Sequence[dict[str, Any]], run_id: str | None = None) -> JudgeReport:
+    """Compare each disability response (B) with its neutral response (A)."""
+    identity = judge_identity(judge)
+    items = [contrastive_item(identity, p) for p in pairs]
+    return run_items(warehouse, judge, backend, items, run_id, subjects=len(pairs))
+
+
+def _default_factory(judge: Judge) -> Callable[[], Backend]:
+    def make() -> Backend:
+        from ableaudit.backends import make_backend
+
+        return make_backend(judge.target)
+    return make
+
+
+def run_judges(warehouse: str | Path, cfg: AuditConfig, run_id: str | None = None,
+               backend_factory: Callable[[Judge], Backend] | None = None) -> dict[str, dict[str, dict[str, int]]]:
+    """Run every judge of the config on the audit's landed generations; {judge: {kind: counts}}.
+
+    Scope: generations of the config's query set that are 'ok', made by the
+    config's targets, plus imported ones when the judge's ``include_imported``.
+    A judge whose verdicts are all landed never loads its model.
+    """
+    model_ids = [t.reported_model_id for t in cfg.targets]
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for judge in cfg.judges:
+        factory = (lambda j=judge: backend_factory(j)) if backend_factory else _default_factory(judge)
+        lazy = LazyBackend(factory)
+        out[judge.name] = {}
+        try:
+            scope = dict(query_set=cfg.query_set, model_ids=model_ids, include_imported=judge.include_imported)
+            if "rubric" in judge.kinds:
+                rows = select_rubric_subjects(warehouse, **scope)
+                out[judge.name]["rubric"] = judge_rubric(warehouse, judge, lazy, rows, run_id).as_dict()
+            if "contrastive" in judge.kinds:
+                pairs = select_pairs(warehouse, **scope)
+                out[judge.name]["contrastive"] = judge_contrastive(warehouse, judge, lazy, pairs, run_id).as_dict()
+        finally:
+            lazy.close()
+    return out
+
+
+# --------------------------------------------------------------------------- re-parsing
+
+
+def reparse_judgments(warehouse: str | Path) -> dict[str, int]:
+    """Parse every landed verdict's raw_output again with the current parser.
+
+    The judge's text is never changed; only parse_status, parsed_json and
+    parse_notes are rewritten where the parser now reads it differently (after
+    a parser fix). Returns {'checked': n, 'changed': m}.
+    """
+    con = connect(warehouse)
+    try:
+        rows = con.execute(
+            "select j.judgment_id, j.judge_kind, j.raw_output, j.parse_status, j.parsed_json, j.parse_notes, "
+            "g.response_text from raw.judgments j left join raw.generations g "
+            "on g.generation_id = j.disability_generation_id where j.call_status = 'ok'"
+        ).fetchall()
+        changed = []
+        for jid, kind, raw, status, parsed, notes, response_b in rows:
+            v = parse_verdict(kind, raw, response_b)
+            old_notes = json.loads(notes) if notes else []
+            v.notes += [n for n in old_notes if n.startswith("judge_truncated:")]
+            if (v.parse_status, v.parsed_json, v.notes_json) != (status, parsed, notes):
+                changed.append((v.parse_status, v.parsed_json, v.notes_json, jid))
+        if changed:
+            con.execute("begin transaction")
+            con.executemany("update raw.judgments set parse_status = ?, parsed_json = ?, parse_notes = ? where judgment_id = ?", changed)
+            con.execute("commit")
+    finally:
+        con.close()
+    return {"checked": len(rows), "changed": len(changed)}
