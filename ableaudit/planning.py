@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 import ibis
 
+from ableaudit import ibis_compat
 from ableaudit.backends.base import GenerationRequest
 from ableaudit.config import Arm, AuditConfig, ConfigError, Target
 from ableaudit.keys import canonical_json, content_key, model_fingerprint
@@ -63,7 +64,7 @@ class PlannedGeneration:
 
 def select_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
     """Read the prompts of the configured query set and subset from ``int_prompts``."""
-    con = ibis.duckdb.connect(str(warehouse), read_only=True)
+    con = ibis_compat.connect(warehouse, read_only=True)
     try:
         if "int_prompts" not in con.list_tables():
             raise ConfigError(

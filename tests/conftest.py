@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def pytest_configure(config: pytest.Config) -> None:
     # Prefect state for the whole test session lives in one temp dir (migrated once).
     home = Path(config.rootpath) / ".prefect" / "pytest"
+    home.mkdir(parents=True, exist_ok=True)
     os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
