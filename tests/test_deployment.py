@@ -97,4 +97,4 @@ def test_deployment_run_audit_audit(server, tmp_path):
         assert con.execute("select count(*) from degradation where metric = 'vader'").fetchone()[0] > 0
     finally:
         con.close()
-    assert (wh.parent / "published" / "ableaudit.duckdb").is_file()
+    assert (wh.parent / "published" / wh.name).is_file()
