@@ -98,6 +98,20 @@ create table if not exists raw.judgments (
     created_at       timestamp not null default current_timestamp
 );
 
+create table if not exists raw.annotations (
+    -- human (or other external) ratings, landed by `ableaudit import annotations`
+    annotation_id varchar primary key,      -- sha256 of item_id, dimension, annotator_id
+    item_id       varchar not null,         -- a generation_id (rubric dimensions) or a pair_id (contrastive)
+    item_kind     varchar not null,         -- 'generation' | 'pair'
+    dimension     varchar not null,         -- judge_score | interpret | stereotype | framing | abstain
+    annotator_id  varchar not null,
+    value         varchar not null,         -- as given, normalised label or number as text
+    value_num     double,                   -- numeric value (scores; ordinal position for labels)
+    batch_id      varchar,                  -- one import
+    source_file   varchar,
+    loaded_at     timestamp not null default current_timestamp
+);
+
 create table if not exists raw.runs (
     run_id      varchar primary key,
     config_json varchar not null,
