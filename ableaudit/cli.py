@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT
+from ableaudit.judges.cli import add_import_judgments_parser, add_judge_parser
 from ableaudit.warehouse import warehouse_path
 
 EXAMPLE_QUERIES = """\
@@ -126,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("publish", parents=[common], help="publish a read-only copy and Parquet marts")
     p.set_defaults(func=cmd_publish)
 
+    add_judge_parser(sub, common)
+
     imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(dest="what", required=True)
+    add_import_judgments_parser(imp, common)
     p = imp.add_parser("responses", parents=[common], help="responses as CSV, JSONL or Parquet")
     p.add_argument("file", type=Path)
     p.add_argument("--query-set", default="ableaudit", help="query set of rows without a query_set column")

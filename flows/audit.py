@@ -28,6 +28,7 @@ from ableaudit import PROJECT_ROOT  # noqa: E402
 from ableaudit.backends import make_backend  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.dbt_runner import run_dbt  # noqa: E402
+from ableaudit.judges.runner import run_judges  # noqa: E402
 from ableaudit.landing import LandingReport, land_generations, landed_keys, result_row  # noqa: E402
 from ableaudit.planning import PlannedGeneration, arms_by_adapter, plan_generations, select_prompts  # noqa: E402
 from ableaudit.publish import publish  # noqa: E402
@@ -66,6 +67,12 @@ def generate(backend: Any, chunk: list[PlannedGeneration], run_id: str) -> list[
 @task(name="land", cache_policy=NO_CACHE)
 def land(warehouse: str, rows: list[dict[str, Any]]) -> LandingReport:
     return land_generations(warehouse, rows)
+
+
+@task(name="judge", cache_policy=NO_CACHE)
+def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
+    """Every judge of the config on every landed subject; cached verdicts cost nothing."""
+    return run_judges(warehouse, cfg, run_id)
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)
@@ -124,6 +131,9 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
                     backend.close()
             summary["targets"][target.name] = total.__dict__
             logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
+        if cfg.judges:
+            summary["judges"] = judge(wh, cfg, run_id)
+            logger.info("judges: %s", json.dumps(summary["judges"]))
         do_build = cfg.build if build is None else build
         if do_build:
             summary["published"] = build_warehouse(wh)

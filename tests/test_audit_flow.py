@@ -17,7 +17,8 @@ from ableaudit import PROJECT_ROOT
 from ableaudit.cli import _load_flow
 from independent import degradation_vader
 
-CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_llamacpp.yaml"
+CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_llamacpp.yaml"  # with both judges
+NO_JUDGES = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_nojudge.yaml"
 N_PLANNED = 6 * 3  # 6 domains x (1 neutral + 2 disabilities)
 
 pytestmark = pytest.mark.slow
@@ -73,6 +74,19 @@ def test_regard_is_absent_with_a_status_not_faked(audited):
     assert scores.score.isna().all() and (scores.score_status == "unavailable").all()
 
 
+def test_both_judges_ran_and_no_unparseable_verdict_carries_a_value(audited):
+    j = _read(audited["warehouse"], "select * from raw.judgments")
+    kinds = j.groupby("judge_kind").size().to_dict()
+    assert kinds.get("rubric", 0) > 0 and kinds.get("contrastive", 0) > 0
+    assert set(j.call_status) <= {"ok", "error"}
+    ok = j[j.call_status == "ok"]
+    assert set(ok.parse_status) <= {"parsed", "repaired", "unparseable"}
+    assert ok[ok.parse_status == "unparseable"].parsed_json.isna().all()
+    assert (ok.raw_output.str.len() > 0).all()
+    counts = audited["summary"]["judges"]["smollm2-judge"]
+    assert counts["rubric"]["verdicts"] == kinds["rubric"] or counts["rubric"]["cached"] > 0
+
+
 def test_published_copy_is_readable_without_project_code(audited):
     published = Path(audited["summary"]["published"])
     assert published.is_file() and published != audited["warehouse"]
@@ -102,7 +116,7 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
 def test_kill_and_resume(tmp_path):
     """SIGKILL mid-audit, then rerun: no duplicate, no regeneration of landed rows."""
     wh = tmp_path / "ableaudit.duckdb"
-    proc = _cli("audit", "--config", str(CONFIG), "--warehouse", str(wh), "--no-build")
+    proc = _cli("audit", "--config", str(NO_JUDGES), "--warehouse", str(wh), "--no-build")
     lines = []
     deadline = time.monotonic() + 300
     try:
@@ -119,7 +133,7 @@ def test_kill_and_resume(tmp_path):
     before = _read(wh, "select generation_id, created_at, response_text from raw.generations")
     assert 0 < len(before) < N_PLANNED
 
-    rerun = _cli("audit", "--config", str(CONFIG), "--warehouse", str(wh), "--no-build")
+    rerun = _cli("audit", "--config", str(NO_JUDGES), "--warehouse", str(wh), "--no-build")
     out, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, out[-3000:]
     after = _read(wh, "select generation_id, created_at, response_text from raw.generations")

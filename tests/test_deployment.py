@@ -23,7 +23,7 @@ from ableaudit import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_llamacpp.yaml"
+CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_nojudge.yaml"
 
 
 def _free_port() -> int:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import ibis
 from ibis.common.exceptions import TableNotFound
 
+from ableaudit import ibis_compat
 from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult
 from ableaudit.config import AuditConfig, Judge
 from ableaudit.judges.landing import land_judgments, landed_judgment_keys
@@ -127,7 +128,7 @@ def contrastive_item(identity: dict[str, Any], pair: dict[str, Any]) -> JudgeIte
 def _open(warehouse: str | Path) -> ibis.BaseBackend:
     path = warehouse_path(warehouse)
     connect(path).close()  # a fresh file gets its raw schema; then read without holding a write lock
-    return ibis.duckdb.connect(str(path), read_only=True)
+    return ibis_compat.connect(path, read_only=True)
 
 
 def _scoped(g: ibis.Table, query_set: str | None, model_ids: Iterable[str] | None, include_imported: bool) -> ibis.Table:

@@ -35,4 +35,6 @@ def pending_texts(
 
 def ibis_connection(session) -> "ibis.BaseBackend":
     """Wrap the DuckDB connection dbt hands a Python model (or any DuckDB connection)."""
-    return ibis.duckdb.from_connection(getattr(session, "_cursor", session))
+    from ableaudit import ibis_compat
+
+    return ibis_compat.from_connection(getattr(session, "_cursor", session))
