@@ -109,47 +109,77 @@ def landed_keys(warehouse: str | Path, keys: Iterable[str]) -> set[str]:
         con.close()
 
 
-def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> LandingReport:
-    """Land rows in one transaction; see the module docstring for the rules."""
-    report = LandingReport(errors=sum(1 for r in rows if r.get("status") == "error"))
+def land_keyed(
+    warehouse: str | Path,
+    table: str,
+    key: str,
+    status_column: str,
+    columns: dict[str, pa.DataType],
+    rows: Sequence[dict[str, Any]],
+    also: Sequence[str] = (),
+) -> LandingReport:
+    """Land rows into ``raw.<table>`` in one transaction, keyed by ``key``.
+
+    The rule shared by every raw table a run writes: a landed row is final unless
+    its ``status_column`` says 'error', in which case a later attempt replaces it.
+    Within one batch the first non-error row of a key wins. ``also`` holds extra
+    statements run in the same transaction over the batch, registered as
+    ``incoming``.
+    """
+    report = LandingReport(errors=sum(1 for r in rows if r.get(status_column) == "error"))
     if not rows:
         return report
-    bad = [r.get("status") for r in rows if r.get("status") not in ("ok", "empty", "error")]
-    if bad:
-        raise ValueError(f"generation status must be ok, empty or error; got {sorted(set(map(str, bad)))}")
-    table = to_arrow(rows)
-    cols = ", ".join(GENERATION_COLUMNS)
-    updates = ", ".join(f"{c} = excluded.{c}" for c in GENERATION_COLUMNS if c != "generation_id")
+    seen: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        prior = seen.get(r[key])
+        if prior is None or (prior.get(status_column) == "error" and r.get(status_column) != "error"):
+            seen[r[key]] = r
+    unique = list(seen.values())
+    schema = pa.schema(list(columns.items()))
+    batch = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in unique], schema=schema)
+    cols = ", ".join(columns)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
     con = connect(warehouse)
     try:
-        con.register("incoming", table)
+        con.register("incoming", batch)
         con.execute("begin transaction")
         before = dict(
-            con.execute(
-                "select g.generation_id, g.status from raw.generations g join incoming i using (generation_id)"
-            ).fetchall()
+            con.execute(f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})").fetchall()
         )
         con.execute(
-            f"insert into raw.generations ({cols}) select {cols} from incoming "
-            f"on conflict (generation_id) do update set {updates}, created_at = now() "
-            "where raw.generations.status = 'error'"
+            f"insert into raw.{table} ({cols}) select {cols} from incoming "
+            f"on conflict ({key}) do update set {updates}, created_at = now() "
+            f"where raw.{table}.{status_column} = 'error'"
         )
-        con.execute(
-            "insert into raw.generation_errors (generation_id, run_id, error_message) "
-            "select generation_id, run_id, error_message from incoming where status = 'error'"
-        )
+        for statement in also:
+            con.execute(statement)
         con.execute("commit")
     except Exception:
         con.execute("rollback")
         raise
     finally:
         con.close()
-    for r in rows:
-        prior = before.get(r["generation_id"])
+    for r in unique:
+        prior = before.get(r[key])
         if prior is None:
             report.inserted += 1
         elif prior == "error":
             report.retried += 1
         else:
             report.unchanged += 1
+    report.unchanged += len(rows) - len(unique)
     return report
+
+
+def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> LandingReport:
+    """Land generation rows; every failed attempt is also kept in raw.generation_errors."""
+    bad = [r.get("status") for r in rows if r.get("status") not in ("ok", "empty", "error")]
+    if bad:
+        raise ValueError(f"generation status must be ok, empty or error; got {sorted(set(map(str, bad)))}")
+    return land_keyed(
+        warehouse, "generations", "generation_id", "status", GENERATION_COLUMNS, rows,
+        also=[
+            "insert into raw.generation_errors (generation_id, run_id, error_message) "
+            "select generation_id, run_id, error_message from incoming where status = 'error'"
+        ],
+    )

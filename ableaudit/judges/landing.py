@@ -14,7 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
-from ableaudit.landing import LandingReport
+from ableaudit.landing import LandingReport, land_keyed
 from ableaudit.warehouse import connect
 
 JUDGMENT_COLUMNS: dict[str, pa.DataType] = {
@@ -77,45 +77,6 @@ def landed_judgment_keys(warehouse: str | Path, keys: Iterable[str]) -> set[str]
 
 def land_judgments(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> LandingReport:
     """Land verdict rows in one transaction; see the module docstring for the rules."""
-    report = LandingReport(errors=sum(1 for r in rows if r.get("call_status") == "error"))
-    if not rows:
-        return report
-    _check(rows)
-    seen: dict[str, dict[str, Any]] = {}
-    for r in rows:  # one row per key within a batch: the first 'ok' wins over errors
-        prior = seen.get(r["judgment_id"])
-        if prior is None or (prior["call_status"] == "error" and r["call_status"] == "ok"):
-            seen[r["judgment_id"]] = r
-    unique = list(seen.values())
-    table = pa.Table.from_pylist([{c: r.get(c) for c in JUDGMENT_COLUMNS} for r in unique],
-                                 schema=pa.schema(list(JUDGMENT_COLUMNS.items())))
-    cols = ", ".join(JUDGMENT_COLUMNS)
-    updates = ", ".join(f"{c} = excluded.{c}" for c in JUDGMENT_COLUMNS if c != "judgment_id")
-    con = connect(warehouse)
-    try:
-        con.register("incoming_judgments", table)
-        con.execute("begin transaction")
-        before = dict(con.execute(
-            "select j.judgment_id, j.call_status from raw.judgments j join incoming_judgments i using (judgment_id)"
-        ).fetchall())
-        con.execute(
-            f"insert into raw.judgments ({cols}) select {cols} from incoming_judgments "
-            f"on conflict (judgment_id) do update set {updates}, created_at = now() "
-            "where raw.judgments.call_status = 'error'"
-        )
-        con.execute("commit")
-    except Exception:
-        con.execute("rollback")
-        raise
-    finally:
-        con.close()
-    for r in unique:
-        prior = before.get(r["judgment_id"])
-        if prior is None:
-            report.inserted += 1
-        elif prior == "error":
-            report.retried += 1
-        else:
-            report.unchanged += 1
-    report.unchanged += len(rows) - len(unique)
-    return report
+    if rows:
+        _check(rows)
+    return land_keyed(warehouse, "judgments", "judgment_id", "call_status", JUDGMENT_COLUMNS, rows)
