@@ -1,0 +1,145 @@
+{#
+    Every rating of an item, long: one row per (item_id, dimension, rater_id),
+    from every kind of rater, for the agreement marts.
+
+      human     raw.annotations (rater_id 'human:<annotator_id>')
+      judge     the judges' current verdicts (rater_id 'judge:<judge_name>'),
+                only usable ones (the call succeeded and the verdict parsed:
+                stg_raw__judgments.is_usable):
+                  rubric      -> judge_score of a generation (item = generation_id),
+                                 from int_generation_judgments
+                  contrastive -> interpret, stereotype, framing and abstain of a
+                                 complete pair (item = int_pairs.pair_id), from
+                                 int_pair_judgments; abstain = 'Yes' when the
+                                 judge found that response B declines
+      detector  (issue 6) not yet: union its verdicts at the marked point below
+
+    Those models attach each content-addressed verdict to every generation (pair)
+    with the same texts and keep the latest verdict per item and judge.
+
+    value is the label or the score as text; value_num the score, or a label's
+    position on its scale (No = 0, Ambiguous = 1, Yes = 2; abstain No = 0, Yes = 1),
+    the same coding as raw.annotations.value_num and ableaudit.stats.SCALES.
+#}
+with
+
+annotations as (
+
+    select * from {{ ref('stg_raw__annotations') }}
+
+),
+
+generation_judgments as (
+
+    select * from {{ ref('int_generation_judgments') }}
+
+),
+
+pair_judgments as (
+
+    select * from {{ ref('int_pair_judgments') }}
+
+),
+
+human_ratings as (
+
+    select
+        item_id,
+        item_kind,
+        dimension,
+        'human:' || annotator_id as rater_id,
+        'human' as rater_kind,
+        value,
+        value_num,
+        annotation_id as source_id
+
+    from annotations
+
+),
+
+judge_scores as (
+
+    select
+        generation_id as item_id,
+        'generation' as item_kind,
+        'judge_score' as dimension,
+        'judge:' || judge_name as rater_id,
+        'judge' as rater_kind,
+        cast(score as varchar) as value,
+        cast(score as double) as value_num,
+        judgment_id as source_id
+
+    from generation_judgments
+    where is_usable
+        and score is not null
+
+),
+
+contrastive_verdicts as (
+
+    select
+        pair_id,
+        judge_name,
+        judgment_id,
+        interpret,
+        stereotype,
+        framing,
+        case decline_in_response_b when true then 'Yes' when false then 'No' end as abstain
+
+    from pair_judgments
+    where included
+
+),
+
+contrastive_long as (
+
+    select pair_id, judge_name, judgment_id, 'interpret' as dimension, interpret as value
+    from contrastive_verdicts
+    union all
+    select pair_id, judge_name, judgment_id, 'stereotype' as dimension, stereotype as value
+    from contrastive_verdicts
+    union all
+    select pair_id, judge_name, judgment_id, 'framing' as dimension, framing as value
+    from contrastive_verdicts
+    union all
+    select pair_id, judge_name, judgment_id, 'abstain' as dimension, abstain as value
+    from contrastive_verdicts
+
+),
+
+judge_labels as (
+
+    select
+        pair_id as item_id,
+        'pair' as item_kind,
+        dimension,
+        'judge:' || judge_name as rater_id,
+        'judge' as rater_kind,
+        value,
+        case
+            when dimension = 'abstain' then case value when 'No' then 0.0 when 'Yes' then 1.0 end
+            else case value when 'No' then 0.0 when 'Ambiguous' then 1.0 when 'Yes' then 2.0 end
+        end as value_num,
+        judgment_id as source_id
+
+    from contrastive_long
+    where value is not null
+
+),
+
+final as (
+
+    select * from human_ratings
+    union all
+    select * from judge_scores
+    union all
+    select * from judge_labels
+    -- union point for the LoRA detector (issue 6): its verdicts as rows with
+    -- rater_id 'detector:<name>', rater_kind 'detector', on the same items and
+    -- dimensions (e.g. interpret / stereotype / framing of a pair_id):
+    --   union all
+    --   select * from detector_labels
+
+)
+
+select * from final

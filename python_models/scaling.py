@@ -1,0 +1,51 @@
+"""Mart `scaling`: does degradation grow or shrink with model size?
+
+Thin wiring over ableaudit.stats.scaling: the overall degradation rate of each
+model (mart `degradation`, slice 'overall', at var('degradation_threshold'))
+against its size (int_model_sizes: the seed model_sizes, else the audit
+config's params_b), per task, arm, query set and metric, with a Spearman trend.
+models_json lists the points (model_id, params_b, degradation_pct) by size.
+"""
+
+import json
+
+import pandas as pd
+import pyarrow as pa
+
+from ableaudit.ibis_compat import from_connection
+from ableaudit.stats import SCALING_SCHEMA, scaling, scaling_points
+
+ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}
+BY = ["task", "arm", "query_set", "metric"]
+REST = [c for c in SCALING_SCHEMA if c not in ("task", "arm", "metric")]
+SCHEMA = {**{k: "str" for k in BY}, "threshold": "float64",
+          **{c: SCALING_SCHEMA[c] for c in REST if c != "reason"},
+          "models_json": "str", "reason": "str"}
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    dbt.ref("degradation")  # declare the dependencies for dbt's DAG
+    dbt.ref("int_model_sizes")
+
+    con = from_connection(getattr(session, "_cursor", session))
+    where = (dbt.this.database, dbt.this.schema)
+    degradation = con.table("degradation", database=where)
+    rates = (degradation.filter(degradation.slice == "overall")
+             .select(*BY, "model_id", "degradation_pct", "threshold").to_pyarrow().to_pandas())
+    sizes = con.table("int_model_sizes", database=where).select("model_id", "params_b").to_pyarrow().to_pandas()
+
+    out = scaling(rates, sizes, by=BY)
+    points = scaling_points(rates, sizes, by=BY)
+    listed = {
+        key: json.dumps([{"model_id": r.model_id, "params_b": r.params_b, "degradation_pct": r.degradation_pct}
+                         for r in g.itertuples()])
+        for key, g in points.groupby(BY, sort=False)
+    }
+    out["models_json"] = [listed.get(tuple(k), "[]") for k in out[BY].itertuples(index=False)]
+    thresholds = rates.groupby(BY)["threshold"].max()
+    out["threshold"] = [thresholds.get(tuple(k)) for k in out[BY].itertuples(index=False)] if len(out) else []
+    if out.empty:
+        out = pd.DataFrame(columns=list(SCHEMA))
+    schema = pa.schema([(c, ARROW[t]) for c, t in SCHEMA.items()])
+    return pa.Table.from_pandas(out[list(SCHEMA)], schema=schema, preserve_index=False)
