@@ -12,10 +12,16 @@ from typing import Any
 import duckdb
 from dbt.adapters.duckdb.plugins import BasePlugin
 
+from ableaudit import refusals
 from ableaudit.scorers import regard, vader, verbosity
 from ableaudit.warehouse import ensure_raw_schema
 
-_VERSIONS = {"vader": vader.SCORER_VERSION, "verbosity": verbosity.SCORER_VERSION}
+# "refusal" is the refusal rule set (ableaudit.refusals): versioned and cached per text like a scorer.
+_VERSIONS = {
+    "vader": vader.SCORER_VERSION,
+    "verbosity": verbosity.SCORER_VERSION,
+    "refusal": refusals.RULESET_VERSION,
+}
 
 
 def scorer_version(scorer: str, model_ref: str | None = None) -> str:
@@ -32,6 +38,10 @@ def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
     varchar, double, integer = (duckdb.sqltype(t) for t in ("VARCHAR", "DOUBLE", "INTEGER"))
     conn.create_function("vader_compound", vader.vader_compound_arrow, [varchar], double, type="arrow")
     conn.create_function("word_count", verbosity.word_count_arrow, [varchar], integer, type="arrow")
+    # the id of the refusal rule a text matches, null when none ("special": the function returns nulls)
+    conn.create_function(
+        "refusal_rule", refusals.refusal_rules_arrow, [varchar], varchar, type="arrow", null_handling="special"
+    )
     conn.create_function("ableaudit_scorer_version", scorer_version, [varchar, varchar], varchar)
 
 

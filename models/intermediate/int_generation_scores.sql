@@ -2,8 +2,13 @@
     Every generation x metric, long: one row per (generation_id, metric), the
     score under the current scorer version, and a status for a missing score.
     To add a metric: a row in seeds/metrics.csv, a CTE below producing the same
-    columns (e.g. judge_score from the judgments, keyed by generation_id), and
-    a `union all` line.
+    columns, and a `union all` line.
+
+    metric is the key; base_metric is the seed `metrics` row it is measured on
+    (its direction and scale). For the text scorers they are the same. Each
+    rubric judge is a metric of its own, metric = 'judge_score:<judge_name>' with
+    base_metric = 'judge_score', so several judges scoring the same generations
+    never mix in one rate, and every consumer grouping by metric keeps them apart.
 #}
 with
 
@@ -34,6 +39,18 @@ verbosity as (
 
 ),
 
+generation_judgments as (
+
+    select * from {{ ref('int_generation_judgments') }}
+
+),
+
+rubric_judges as (
+
+    select distinct judge_name from generation_judgments
+
+),
+
 vader_scores as (
 
     {{ text_metric_scores('generations', 'vader', 'vader', 'vader_compound') }}
@@ -52,13 +69,71 @@ verbosity_scores as (
 
 ),
 
-final as (
+text_scores as (
 
     select * from vader_scores
     union all
     select * from regard_scores
     union all
     select * from verbosity_scores
+
+),
+
+text_metric_rows as (
+
+    select
+        generation_id,
+        text_hash,
+        metric,
+        metric as base_metric,
+        cast(null as varchar) as judge_name,
+        score,
+        score_status,
+        score_reason,
+        scorer_version,
+        cast(null as varchar) as judgment_id
+
+    from text_scores
+
+),
+
+judge_score_rows as (
+
+    -- every generation x rubric judge; only a usable verdict gives a score (stg_raw__judgments.is_usable)
+    select
+        generations.generation_id,
+        generations.text_hash,
+        'judge_score:' || rubric_judges.judge_name as metric,
+        'judge_score' as base_metric,
+        rubric_judges.judge_name,
+        cast(generation_judgments.score as double) as score,
+        case
+            when generations.text_hash is null then 'no_text'
+            when generation_judgments.judgment_id is null then 'not_judged'
+            when generation_judgments.is_usable then 'ok'
+            else generation_judgments.verdict_status
+        end as score_status,
+        case
+            when generation_judgments.verdict_status = 'call_error' then generation_judgments.error_message
+            when generation_judgments.verdict_status = 'unparseable' then generation_judgments.parse_notes
+        end as score_reason,
+        generation_judgments.judge_model || '@' || coalesce(generation_judgments.judge_revision, '?')
+            || ' ' || generation_judgments.prompt_version as scorer_version,
+        generation_judgments.judgment_id
+
+    from generations
+    cross join rubric_judges
+    left join generation_judgments
+        on generations.generation_id = generation_judgments.generation_id
+        and rubric_judges.judge_name = generation_judgments.judge_name
+
+),
+
+final as (
+
+    select * from text_metric_rows
+    union all
+    select * from judge_score_rows
 
 )
 

@@ -1,5 +1,6 @@
 {#
-    Each pair x metric with both scores, the metric's direction, and the
+    Each pair x metric with both scores, the metric's direction (from its
+    base_metric's seed row: every judge_score:<judge> metric is higher-is-better), and the
     degradation indicator of AccessEval Eq. 1 (macro is_degraded). The rule for
     entering a rate is explicit: a pair counts (included) only when it is
     complete and both of its scores exist; otherwise exclusion_reason says why.
@@ -26,9 +27,25 @@ metrics as (
 
 scored_metrics as (
 
-    select metrics.metric, metrics.direction
-    from metrics
-    where metrics.metric in (select generation_scores.metric from generation_scores)
+    select distinct
+        generation_scores.metric,
+        generation_scores.base_metric,
+        generation_scores.judge_name
+
+    from generation_scores
+
+),
+
+metric_directions as (
+
+    -- direction is data: each metric takes its base metric's row of seed `metrics`
+    select
+        scored_metrics.*,
+        metrics.direction
+
+    from scored_metrics
+    inner join metrics
+        on scored_metrics.base_metric = metrics.metric
 
 ),
 
@@ -36,11 +53,13 @@ pair_metrics as (
 
     select
         pairs.*,
-        scored_metrics.metric,
-        scored_metrics.direction
+        metric_directions.metric,
+        metric_directions.base_metric,
+        metric_directions.judge_name,
+        metric_directions.direction
 
     from pairs
-    cross join scored_metrics
+    cross join metric_directions
 
 ),
 
@@ -96,6 +115,8 @@ final as (
         pair_status,
         run_id,
         metric,
+        base_metric,
+        judge_name,
         direction,
         neutral_score,
         disability_score,

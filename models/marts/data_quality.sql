@@ -2,7 +2,9 @@
     Where every row went (DESIGN principle 2): per run, task, model, arm and
     query set, the count of generations by status, of pairs by pair status, of
     generation scores by metric and score status (Regard unavailable or
-    truncated included), and of pairs in or out of each metric's rate, by reason.
+    truncated included), of pairs in or out of each metric's rate, by reason,
+    and of judge verdicts by status ('judgment': per rubric judge, each 'ok'
+    generation; per contrastive judge, each complete pair).
 #}
 with
 
@@ -27,6 +29,18 @@ generation_scores as (
 pair_scores as (
 
     select * from {{ ref('int_pair_scores') }}
+
+),
+
+generation_judgments as (
+
+    select * from {{ ref('int_generation_judgments') }}
+
+),
+
+pair_judgments as (
+
+    select * from {{ ref('int_pair_judgments') }}
 
 ),
 
@@ -111,6 +125,57 @@ rate_counts as (
 
 ),
 
+rubric_judgment_counts as (
+
+    select
+        generations.run_id,
+        generations.task,
+        generations.model_id,
+        generations.arm,
+        generations.query_set,
+        'judgment' as area,
+        'rubric:' || generation_scores.judge_name as metric,
+        coalesce(generation_judgments.verdict_status, 'not_judged') as status,
+        count(*) as n_rows
+
+    from generation_scores
+    inner join generations
+        on generation_scores.generation_id = generations.generation_id
+    left join generation_judgments
+        on generation_scores.generation_id = generation_judgments.generation_id
+        and generation_scores.judge_name = generation_judgments.judge_name
+    where generation_scores.base_metric = 'judge_score'
+        and generations.status = 'ok'
+    group by
+        generations.run_id,
+        generations.task,
+        generations.model_id,
+        generations.arm,
+        generations.query_set,
+        generation_scores.judge_name,
+        coalesce(generation_judgments.verdict_status, 'not_judged')
+
+),
+
+contrastive_judgment_counts as (
+
+    select
+        run_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        'judgment' as area,
+        'contrastive:' || judge_name as metric,
+        coalesce(verdict_status, 'not_judged') as status,
+        count(*) as n_rows
+
+    from pair_judgments
+    where pair_status = 'complete'
+    group by run_id, task, model_id, arm, query_set, judge_name, coalesce(verdict_status, 'not_judged')
+
+),
+
 final as (
 
     select * from generation_counts
@@ -120,6 +185,10 @@ final as (
     select * from score_counts
     union all
     select * from rate_counts
+    union all
+    select * from rubric_judgment_counts
+    union all
+    select * from contrastive_judgment_counts
 
 )
 

@@ -1,7 +1,8 @@
 {#
     AccessEval Eq. 1: the share of NQ-DQ pairs whose disability-aware response
     is degraded, per task, model, arm, query set and metric, overall and by
-    domain, disability and their cross. Only included pairs count (n_pairs);
+    domain, disability and their cross (macro slice_pairs). Each rubric judge is
+    its own metric, 'judge_score:<judge_name>'. Only included pairs count (n_pairs);
     excluded ones are counted beside them (n_excluded) and explained in
     data_quality.
 #}
@@ -15,13 +16,7 @@ pair_scores as (
 
 sliced as (
 
-    select *, 'overall' as slice, 'all' as slice_value from pair_scores
-    union all
-    select *, 'domain' as slice, domain as slice_value from pair_scores
-    union all
-    select *, 'disability' as slice, disability_id as slice_value from pair_scores
-    union all
-    select *, 'domain_disability' as slice, domain || '|' || disability_id as slice_value from pair_scores
+    {{ slice_pairs('pair_scores') }}
 
 ),
 
@@ -33,6 +28,8 @@ aggregated as (
         arm,
         query_set,
         metric,
+        base_metric,
+        judge_name,
         slice,
         slice_value,
         count(case when included then 1 end) as n_pairs,
@@ -41,7 +38,8 @@ aggregated as (
         max(threshold) as threshold
 
     from sliced
-    group by task, model_id, arm, query_set, metric, slice, slice_value
+    -- base_metric and judge_name follow from metric: grouping by them changes no group
+    group by task, model_id, arm, query_set, metric, base_metric, judge_name, slice, slice_value
 
 ),
 
@@ -53,6 +51,8 @@ final as (
         arm,
         query_set,
         metric,
+        base_metric,
+        judge_name,
         slice,
         slice_value,
         n_pairs,

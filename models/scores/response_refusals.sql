@@ -1,0 +1,54 @@
+{#
+    The refusal rule set (ableaudit.refusals) per distinct response text and
+    rule-set version, through the refusal_rule UDF. Incremental like the
+    scorers: a build checks only texts without a row for the current
+    RULESET_VERSION, and bumping that version re-checks every text.
+#}
+{{
+    config(
+        materialized='incremental',
+        unique_key=['text_hash', 'scorer_version'],
+        on_schema_change='fail',
+    )
+}}
+
+with
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+pending as (
+
+    {{ texts_to_score('generations', 'refusal') }}
+
+),
+
+matched as (
+
+    select
+        text_hash,
+        {{ current_scorer_version('refusal') }} as scorer_version,
+        refusal_rule(response_text) as refusal_rule
+
+    from pending
+
+),
+
+final as (
+
+    select
+        text_hash,
+        scorer_version,
+        refusal_rule,
+        refusal_rule is not null as is_refusal,
+        'ok' as status,
+        current_timestamp as scored_at
+
+    from matched
+
+)
+
+select * from final

@@ -1,0 +1,32 @@
+-- Every score, a judge's included, lies on the scale of its base metric (seed
+-- `metrics`; a null bound is open): judge_score:<judge> rows must be 1..10.
+with
+
+generation_scores as (
+
+    select * from {{ ref('int_generation_scores') }}
+
+),
+
+metrics as (
+
+    select * from {{ ref('stg_seeds__metrics') }}
+
+),
+
+final as (
+
+    select
+        generation_scores.*,
+        metrics.scale_min,
+        metrics.scale_max
+
+    from generation_scores
+    inner join metrics
+        on generation_scores.base_metric = metrics.metric
+    where generation_scores.score < metrics.scale_min
+        or generation_scores.score > metrics.scale_max
+
+)
+
+select * from final
