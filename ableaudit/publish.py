@@ -18,12 +18,12 @@ import duckdb
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import warehouse_path
 
-MARTS_DIR = PROJECT_ROOT / "models" / "marts"
+MARTS_DIRS = (PROJECT_ROOT / "models" / "marts", PROJECT_ROOT / "python_models" / "marts")
 
 
-def mart_names(marts_dir: Path = MARTS_DIR) -> list[str]:
-    """Every model under models/marts (one .sql or .py file per mart)."""
-    return sorted(p.stem for p in marts_dir.rglob("*") if p.suffix in (".sql", ".py"))
+def mart_names(marts_dirs: tuple[Path, ...] = MARTS_DIRS) -> list[str]:
+    """Every model under models/marts and python_models/marts (one .sql or .py file per mart)."""
+    return sorted(p.stem for d in marts_dirs for p in d.rglob("*") if p.suffix in (".sql", ".py"))
 
 
 def _quote(identifier: str) -> str:

@@ -231,6 +231,7 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
         if res is not None:
             row["anova_f"], row["anova_p"] = finite(res.statistic), finite(res.pvalue)
         if np.isnan(row["anova_p"]):
+            row["anova_f"] = nan  # scipy can return F ~ -1e-32 with p NaN: no F without its p
             why.add("anova", str(err) if err else (warns[0] if warns else "undefined"))
         sd_pooled = np.sqrt((np.var(neutral, ddof=1) + np.var(disability, ddof=1)) / 2.0)
         row["cohen_d_pooled"] = float((np.mean(disability) - np.mean(neutral)) / sd_pooled)

@@ -43,9 +43,5 @@ def model(dbt, session):
         for query_set, group in pairs.groupby("query_set", sort=True)
     ]
     out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=list(SCHEMA))
-    # an F without a p is no statistic: scipy returns F ~ -1e-32 and p NaN for two identical
-    # groups; the reason already says 'anova: undefined'
-    if len(out):
-        out.loc[out["anova_p"].isna(), "anova_f"] = float("nan")
     schema = pa.schema([(c, ARROW[t]) for c, t in SCHEMA.items()])
     return pa.Table.from_pandas(out[list(SCHEMA)], schema=schema, preserve_index=False)

@@ -17,7 +17,8 @@ def model(dbt, session):
     )
     dbt.ref("stg_raw__generations")  # declares the dependency for dbt's DAG
     model_ref = regard.model_reference(dbt.config.meta_get("regard_model"))
-    batch_size = int(dbt.config.meta_get("scorer_batch_size") or 32)
+    configured_batch = dbt.config.meta_get("scorer_batch_size")  # alone on its line: dbt parses these calls
+    batch_size = int(configured_batch or 32)
     version = regard.scorer_version(model_ref)
 
     # ibis reads the tables by name; staging models live in this model's schema.
