@@ -109,6 +109,29 @@ def cmd_import_queries(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_annotation_sample(args: argparse.Namespace) -> int:
+    from ableaudit.annotations import export_annotation_sample
+
+    sample = export_annotation_sample(
+        warehouse_path(args.warehouse), args.out_dir, size_per_domain=args.size_per_domain, seed=args.seed,
+        kind=args.kind, query_set=args.query_set, model_ids=args.model or None,
+    )
+    print(f"Wrote {sample.n_items} items to {sample.items_path}\nInstructions: {sample.instructions_path}")
+    short = [s for s in sample.shortfall if s.get("shortfall")]
+    for s in short:
+        print(f"  domain {s['domain']}: {s['sampled']} of {s['requested']} requested (only {s['available']} available)")
+    return 0
+
+
+def cmd_import_annotations(args: argparse.Namespace) -> int:
+    from ableaudit.annotations import import_annotations
+
+    report = import_annotations(args.file, warehouse_path(args.warehouse))
+    print(report)
+    print("Run `ableaudit build` to refresh agreement, annotator_agreement and disputed_items.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -129,7 +152,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_judge_parser(sub, common)
 
+    exp = sub.add_parser("export", help="write files for people").add_subparsers(dest="what", required=True)
+    p = exp.add_parser("annotation-sample", parents=[common], help="a stratified sample for human annotators")
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--kind", choices=["rubric", "contrastive"], default="rubric")
+    p.add_argument("--size-per-domain", type=int, default=200, help="items per domain (the paper used 200)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--query-set")
+    p.add_argument("--model", action="append", help="only this model_id (repeatable)")
+    p.set_defaults(func=cmd_export_annotation_sample)
+
     imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(dest="what", required=True)
+    p = imp.add_parser("annotations", parents=[common], help="human ratings (wide or long CSV, JSONL, Parquet)")
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_import_annotations)
     add_import_judgments_parser(imp, common)
     p = imp.add_parser("responses", parents=[common], help="responses as CSV, JSONL or Parquet")
     p.add_argument("file", type=Path)

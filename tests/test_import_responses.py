@@ -106,3 +106,24 @@ def test_cli_reports_errors_in_one_line(wh, tmp_path, capsys):
     path.write_text("hello")
     assert main(["import", "responses", str(path), "--warehouse", str(wh)]) == 2
     assert "unsupported file type" in capsys.readouterr().err
+
+
+def test_cli_exports_an_annotation_sample_and_imports_it_back(wh, tmp_path, capsys):
+    path = tmp_path / "r.csv"
+    pd.DataFrame(ROWS).to_csv(path, index=False)
+    import_responses(path, wh)
+    out = tmp_path / "sample"
+    assert main(["export", "annotation-sample", str(out), "--size-per-domain", "2", "--warehouse", str(wh)]) == 0
+    items = pd.read_csv(out / "items.csv")
+    assert len(items) == 2 and (out / "instructions.md").read_text().strip()
+    items["annotator_id"] = "ann1"
+    items["judge_score"] = [7, 3]
+    filled = tmp_path / "filled.csv"
+    items.to_csv(filled, index=False)
+    assert main(["import", "annotations", str(filled), "--warehouse", str(wh)]) == 0
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        got = sorted(con.execute("select value_num from raw.annotations").fetchall())
+    finally:
+        con.close()
+    assert got == [(3.0,), (7.0,)]
