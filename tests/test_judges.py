@@ -343,6 +343,12 @@ def test_import_judgments_parses_with_the_same_code(tmp_path: Path, warehouse: P
     assert judge_cli.cmd_import_judgments(argparse.Namespace(file=csv, warehouse=str(warehouse))) == 0
     assert len(judgments(warehouse)) == 4
 
+    # another external judge on the same model and subjects keeps its own verdicts
+    other = tmp_path / "other.jsonl"
+    other.write_text("\n".join(json.dumps({**r, "judge_name": "gpt-second-pass"}) for r in rows) + "\n")
+    assert import_judgments(other, warehouse).inserted == 3
+    assert {r["judge_name"] for r in judgments(warehouse)} == {"gpt", "h", "gpt-second-pass"}
+
 
 def test_import_judgments_rejects_bad_files_whole(tmp_path: Path, warehouse: Path) -> None:
     _pair_world(warehouse)

@@ -141,10 +141,12 @@ def import_judgments(path: str | Path, warehouse: str | Path, run_id: str | None
             ids["neutral_generation_id"], ids["disability_generation_id"] = a["generation_id"], b["generation_id"]
             response_b = b["response_text"]
         subject_hash = content_key(subject)
-        identity = {"source": "imported", "judge_model": model, "judge_revision": revision}
+        # an imported judge is known only by what the file says: its name is part of
+        # its identity, so two external judges on one model never overwrite each other
+        identity = {"source": "imported", "judge_name": name, "judge_model": model, "judge_revision": revision}
         key = judgment_key(identity, kind, version, subject_hash)
         if key in seen:
-            problems.append(f"{where}: duplicates row {seen[key]} (same judge_model, judge_revision, prompt_version, kind and subject)")
+            problems.append(f"{where}: duplicates row {seen[key]} (same judge_name, judge_model, judge_revision, prompt_version, kind and subject)")
             continue
         seen[key] = i
         verdict = parse_verdict(kind, raw, response_b)
