@@ -132,6 +132,29 @@ def cmd_import_annotations(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_images(args: argparse.Namespace) -> int:
+    from ableaudit.images import ImageSetError, land_images, load_manifest_csv, load_pairs_tree
+
+    wh = warehouse_path(args.warehouse)
+    src = Path(args.source).expanduser()
+    if src.is_dir():
+        if args.image_root:
+            raise ImageSetError("--image-root is for a manifest CSV; a folder is read as a PAIRS tree and is its own root")
+        loaded = load_pairs_tree(src, args.image_set)
+    elif src.is_file():
+        if not args.image_root:
+            raise ImageSetError(f"{src} is a manifest CSV: pass --image-root, the folder its paths are relative to")
+        loaded = load_manifest_csv(src, args.image_root, args.image_set)
+    else:
+        raise ImageSetError(f"{src} is neither a PAIRS folder nor a manifest CSV file")
+    print(loaded.summary())
+    report = land_images(wh, loaded, replace=args.replace)
+    print(f"Landed image set {args.image_set!r} in {wh}: {report.as_dict()}")
+    print(f"Audit it with `image_set: {args.image_set}` and `image_root: {loaded.root}` (and, for a manifest, "
+          f"`image_manifest: {src if src.is_file() else ''}`) beside a target with `task: vision`.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -176,6 +199,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-set", default="accesseval")
     p.add_argument("--lenient", action="store_true", help="report unresolvable rows instead of stopping")
     p.set_defaults(func=cmd_import_queries)
+    p = imp.add_parser("images", parents=[common],
+                       help="an image set: a PAIRS folder ({occupations,status,potential_crime}/<scenario>/<race>_<gender>[n].png) "
+                            "or a manifest CSV (image_id, path, scenario, gender, race, ...)")
+    p.add_argument("source", type=Path, help="the PAIRS data/ folder, or a manifest CSV")
+    p.add_argument("--image-set", default="pairs", help="name of the set (a vision generation's query_set)")
+    p.add_argument("--image-root", help="manifest only: the folder its paths are relative to")
+    p.add_argument("--replace", action="store_true", help="accept new bytes under image ids audits already used")
+    p.set_defaults(func=cmd_import_images)
     return parser
 
 

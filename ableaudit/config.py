@@ -17,7 +17,17 @@ PAPER_SYSTEM_PROMPT = "You are a helpful assistant."
 PAPER_TEMPERATURE = 0.1
 PAPER_MAX_NEW_TOKENS = 1048
 
+# The vision paper's generation defaults (section 4.1): greedy, 512 new tokens,
+# zero-shot with no system prompt.
+VISION_TEMPERATURE = 0.0
+VISION_MAX_NEW_TOKENS = 512
+VISION_SYSTEM_PROMPT = ""
+
 BACKENDS = ("transformers", "llamacpp", "openai", "vllm")
+VISION_BACKENDS = ("transformers", "openai")
+
+# The arm name under which the optional disability-assignment probe lands.
+ASSIGNMENT_ARM = "disability_assignment"
 
 
 class ConfigError(ValueError):
@@ -36,10 +46,11 @@ class Decoding(_Strict):
 
 
 class Target(_Strict):
-    """One model under audit."""
+    """One model under audit: a language model (task text) or a vision-language model (task vision)."""
 
     name: str
     backend: Literal["transformers", "llamacpp", "openai", "vllm"]
+    task: Literal["text", "vision"] = "text"  # vision: describes the audit's images (image_set)
     model: str                             # HF id, local path, GGUF path, 'builtin:smollm2', or served name
     model_id: str | None = None            # how marts name it; defaults to `name`
     revision: str | None = None
@@ -52,6 +63,30 @@ class Target(_Strict):
     params_b: float | None = None          # parameter count in billions, for the scaling mart
     options: dict[str, Any] = {}           # backend-specific (device, dtype, n_ctx, n_threads, ...)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _vision_defaults(cls, data: Any) -> Any:
+        # A vision target takes the vision paper's defaults where the config is silent:
+        # 512 new tokens and no system prompt (temperature: AuditConfig.vision_temperatures).
+        if isinstance(data, dict) and data.get("task") == "vision":
+            data = dict(data)
+            data.setdefault("system_prompt", VISION_SYSTEM_PROMPT)
+            decoding = data.get("decoding")
+            if decoding is None:
+                data["decoding"] = {"max_new_tokens": VISION_MAX_NEW_TOKENS}
+            elif isinstance(decoding, dict) and "max_new_tokens" not in decoding:
+                data["decoding"] = {**decoding, "max_new_tokens": VISION_MAX_NEW_TOKENS}
+        return data
+
+    @model_validator(mode="after")
+    def _vision_backend(self) -> "Target":
+        if self.task == "vision" and self.backend not in VISION_BACKENDS:
+            raise ValueError(
+                f"target {self.name!r}: task vision runs on backend transformers or openai, not {self.backend!r}; "
+                "serve the model with `vllm serve <model>` and use backend: openai with base_url"
+            )
+        return self
+
     @property
     def reported_model_id(self) -> str:
         return self.model_id or self.name
@@ -63,6 +98,10 @@ class Arm(_Strict):
     name: str
     system_prompt: str | None = None       # None: the target's own system prompt
     adapter: str | None = None             # a peft adapter to apply in this arm (transformers)
+    # Vision targets: which prompt the disability side uses. 'mitigation' pairs the
+    # neutral prompt with the mitigation prompt (factual, neutral, no assumptions).
+    # A 'mitigation' arm is vision-only: text targets skip it.
+    vision_prompt: Literal["neutral_disability", "mitigation"] = "neutral_disability"
 
     @field_validator("name")
     @classmethod
@@ -101,6 +140,13 @@ class AuditConfig(_Strict):
     targets: list[Target]
     judges: list[Judge] = []               # run after generation, inside the audit flow
     build: bool = True                     # run dbt build + publish after landing
+    # Vision targets (task: vision) describe the images of one image set.
+    image_set: str | None = None           # e.g. 'pairs': the query_set of vision generations
+    image_root: str | None = None          # folder holding the images (PAIRS: its data/ folder)
+    image_manifest: str | None = None      # a manifest CSV (else image_root is read as a PAIRS tree)
+    vision_subset: Subset = Subset()       # per_domain: scenarios per category; query_ids: image ids
+    vision_temperatures: list[float] = [VISION_TEMPERATURE]
+    probe_disability_assignment: bool = False  # also ask which of the 9 categories the person might have
 
     @model_validator(mode="after")
     def _unique_names(self) -> "AuditConfig":
@@ -116,7 +162,23 @@ class AuditConfig(_Strict):
             raise ValueError("at least one target is needed under `targets:`")
         if not self.temperatures:
             raise ValueError("`temperatures` must list at least one value")
+        if not self.vision_temperatures:
+            raise ValueError("`vision_temperatures` must list at least one value")
+        if ASSIGNMENT_ARM in [a.name for a in self.arms]:
+            raise ValueError(f"arm name {ASSIGNMENT_ARM!r} is reserved for the disability-assignment probe")
+        vision = [t.name for t in self.targets if t.task == "vision"]
+        if vision and not (self.image_set and self.image_root):
+            raise ValueError(f"vision targets {vision} need `image_set` (e.g. pairs) and `image_root` "
+                             "(the folder holding the images) at the top level of the config")
         return self
+
+    @property
+    def text_targets(self) -> list[Target]:
+        return [t for t in self.targets if t.task == "text"]
+
+    @property
+    def vision_targets(self) -> list[Target]:
+        return [t for t in self.targets if t.task == "vision"]
 
 
 def _format_validation(err: ValidationError, source: str) -> str:

@@ -44,11 +44,21 @@ class PlannedGeneration:
     seed: int | None
     sample_index: int
     decoding_json: str
+    # Vision generations: the image sent beside the prompt (read at request time,
+    # checked against its sha256). Not landed: prompt_id and the key name it.
+    image_root: str | None = None
+    image_rel_path: str | None = None
+    image_sha256: str | None = None
 
     def request(self) -> GenerationRequest:
         messages: tuple[dict, ...] = ({"role": "user", "content": self.prompt_text},)
         if self.system_prompt:
             messages = ({"role": "system", "content": self.system_prompt},) + messages
+        images: tuple[bytes, ...] = ()
+        if self.image_rel_path is not None:
+            from ableaudit.images import read_image_bytes
+
+            images = (read_image_bytes(self.image_root or ".", self.image_rel_path, self.image_sha256),)
         return GenerationRequest(
             key=self.generation_id,
             messages=messages,
@@ -56,6 +66,7 @@ class PlannedGeneration:
             top_p=self.top_p,
             max_new_tokens=self.max_new_tokens,
             seed=self.seed,
+            images=images,
         )
 
     def as_row(self) -> dict[str, Any]:

@@ -112,6 +112,25 @@ create table if not exists raw.annotations (
     loaded_at     timestamp not null default current_timestamp
 );
 
+create table if not exists raw.images (
+    -- the images a vision audit describes, landed by ableaudit.images (PAIRS tree or manifest CSV)
+    image_set   varchar not null,           -- e.g. 'pairs'; a generation's query_set
+    image_id    varchar not null,           -- a generation's query_id (PAIRS: '<category>/<scenario>/<file stem>')
+    rel_path    varchar not null,           -- POSIX path under the image root (never absolute, never '..')
+    sha256      varchar not null,           -- of the file's bytes; part of every vision generation's key
+    width       integer,                    -- pixels, from the file header
+    height      integer,
+    scenario    varchar not null,           -- PAIRS: the scenario folder (e.g. 'black_apron'); never an identity source
+    category    varchar not null,           -- PAIRS: occupations | status | potential_crime; a generation's domain
+    gender      varchar not null,           -- identity columns: from the file name (PAIRS) or the manifest
+    race        varchar not null,
+    extra_json  varchar,                    -- any other identity columns of the manifest, canonical JSON object
+    loader      varchar not null,           -- 'pairs_tree' | 'manifest'
+    source      varchar,                    -- the tree root or manifest file loaded
+    loaded_at   timestamp not null default current_timestamp,
+    primary key (image_set, image_id)
+);
+
 create table if not exists raw.runs (
     run_id      varchar primary key,
     config_json varchar not null,

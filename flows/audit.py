@@ -1,5 +1,10 @@
 """The `audit` flow: prompts -> generations -> raw.generations -> dbt build -> publish.
 
+Text targets answer the prompts of int_prompts; vision targets (task: vision)
+describe the images of the config's image set (landed in raw.images first)
+under the prompts of int_vision_prompts. Both land in raw.generations and
+meet in the same marts.
+
 Thin wiring: every step is a function of the `ableaudit` package. Tasks do the
 I/O and compute; each opens its own DuckDB connection; all writes to
 raw.generations go through `land` (ableaudit.landing).
@@ -28,11 +33,19 @@ from ableaudit import PROJECT_ROOT  # noqa: E402
 from ableaudit.backends import make_backend  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.dbt_runner import run_dbt  # noqa: E402
+from ableaudit.images import land_images, load_image_set  # noqa: E402
 from ableaudit.judges.runner import run_judges  # noqa: E402
 from ableaudit.landing import LandingReport, land_generations, landed_keys, result_row  # noqa: E402
 from ableaudit.planning import PlannedGeneration, arms_by_adapter, plan_generations, select_prompts  # noqa: E402
 from ableaudit.publish import publish  # noqa: E402
 from ableaudit.runs import finish_run, start_run  # noqa: E402
+from ableaudit.vision import (  # noqa: E402
+    effective_image_root,
+    plan_vision_generations,
+    resolve_manifest,
+    select_vision_prompts,
+    vision_adapter_groups,
+)
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 
@@ -46,6 +59,25 @@ def prepare_prompts(warehouse: str) -> None:
 @task(name="select-prompts", cache_policy=NO_CACHE)
 def select(warehouse: str, cfg: AuditConfig) -> list[dict[str, Any]]:
     return select_prompts(warehouse, cfg)
+
+
+@task(name="load-images", cache_policy=NO_CACHE)
+def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
+    """Land the audit's image set in raw.images (idempotent: unchanged files change nothing)."""
+    loaded = load_image_set(cfg.image_set, effective_image_root(cfg), resolve_manifest(cfg))
+    report = land_images(warehouse, loaded)
+    return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
+
+
+@task(name="prepare-vision-prompts", cache_policy=NO_CACHE)
+def prepare_vision_prompts(warehouse: str) -> None:
+    run_dbt(["seed"], warehouse)
+    run_dbt(["build", "--select", "+int_vision_prompts"], warehouse)
+
+
+@task(name="select-vision-prompts", cache_policy=NO_CACHE)
+def select_vision(warehouse: str, cfg: AuditConfig) -> list[dict[str, Any]]:
+    return select_vision_prompts(warehouse, cfg)
 
 
 @task(name="pending", cache_policy=NO_CACHE)
@@ -89,6 +121,33 @@ def _run_id() -> str:
         return str(uuid.uuid4())
 
 
+def _generate_target(wh: str, target: Any, groups: list[tuple[str | None, list[PlannedGeneration]]], run_id: str,
+                     logger: Any) -> LandingReport:
+    """Generate and land what is not landed yet, one backend per adapter group (each model variant loads once)."""
+    total = LandingReport()
+    for adapter, planned in groups:
+        todo = pending(wh, planned)
+        logger.info(
+            "target %s (adapter %s): %d planned, %d landed already, %d to generate",
+            target.name, adapter, len(planned), len(planned) - len(todo), len(todo),
+        )
+        if not todo:
+            continue
+        backend = make_backend(target, adapter=adapter)
+        try:
+            chunk_size = max(1, target.batch_size)
+            with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
+                for start in range(0, len(todo), chunk_size):
+                    chunk = todo[start : start + chunk_size]
+                    rows = generate(backend, chunk, run_id)
+                    total += land(wh, rows)
+                    bar.update(len(chunk))
+                    logger.info("%s: %d/%d landed", target.name, min(start + chunk_size, len(todo)), len(todo))
+        finally:
+            backend.close()
+    return total
+
+
 @flow(name="audit", log_prints=True)
 def audit(config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None) -> dict[str, Any]:
     """Audit every target of the config on the selected prompts; land, build, publish."""
@@ -103,37 +162,39 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
     summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
     status = "failed"
     try:
-        prepare_prompts(wh)
-        prompts = select(wh, cfg)
-        logger.info("audit %s: %d prompts of query set %r", cfg.name, len(prompts), cfg.query_set)
-        for target in cfg.targets:
-            total = LandingReport()
-            for adapter, arms in arms_by_adapter(cfg, target).items():
-                planned = plan_generations(cfg.model_copy(update={"arms": arms}), target, prompts)
-                todo = pending(wh, planned)
-                logger.info(
-                    "target %s (adapter %s): %d planned, %d landed already, %d to generate",
-                    target.name, adapter, len(planned), len(planned) - len(todo), len(todo),
-                )
-                if not todo:
-                    continue
-                backend = make_backend(target, adapter=adapter)
-                try:
-                    chunk_size = max(1, target.batch_size)
-                    with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
-                        for start in range(0, len(todo), chunk_size):
-                            chunk = todo[start : start + chunk_size]
-                            rows = generate(backend, chunk, run_id)
-                            total += land(wh, rows)
-                            bar.update(len(chunk))
-                            logger.info("%s: %d/%d landed", target.name, min(start + chunk_size, len(todo)), len(todo))
-                finally:
-                    backend.close()
-            summary["targets"][target.name] = total.__dict__
-            logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
-        if cfg.judges:
+        if cfg.text_targets:
+            prepare_prompts(wh)
+            prompts = select(wh, cfg)
+            logger.info("audit %s: %d prompts of query set %r", cfg.name, len(prompts), cfg.query_set)
+            # an arm with vision_prompt: mitigation is a vision arm; text targets skip it
+            text_arms = [a for a in cfg.arms if a.vision_prompt == "neutral_disability"]
+            text_cfg = cfg.model_copy(update={"arms": text_arms})
+            for target in cfg.text_targets:
+                groups = [(adapter, plan_generations(text_cfg.model_copy(update={"arms": arms}), target, prompts))
+                          for adapter, arms in arms_by_adapter(text_cfg, target).items()]
+                total = _generate_target(wh, target, groups, run_id, logger)
+                summary["targets"][target.name] = total.__dict__
+                logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
+        if cfg.vision_targets:
+            summary["images"] = load_images(wh, cfg)
+            logger.info("images: %s", json.dumps(summary["images"]))
+            prepare_vision_prompts(wh)
+            vprompts = select_vision(wh, cfg)
+            logger.info("audit %s: %d image prompts of image set %r", cfg.name, len(vprompts), cfg.image_set)
+            root = effective_image_root(cfg)
+            for target in cfg.vision_targets:
+                groups = [(adapter, plan_vision_generations(cfg, target, vprompts, root, arms, probe))
+                          for adapter, (arms, probe) in vision_adapter_groups(cfg, target).items()]
+                total = _generate_target(wh, target, groups, run_id, logger)
+                summary["targets"][target.name] = total.__dict__
+                logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
+        if cfg.judges and cfg.text_targets:
             summary["judges"] = judge(wh, cfg, run_id)
             logger.info("judges: %s", json.dumps(summary["judges"]))
+        if cfg.judges and cfg.vision_targets:
+            # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
+            summary["vision_judges"] = judge(wh, cfg.model_copy(update={"query_set": cfg.image_set}), run_id)
+            logger.info("vision judges: %s", json.dumps(summary["vision_judges"]))
         do_build = cfg.build if build is None else build
         if do_build:
             summary["published"] = build_warehouse(wh)

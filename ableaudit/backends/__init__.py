@@ -25,6 +25,10 @@ def make_backend(target: "Target", adapter: str | None = None) -> Backend:
     unreachable server, unknown backend name).
     """
     kind = target.backend
+    if kind == "transformers" and getattr(target, "task", "text") == "vision":
+        from .transformers_vlm import TransformersVLMBackend
+
+        return TransformersVLMBackend(target, adapter)
     if kind == "transformers":
         from .transformers_backend import TransformersBackend
 

@@ -1,0 +1,448 @@
+"""Hugging Face transformers backend for vision-language models (image + text in, text out).
+
+Any checkpoint ``AutoModelForImageTextToText`` loads (LLaVA, Qwen2-VL and
+Qwen2.5-VL, Idefics, Gemma 3, InternVL-HF, ...), optionally with a peft
+adapter, batched, on the GPU when there is one. Offline by default exactly
+like the text backend (``local_files_only`` unless ``ABLEAUDIT_ALLOW_DOWNLOAD=1``).
+
+Each request carries one or more encoded images (``request.images``); they
+go, in order, at the start of the last user message as ``{"type": "image"}``
+content parts, followed by the prompt text, and the model's chat template
+places them. Decoding is what the request says, the same as the text backend
+(vendor sampling defaults dropped, greedy at temperature 0, a seeded
+per-request sampler above it: see transformers_backend).
+
+Image processing, two paths:
+
+* ``processor`` (used when Pillow is installed): the checkpoint's own
+  ``AutoProcessor`` (image processor, placeholder expansion, chat template),
+  with images decoded by Pillow. This is the path for real VLMs.
+* ``builtin`` (used when Pillow is missing, or with ``options.image_processing:
+  builtin``): transformers cannot build image processors without Pillow or
+  torchvision, so for LLaVA-architecture checkpoints with a CLIP- or
+  SigLIP-style image processor this backend does the same steps itself:
+  decode (PNG, via ableaudit.images.decode_png), convert to RGB, resize
+  (shortest edge or height x width, bicubic with antialiasing in torch), centre
+  crop, rescale, normalise, per ``preprocessor_config.json``; the image
+  placeholder is expanded to the number of tokens the vision tower yields
+  ((size / patch)^2, +CLS, -1 for the 'default' feature strategy). Other
+  architectures raise BackendError asking for Pillow.
+
+options (``target.options``): as the text backend (device, dtype,
+attn_implementation, trust_remote_code, chat_template, merge_adapter,
+ignore_eos), plus ``image_processing``: auto | processor | builtin.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ._common import chunks, model_revision_string
+from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
+from .transformers_backend import _resolve_device, _resolve_dtype, _RowSampler
+
+if TYPE_CHECKING:
+    from ..config import Target
+
+BUILTIN_IMAGE_PROCESSORS = ("CLIPImageProcessor", "CLIPImageProcessorFast", "CLIPImageProcessorPil",
+                            "SiglipImageProcessor", "SiglipImageProcessorFast", "SiglipImageProcessorPil")
+BUILTIN_MODEL_TYPES = ("llava",)
+
+
+def pillow_available() -> bool:
+    try:
+        import PIL.Image  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _chat_messages(req: GenerationRequest) -> list[dict[str, Any]]:
+    """Messages as content-part lists, the request's images first in the last user message."""
+    msgs: list[dict[str, Any]] = []
+    for m in req.messages:
+        content = m.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        msgs.append({"role": m["role"], "content": parts})
+    if req.images:
+        users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+        if not users:
+            raise ValueError("request has images but no user message to attach them to")
+        last = users[-1]
+        msgs[last]["content"] = [{"type": "image"} for _ in req.images] + msgs[last]["content"]
+    return msgs
+
+
+# --------------------------------------------------------------------------- built-in image processing
+
+
+class BuiltinImageProcessor:
+    """CLIP/SigLIP-style preprocessing in NumPy and torch, read from ``preprocessor_config.json``."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        kind = cfg.get("image_processor_type") or ""
+        if kind not in BUILTIN_IMAGE_PROCESSORS:
+            raise BackendError(f"image processor {kind or '(unnamed)'} needs Pillow (and torchvision): the built-in "
+                               f"path handles {list(BUILTIN_IMAGE_PROCESSORS)} only. Install Pillow in this environment")
+        self.cfg = cfg
+        self.do_convert_rgb = cfg.get("do_convert_rgb", True)
+        self.do_resize = cfg.get("do_resize", True)
+        self.size = cfg.get("size") or {}
+        self.resample = int(cfg.get("resample", 3) or 3)
+        self.do_center_crop = cfg.get("do_center_crop", False)
+        self.crop_size = cfg.get("crop_size") or {}
+        self.do_rescale = cfg.get("do_rescale", True)
+        self.rescale_factor = float(cfg.get("rescale_factor", 1 / 255))
+        self.do_normalize = cfg.get("do_normalize", True)
+        self.mean = cfg.get("image_mean") or [0.5, 0.5, 0.5]
+        self.std = cfg.get("image_std") or [0.5, 0.5, 0.5]
+
+    @staticmethod
+    def decode(data: bytes) -> Any:
+        from ableaudit.images import decode_png, image_format
+
+        fmt = image_format(data)
+        if fmt != "png":
+            raise ValueError(f"the built-in image path decodes PNG only, got {fmt or 'unknown'}; install Pillow")
+        return decode_png(data)
+
+    def __call__(self, data: bytes) -> Any:
+        import numpy as np
+        import torch
+
+        img = self.decode(data)                       # H x W x C uint8
+        if img.shape[2] in (2, 4):                    # drop alpha
+            img = img[:, :, :-1]
+        if img.shape[2] == 1 and self.do_convert_rgb:
+            img = np.repeat(img, 3, axis=2)
+        x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float()[None]   # 1 x C x H x W
+        h, w = x.shape[-2:]
+        if self.do_resize:
+            if "shortest_edge" in self.size:
+                s = int(self.size["shortest_edge"])
+                short, long = (w, h) if w <= h else (h, w)
+                new_short, new_long = s, int(s * long / short)
+                nh, nw = (new_long, new_short) if w <= h else (new_short, new_long)
+            elif "height" in self.size and "width" in self.size:
+                nh, nw = int(self.size["height"]), int(self.size["width"])
+            else:
+                raise BackendError(f"preprocessor size {self.size} is not supported by the built-in path; install Pillow")
+            if (nh, nw) != (h, w):
+                mode = {2: "bilinear", 3: "bicubic"}.get(self.resample, "bicubic")
+                x = torch.nn.functional.interpolate(x, size=(nh, nw), mode=mode, align_corners=False, antialias=True)
+                x = x.clamp(0, 255).round()
+        if self.do_center_crop and self.crop_size:
+            ch, cw = int(self.crop_size["height"]), int(self.crop_size["width"])
+            h, w = x.shape[-2:]
+            if ch > h or cw > w:
+                x = torch.nn.functional.pad(x, (max(0, (cw - w) // 2), max(0, cw - w - (cw - w) // 2),
+                                                max(0, (ch - h) // 2), max(0, ch - h - (ch - h) // 2)))
+                h, w = x.shape[-2:]
+            top, left = (h - ch) // 2, (w - cw) // 2
+            x = x[..., top:top + ch, left:left + cw]
+        if self.do_rescale:
+            x = x * self.rescale_factor
+        if self.do_normalize:
+            mean = torch.tensor(self.mean, dtype=torch.float32)[None, :, None, None]
+            std = torch.tensor(self.std, dtype=torch.float32)[None, :, None, None]
+            x = (x - mean) / std
+        return x[0]                                   # C x H x W float32
+
+
+def _json_file(model_ref: str, name: str, common: dict[str, Any]) -> dict[str, Any] | None:
+    p = Path(model_ref) / name
+    if p.is_file():
+        return json.loads(p.read_text())
+    try:
+        from transformers.utils import cached_file
+
+        found = cached_file(model_ref, name, revision=common.get("revision"),
+                            local_files_only=common.get("local_files_only", True),
+                            _raise_exceptions_for_missing_entries=False)
+    except Exception:
+        return None
+    return json.loads(Path(found).read_text()) if found else None
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+class TransformersVLMBackend:
+    name = "transformers"
+
+    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+        try:
+            import torch
+            from transformers import AutoModelForImageTextToText, AutoTokenizer, GenerationConfig
+        except ImportError as e:  # pragma: no cover - the audit venv has them
+            raise BackendError(f"the transformers VLM backend needs torch and transformers ({e})") from None
+        self._torch = torch
+        opts = dict(target.options or {})
+        self.target = target
+        self.batch_size = int(target.batch_size)
+        self.adapter = adapter or target.adapter
+        self.device = _resolve_device(opts.get("device", "auto"))
+        dtype = _resolve_dtype(opts.get("dtype"), self.device)
+        self.ignore_eos = bool(opts.get("ignore_eos", False))
+        mode = opts.get("image_processing", "auto")
+        if mode not in ("auto", "processor", "builtin"):
+            raise BackendError(f"options.image_processing={mode!r} is not one of auto, processor, builtin")
+        if mode == "auto":
+            mode = "processor" if pillow_available() else "builtin"
+        if mode == "processor" and not pillow_available():
+            raise BackendError("options.image_processing=processor needs Pillow; install it or use image_processing: builtin")
+        self.mode = mode
+        local_only = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") != "1"
+        model_ref = target.model
+        is_dir = Path(model_ref).expanduser().is_dir()
+        if is_dir:
+            model_ref = str(Path(model_ref).expanduser())
+        elif model_ref.startswith((".", "/", "~")):
+            raise BackendError(f"model path {target.model!r} does not exist; fix `model:` for target {target.name!r}")
+        common: dict[str, Any] = dict(revision=target.revision, local_files_only=local_only,
+                                      trust_remote_code=bool(opts.get("trust_remote_code", False)))
+        try:
+            load_kw: dict[str, Any] = dict(common, dtype=dtype)
+            if opts.get("attn_implementation"):
+                load_kw["attn_implementation"] = opts["attn_implementation"]
+            model = AutoModelForImageTextToText.from_pretrained(model_ref, **load_kw)
+            if self.mode == "processor":
+                from transformers import AutoProcessor
+
+                self.processor = AutoProcessor.from_pretrained(model_ref, **common)
+                self.tokenizer = self.processor.tokenizer
+            else:
+                self.processor = None
+                self.tokenizer = AutoTokenizer.from_pretrained(model_ref, **common)
+        except (OSError, ValueError) as e:
+            hint = ("it is not in the local HF cache; download it first (`hf download "
+                    f"{target.model}`), point `model:` at a local directory, or set ABLEAUDIT_ALLOW_DOWNLOAD=1"
+                    if local_only and not is_dir else "check that the directory holds a transformers VLM checkpoint "
+                    "(config.json, weights, processor and tokenizer files)")
+            raise BackendError(f"cannot load VLM {target.model!r} (target {target.name!r}): {e}\nFix: {hint}") from None
+
+        template = opts.get("chat_template") or getattr(self.processor, "chat_template", None) \
+            or getattr(self.tokenizer, "chat_template", None)
+        if not template:
+            raise BackendError(f"model {target.model!r} has no chat template; set options.chat_template")
+        self.chat_template = template
+        if self.mode == "builtin":
+            self._setup_builtin(model_ref, model.config, common)
+
+        if self.adapter:
+            model = self._load_adapter(model, self.adapter, local_only, bool(opts.get("merge_adapter", False)))
+        model.to(self.device)
+        model.eval()
+        self.model = model
+        self.model_dtype = next(model.parameters()).dtype
+
+        gc = model.generation_config
+        eos = gc.eos_token_id if gc.eos_token_id is not None else self.tokenizer.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in eos_ids:
+            eos_ids.append(self.tokenizer.eos_token_id)
+        if not eos_ids:
+            raise BackendError(f"model {target.model!r} defines no EOS token; generation could never stop")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(eos_ids[0])
+        self.tokenizer.padding_side = "left"
+        self.eos_ids = eos_ids
+        self.pad_id = self.tokenizer.pad_token_id
+        model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
+                                                   bos_token_id=gc.bos_token_id)
+        self.model_revision = model_revision_string(target.model, target.revision, self.adapter)
+
+    # ------------------------------------------------------------------ setup
+
+    def _setup_builtin(self, model_ref: str, config: Any, common: dict[str, Any]) -> None:
+        model_type = getattr(config, "model_type", None)
+        if model_type not in BUILTIN_MODEL_TYPES:
+            raise BackendError(f"Pillow is not installed, and the built-in image path handles LLaVA-architecture "
+                               f"checkpoints only (this one is {model_type!r}). Install Pillow (and torchvision) "
+                               "in this environment to use the checkpoint's own processor")
+        pre = _json_file(model_ref, "preprocessor_config.json", common)
+        proc = _json_file(model_ref, "processor_config.json", common) or {}
+        if pre is None and isinstance(proc.get("image_processor"), dict):
+            pre = proc["image_processor"]
+        if pre is None:
+            raise BackendError(f"model {self.target.model!r} has no preprocessor_config.json; the built-in image path "
+                               "needs it (or install Pillow and use the checkpoint's processor)")
+        self.image_processor = BuiltinImageProcessor(pre)
+        vision = config.vision_config
+        self.patch_size = int(proc.get("patch_size") or vision.patch_size)
+        self.feature_strategy = proc.get("vision_feature_select_strategy") or config.vision_feature_select_strategy
+        extra = proc.get("num_additional_image_tokens")
+        if extra is None:
+            extra = 1 if getattr(vision, "model_type", "") == "clip_vision_model" else 0
+        self.additional_tokens = int(extra)
+        self.image_token = proc.get("image_token") or getattr(self.tokenizer, "image_token", None) or "<image>"
+        ids = self.tokenizer.encode(self.image_token, add_special_tokens=False)
+        expected = getattr(config, "image_token_id", None)
+        if expected is None:
+            expected = getattr(config, "image_token_index", None)
+        if len(ids) != 1 or (expected is not None and ids[0] != expected):
+            raise BackendError(f"image token {self.image_token!r} encodes to {ids}, but the model expects id {expected}; "
+                               "fix the tokenizer or processor_config.json")
+        self.image_token_id = ids[0]
+
+    def _load_adapter(self, model: Any, adapter: str, local_only: bool, merge: bool) -> Any:
+        try:
+            from peft import PeftModel
+        except ImportError as e:  # pragma: no cover
+            raise BackendError(f"adapter {adapter!r} needs peft ({e})") from None
+        kw: dict[str, Any] = {}
+        if not Path(adapter).is_dir():
+            if adapter.startswith((".", "/", "~")):
+                raise BackendError(f"adapter path {adapter!r} does not exist; fix `adapter:` in the target or arm")
+            kw["local_files_only"] = local_only
+        try:
+            pm = PeftModel.from_pretrained(model, adapter, **kw)
+        except Exception as e:
+            raise BackendError(f"cannot load peft adapter {adapter!r}: {type(e).__name__}: {e}") from None
+        return pm.merge_and_unload() if merge else pm
+
+    # ------------------------------------------------------------------ encoding
+
+    def _prompt_text(self, req: GenerationRequest) -> str:
+        messages = _chat_messages(req)
+        if self.processor is not None:
+            return self.processor.apply_chat_template(messages, chat_template=self.chat_template,
+                                                      add_generation_prompt=True, tokenize=False)
+        return self.tokenizer.apply_chat_template(messages, chat_template=self.chat_template,
+                                                  add_generation_prompt=True, tokenize=False)
+
+    def _encode(self, req: GenerationRequest) -> dict[str, Any]:
+        """Everything one request needs before batching; errors here fail that request alone."""
+        text = self._prompt_text(req)
+        if self.processor is not None:
+            from PIL import Image
+
+            images = [Image.open(io.BytesIO(b)).convert("RGB") for b in req.images]
+            return {"text": text, "images": images, "length": len(text)}
+        pixels = [self.image_processor(b) for b in req.images]
+        n_placeholders = text.count(self.image_token)
+        if n_placeholders != len(pixels):
+            raise ValueError(f"the chat template wrote {n_placeholders} image placeholders for {len(pixels)} images")
+        # as the model's processor does: each placeholder becomes as many image tokens as
+        # the vision tower yields features, then the whole text is tokenized once
+        pieces = text.split(self.image_token)
+        expanded = pieces[0]
+        for k, p in enumerate(pixels):
+            h, w = p.shape[-2:]
+            n = (h // self.patch_size) * (w // self.patch_size) + self.additional_tokens
+            if self.feature_strategy == "default":
+                n -= 1
+            expanded += self.image_token * n + pieces[k + 1]
+        ids = self.tokenizer(expanded, add_special_tokens=False)["input_ids"]
+        return {"ids": ids, "pixels": pixels, "length": len(ids)}
+
+    def _batch_inputs(self, encoded: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+        torch = self._torch
+        if self.processor is not None:
+            images = [im for e in encoded for im in e["images"]]
+            inputs = self.processor(images=images or None, text=[e["text"] for e in encoded],
+                                    return_tensors="pt", padding=True)
+            inputs = dict(inputs)
+        else:
+            width = max(len(e["ids"]) for e in encoded)
+            input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
+            attn = torch.zeros((len(encoded), width), dtype=torch.long)
+            for row, e in enumerate(encoded):
+                input_ids[row, width - len(e["ids"]):] = torch.tensor(e["ids"], dtype=torch.long)
+                attn[row, width - len(e["ids"]):] = 1
+            inputs = {"input_ids": input_ids, "attention_mask": attn}
+            pixels = [p for e in encoded for p in e["pixels"]]
+            if pixels:
+                inputs["pixel_values"] = torch.stack(pixels)
+        width = int(inputs["input_ids"].shape[1])
+        moved = {}
+        for k, v in inputs.items():
+            if hasattr(v, "to"):
+                v = v.to(self.device)
+                if k == "pixel_values" and v.is_floating_point():
+                    v = v.to(self.model_dtype)
+            moved[k] = v
+        return moved, width
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        results: list[GenerationResult | None] = [None] * len(requests)
+        encoded: dict[int, dict[str, Any]] = {}
+        for i, req in enumerate(requests):
+            try:
+                encoded[i] = self._encode(req)
+            except Exception as e:
+                results[i] = GenerationResult.failed(req.key, e)
+        order = sorted(encoded, key=lambda i: (requests[i].max_new_tokens, encoded[i]["length"]))
+        for chunk in chunks(order, self.batch_size):
+            items = [(i, requests[i], encoded[i]) for i in chunk]
+            try:
+                out = self._run_batch(items)
+            except Exception as e:
+                if len(items) == 1:
+                    out = [GenerationResult.failed(items[0][1].key, e)]
+                else:  # one bad item (or OOM) must not cost the others
+                    out = []
+                    for it in items:
+                        try:
+                            out += self._run_batch([it])
+                        except Exception as e1:
+                            out.append(GenerationResult.failed(it[1].key, e1))
+            for i, res in zip(chunk, out):
+                results[i] = res
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
+
+    def _run_batch(self, items: list[tuple[int, GenerationRequest, dict[str, Any]]]) -> list[GenerationResult]:
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        torch = self._torch
+        sw = Stopwatch()
+        inputs, width = self._batch_inputs([e for _, _, e in items])
+        prompt_lens = inputs["attention_mask"].sum(dim=1).tolist()
+        max_new = max(r.max_new_tokens for _, r, _ in items)
+        gen_cfg = GenerationConfig(
+            max_new_tokens=max_new, min_new_tokens=max_new if self.ignore_eos else None, do_sample=False,
+            num_beams=1, repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+        )
+        processors = LogitsProcessorList()
+        temps = [max(0.0, float(r.temperature)) for _, r, _ in items]
+        if any(t > 0 for t in temps):
+            seeds = [r.seed if r.seed is not None else secrets.randbits(63) for _, r, _ in items]
+            processors.append(_RowSampler(temps, [float(r.top_p) for _, r, _ in items], seeds))
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, generation_config=gen_cfg, logits_processor=processors)
+        new = out[:, width:].tolist()
+        ms = sw.ms()
+        eos = set(self.eos_ids)
+        results = []
+        for row, (_, req, _) in enumerate(items):
+            toks = new[row][: req.max_new_tokens]
+            stop_at = next((k for k, t in enumerate(toks) if t in eos), None)
+            if stop_at is not None and not self.ignore_eos:
+                body, finish, n = toks[:stop_at], "stop", stop_at + 1
+            else:
+                body, finish, n = toks, "length", len(toks)
+            text = self.tokenizer.decode(body, skip_special_tokens=True)
+            results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
+                                                      prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
+                                                      latency_ms=ms))
+        return results
+
+    def close(self) -> None:
+        model = getattr(self, "model", None)
+        if model is None:
+            return
+        self.model = None
+        del model
+        import gc
+
+        gc.collect()
+        if self._torch.cuda.is_available():
+            self._torch.cuda.empty_cache()

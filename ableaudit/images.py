@@ -1,0 +1,573 @@
+"""The images of a vision audit: loading an image set, checking it, landing it in ``raw.images``.
+
+Two ways in, one table out:
+
+* ``load_pairs_tree(root)`` reads the PAIRS dataset (Fraser & Kiritchenko 2024)
+  from a local folder laid out as ``{occupations,status,potential_crime}/<scenario>/<race>_<gender>[n].png``.
+  Race and gender come from the file name alone. The scenario folder is never
+  read for identity: PAIRS has scenarios called ``black_apron`` and
+  ``white_shirt``, which say nothing about the person pictured.
+* ``load_manifest_csv(path, image_root)`` reads any other image set from a CSV
+  with one row per image: ``image_id, path, scenario, gender, race``, an
+  optional ``category``, and any other columns (kept as identity columns in
+  ``extra_json``).
+
+Either way every problem is collected first (a badly named file, a missing
+file, a path escaping the image root, a file that is not an image, a duplicate
+id) and reported together in one ``ImageSetError``; nothing is guessed and
+nothing lands. ``land_images`` then makes ``raw.images`` hold exactly the
+loaded set, in one transaction, and is idempotent: loading the same files
+again changes nothing. An image whose bytes changed under an id that audits
+have already used is refused (its old answers would pair with the new image).
+
+Paths: every image path is resolved under the image root and must stay there
+after resolving ``..`` and symbolic links; ``rel_path`` is stored as a POSIX
+path relative to the root, so the warehouse does not depend on where the
+images live on a given machine.
+
+Decoding: ``decode_png`` is a small NumPy PNG decoder (8-bit, non-interlaced,
+every colour type) for environments without Pillow; the transformers VLM
+backend uses Pillow when it is installed.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+PAIRS_CATEGORIES = ("occupations", "status", "potential_crime")
+PAIRS_RACES = ("black", "white")
+PAIRS_GENDERS = ("man", "woman")
+PAIRS_NAME_RE = re.compile(r"^(?P<race>[A-Za-z]+)_(?P<gender>[A-Za-z]+)(?P<n>[0-9]*)\.png$")
+
+MANIFEST_REQUIRED = ("image_id", "path", "scenario", "gender", "race")
+MANIFEST_PATH_ALIASES = ("path", "file_path", "file", "rel_path", "image_path")
+MANIFEST_OPTIONAL = ("category",)
+
+IMAGE_COLUMNS = ("image_set", "image_id", "rel_path", "sha256", "width", "height", "scenario", "category",
+                 "gender", "race", "extra_json", "loader", "source")
+
+
+class ImageSetError(ValueError):
+    """An image set cannot be loaded or landed as given; the message lists every problem and the fix."""
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    image_set: str
+    image_id: str
+    rel_path: str
+    sha256: str
+    width: int | None
+    height: int | None
+    scenario: str
+    category: str
+    gender: str
+    race: str
+    extra_json: str | None
+    loader: str
+    source: str | None
+
+    def as_row(self) -> dict[str, Any]:
+        return {c: getattr(self, c) for c in IMAGE_COLUMNS}
+
+
+@dataclass
+class LoadedImages:
+    image_set: str
+    root: Path
+    records: list[ImageRecord]
+    skipped: list[str] = field(default_factory=list)   # hidden files and folders, named for the report
+
+    def summary(self) -> str:
+        by_cat: dict[str, int] = {}
+        for r in self.records:
+            by_cat[r.category] = by_cat.get(r.category, 0) + 1
+        cats = ", ".join(f"{k}: {v}" for k, v in sorted(by_cat.items()))
+        skipped = f"; skipped {len(self.skipped)} hidden entries" if self.skipped else ""
+        return f"image set {self.image_set!r}: {len(self.records)} images under {self.root} ({cats}){skipped}"
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def resolve_under(root: str | Path, path: str | Path) -> tuple[Path, str]:
+    """The real file ``path`` names under ``root``, and its POSIX path relative to the root.
+
+    ``path`` may be relative to the root or absolute; after resolving ``..``
+    and symbolic links it must lie inside the (resolved) root, else
+    ImageSetError: an image set must not read files elsewhere on the machine.
+    """
+    base = Path(root).expanduser().resolve()
+    p = Path(path).expanduser()
+    full = (p if p.is_absolute() else base / p).resolve()
+    try:
+        rel = full.relative_to(base)
+    except ValueError:
+        raise ImageSetError(f"image path {str(path)!r} escapes the image root {base}; "
+                            "keep every image inside image_root (no '..', no links out of it)") from None
+    if not rel.parts:
+        raise ImageSetError(f"image path {str(path)!r} is the image root itself, not a file")
+    return full, rel.as_posix()
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_image_bytes(root: str | Path, rel_path: str, sha256: str | None = None) -> bytes:
+    """The bytes of a landed image, checked against the sha256 it was landed with."""
+    full, _ = resolve_under(root, rel_path)
+    try:
+        data = full.read_bytes()
+    except OSError as e:
+        raise ImageSetError(f"cannot read image {rel_path!r} under {root}: {e}; fix image_root or reload the image set") from None
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ImageSetError(f"image {rel_path!r} under {root} changed since it was loaded (sha256 differs); "
+                            "reload the image set (`ableaudit import images ...`), under a new image_set name "
+                            "if audits already used the old file")
+    return data
+
+
+# --------------------------------------------------------------------------- image headers and PNG decoding
+
+
+def image_format(data: bytes) -> str | None:
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    return None
+
+
+def image_dimensions(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from the header of a PNG, JPEG or GIF; None when it cannot be read."""
+    fmt = image_format(data)
+    try:
+        if fmt == "png":
+            if data[12:16] != b"IHDR":
+                return None
+            w, h = struct.unpack(">II", data[16:24])
+            return int(w), int(h)
+        if fmt == "gif":
+            w, h = struct.unpack("<HH", data[6:10])
+            return int(w), int(h)
+        if fmt == "jpeg":
+            i = 2
+            while i + 9 < len(data):
+                if data[i] != 0xFF:
+                    i += 1
+                    continue
+                marker = data[i + 1]
+                if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+                    i += 1 if marker == 0xFF else 2
+                    continue
+                length = struct.unpack(">H", data[i + 2:i + 4])[0]
+                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+                    h, w = struct.unpack(">HH", data[i + 5:i + 9])
+                    return int(w), int(h)
+                i += 2 + length
+    except struct.error:
+        return None
+    return None
+
+
+_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
+
+
+def decode_png(data: bytes) -> "Any":
+    """Decode an 8-bit, non-interlaced PNG to a ``uint8`` array of shape (height, width, channels).
+
+    Channels: 1 (grey), 2 (grey + alpha), 3 (RGB) or 4 (RGBA); a palette image
+    comes back as RGB(A). Anything else raises ValueError naming the fix
+    (install Pillow), never a wrong picture.
+    """
+    import numpy as np
+
+    if image_format(data) != "png":
+        raise ValueError("not a PNG file (signature)")
+    pos, ihdr, palette, trns, idat = 8, None, None, None, []
+    while pos + 8 <= len(data):
+        length, ctype = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if len(body) != length:
+            raise ValueError("truncated PNG chunk")
+        if ctype == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif ctype == b"PLTE":
+            palette = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3)
+        elif ctype == b"tRNS":
+            trns = np.frombuffer(body, dtype=np.uint8)
+        elif ctype == b"IDAT":
+            idat.append(body)
+        elif ctype == b"IEND":
+            break
+        pos += 12 + length
+    if ihdr is None or not idat:
+        raise ValueError("PNG without IHDR or image data")
+    width, height, depth, color, _, _, interlace = ihdr
+    if depth != 8 or interlace != 0 or color not in _PNG_CHANNELS:
+        raise ValueError(f"PNG with bit depth {depth}, colour type {color}, interlace {interlace} is not supported "
+                         "by the built-in decoder; install Pillow")
+    channels = _PNG_CHANNELS[color]
+    stride = width * channels
+    raw = np.frombuffer(zlib.decompress(b"".join(idat)), dtype=np.uint8)
+    if raw.size != height * (stride + 1):
+        raise ValueError("PNG image data has the wrong size")
+    rows = raw.reshape(height, stride + 1)
+    out = np.zeros((height, stride), dtype=np.uint8)
+    prev = np.zeros(stride, dtype=np.int32)
+    bpp = channels
+    for y in range(height):
+        ftype, line = int(rows[y, 0]), rows[y, 1:].astype(np.int32)
+        if ftype == 0:
+            cur = line
+        elif ftype == 1:   # Sub: a running sum per channel
+            cur = np.cumsum(line.reshape(width, bpp), axis=0).reshape(-1) & 0xFF
+        elif ftype == 2:   # Up
+            cur = (line + prev) & 0xFF
+        elif ftype in (3, 4):  # Average, Paeth: sequential along the row
+            cur = np.empty(stride, dtype=np.int32)
+            lst, up = line.tolist(), prev.tolist()
+            res = [0] * stride
+            for i in range(stride):
+                a = res[i - bpp] if i >= bpp else 0
+                b = up[i]
+                if ftype == 3:
+                    res[i] = (lst[i] + ((a + b) >> 1)) & 0xFF
+                else:
+                    c = up[i - bpp] if i >= bpp else 0
+                    p = a + b - c
+                    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                    pred = a if (pa <= pb and pa <= pc) else (b if pb <= pc else c)
+                    res[i] = (lst[i] + pred) & 0xFF
+            cur[:] = res
+        else:
+            raise ValueError(f"PNG row filter {ftype} is not valid")
+        out[y] = cur
+        prev = cur
+    img = out.reshape(height, width, channels)
+    if color == 3:
+        if palette is None:
+            raise ValueError("palette PNG without a palette")
+        idx = img[:, :, 0]
+        rgb = palette[idx]
+        if trns is not None:
+            alpha = np.full(len(palette), 255, dtype=np.uint8)
+            alpha[: len(trns)] = trns[: len(palette)]
+            img = np.concatenate([rgb, alpha[idx][:, :, None]], axis=2)
+        else:
+            img = rgb
+    return img
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+def _check_image_file(full: Path, rel: str, problems: list[str]) -> tuple[str, int | None, int | None] | None:
+    try:
+        data = full.read_bytes()
+    except OSError as e:
+        problems.append(f"{rel}: cannot be read ({e})")
+        return None
+    if image_format(data) is None:
+        problems.append(f"{rel}: not a PNG, JPEG, GIF or WebP image (checked the file signature)")
+        return None
+    dims = image_dimensions(data)
+    w, h = dims if dims else (None, None)
+    return hashlib.sha256(data).hexdigest(), w, h
+
+
+def _raise(problems: Sequence[str], what: str, fix: str) -> None:
+    if problems:
+        shown = "\n".join(f"  - {p}" for p in problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        raise ImageSetError(f"{what}: {len(problems)} problem(s), nothing loaded:\n{shown}{more}\nFix: {fix}")
+
+
+def _check_set_name(image_set: str) -> None:
+    if not image_set or not re.fullmatch(r"[A-Za-z0-9_.-]+", image_set):
+        raise ImageSetError(f"image_set {image_set!r} must be a non-empty name of letters, digits, '_', '-' or '.'")
+
+
+def find_pairs_root(root: str | Path) -> Path:
+    """The folder holding the PAIRS category folders: ``root`` itself, or ``root/data`` (the repository layout)."""
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        raise ImageSetError(f"PAIRS root {str(root)!r} is not a folder; point image_root at the folder holding "
+                            f"{', '.join(PAIRS_CATEGORIES)} (the PAIRS repository's data/ folder)")
+    if any((base / c).is_dir() for c in PAIRS_CATEGORIES):
+        return base.resolve()
+    if any((base / "data" / c).is_dir() for c in PAIRS_CATEGORIES):
+        return (base / "data").resolve()
+    raise ImageSetError(f"no PAIRS category folder ({', '.join(PAIRS_CATEGORIES)}) under {base} or {base / 'data'}; "
+                        "point image_root at the PAIRS data/ folder")
+
+
+def parse_pairs_name(name: str, races: Iterable[str] = PAIRS_RACES, genders: Iterable[str] = PAIRS_GENDERS) -> tuple[str, str] | str:
+    """(race, gender) from a PAIRS file name such as ``white_woman1.png``, or the reason it is not one."""
+    m = PAIRS_NAME_RE.match(name)
+    if not m:
+        return "file name is not <race>_<gender>[n].png"
+    race, gender = m.group("race").lower(), m.group("gender").lower()
+    races, genders = tuple(races), tuple(genders)
+    if race not in races:
+        return f"race {race!r} in the file name is not one of {list(races)}"
+    if gender not in genders:
+        return f"gender {gender!r} in the file name is not one of {list(genders)}"
+    return race, gender
+
+
+def load_pairs_tree(root: str | Path, image_set: str = "pairs", *, races: Iterable[str] = PAIRS_RACES,
+                    genders: Iterable[str] = PAIRS_GENDERS) -> LoadedImages:
+    """Every image of a local PAIRS tree; see the module docstring for the layout and the rules.
+
+    image_id is ``<category>/<scenario>/<file stem>`` (e.g. ``status/phone/white_man1``).
+    Hidden files and folders (``.DS_Store``, ``.git``) are skipped and listed in
+    ``skipped``; every other unexpected entry is a problem.
+    """
+    _check_set_name(image_set)
+    base = find_pairs_root(root)
+    problems: list[str] = []
+    records: list[ImageRecord] = []
+    skipped: list[str] = []
+    for cat_dir in sorted(base.iterdir()):
+        rel_cat = cat_dir.name
+        if rel_cat.startswith("."):
+            skipped.append(rel_cat)
+            continue
+        if not cat_dir.is_dir():
+            problems.append(f"{rel_cat}: a file at the top level; expected only the folders {list(PAIRS_CATEGORIES)}")
+            continue
+        if rel_cat not in PAIRS_CATEGORIES:
+            problems.append(f"{rel_cat}/: not a PAIRS category folder ({', '.join(PAIRS_CATEGORIES)})")
+            continue
+        for scen_dir in sorted(cat_dir.iterdir()):
+            rel_scen = f"{rel_cat}/{scen_dir.name}"
+            if scen_dir.name.startswith("."):
+                skipped.append(rel_scen)
+                continue
+            if not scen_dir.is_dir():
+                problems.append(f"{rel_scen}: a file directly under a category; expected scenario folders")
+                continue
+            for f in sorted(scen_dir.iterdir()):
+                rel_guess = f"{rel_scen}/{f.name}"
+                if f.name.startswith("."):
+                    skipped.append(rel_guess)
+                    continue
+                if f.is_dir():
+                    problems.append(f"{rel_guess}/: a folder inside a scenario folder; expected only image files")
+                    continue
+                parsed = parse_pairs_name(f.name, races, genders)
+                if isinstance(parsed, str):
+                    problems.append(f"{rel_guess}: {parsed}")
+                    continue
+                try:
+                    full, rel = resolve_under(base, f)
+                except ImageSetError as e:
+                    problems.append(f"{rel_guess}: {e}")
+                    continue
+                checked = _check_image_file(full, rel, problems)
+                if checked is None:
+                    continue
+                sha, w, h = checked
+                race, gender = parsed
+                records.append(ImageRecord(
+                    image_set=image_set, image_id=f"{rel_scen}/{f.stem}", rel_path=rel, sha256=sha, width=w, height=h,
+                    scenario=scen_dir.name, category=rel_cat, gender=gender, race=race, extra_json=None,
+                    loader="pairs_tree", source=str(base),
+                ))
+    _raise(problems, f"PAIRS tree {base}",
+           "rename or remove the files listed (names are <race>_<gender>[n].png, race in "
+           f"{list(races)}, gender in {list(genders)}), or load the set through a manifest CSV")
+    if not records:
+        raise ImageSetError(f"PAIRS tree {base} holds no image; point image_root at the PAIRS data/ folder")
+    return LoadedImages(image_set=image_set, root=base, records=records, skipped=skipped)
+
+
+def _norm_header(h: str) -> str:
+    return re.sub(r"[\s\-]+", "_", (h or "").strip().lower())
+
+
+def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) -> LoadedImages:
+    """An image set described by a CSV manifest (columns in the module docstring); paths under ``image_root``."""
+    _check_set_name(image_set)
+    mpath = Path(path).expanduser()
+    if not mpath.is_file():
+        raise ImageSetError(f"image manifest {str(path)!r} does not exist; pass a CSV with columns {list(MANIFEST_REQUIRED)}")
+    base = Path(image_root).expanduser()
+    if not base.is_dir():
+        raise ImageSetError(f"image_root {str(image_root)!r} is not a folder; the manifest's paths are resolved under it")
+    base = base.resolve()
+    with open(mpath, newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise ImageSetError(f"image manifest {mpath} is empty; it needs a header row {list(MANIFEST_REQUIRED)}") from None
+        body = list(reader)
+    cols = [_norm_header(h) for h in header]
+    dup_cols = sorted({c for c in cols if cols.count(c) > 1})
+    if dup_cols:
+        raise ImageSetError(f"image manifest {mpath} repeats column(s) {dup_cols} (after lower-casing)")
+    path_col = next((a for a in MANIFEST_PATH_ALIASES if a in cols), None)
+    missing = [c for c in MANIFEST_REQUIRED if c != "path" and c not in cols]
+    if path_col is None:
+        missing.insert(1, "path")
+    if missing:
+        raise ImageSetError(f"image manifest {mpath} lacks column(s) {missing}; it has {cols}. "
+                            f"Required: {list(MANIFEST_REQUIRED)} (path may be named {list(MANIFEST_PATH_ALIASES)})")
+    fixed = {"image_id", path_col, "scenario", "gender", "race", *MANIFEST_OPTIONAL}
+    extra_cols = [c for c in cols if c not in fixed and c not in MANIFEST_PATH_ALIASES]
+    problems: list[str] = []
+    records: list[ImageRecord] = []
+    seen: dict[str, int] = {}
+    for lineno, raw in enumerate(body, start=2):
+        if not any(v.strip() for v in raw):
+            continue
+        if len(raw) != len(cols):
+            problems.append(f"line {lineno}: {len(raw)} fields for {len(cols)} columns")
+            continue
+        row = {c: v.strip() for c, v in zip(cols, raw)}
+        blank = [c for c in ("image_id", "scenario", "gender", "race") if not row[c]]
+        if not row[path_col]:
+            blank.insert(1, path_col)
+        if blank:
+            problems.append(f"line {lineno}: empty {blank}")
+            continue
+        iid = row["image_id"]
+        if iid in seen:
+            problems.append(f"line {lineno}: image_id {iid!r} repeats line {seen[iid]}")
+            continue
+        seen[iid] = lineno
+        try:
+            full, rel = resolve_under(base, row[path_col])
+        except ImageSetError as e:
+            problems.append(f"line {lineno}: {e}")
+            continue
+        if not full.is_file():
+            problems.append(f"line {lineno}: {row[path_col]!r} is not a file under {base}")
+            continue
+        checked = _check_image_file(full, rel, problems)
+        if checked is None:
+            continue
+        sha, w, h = checked
+        extra = {c: row[c] for c in extra_cols if row[c]}
+        records.append(ImageRecord(
+            image_set=image_set, image_id=iid, rel_path=rel, sha256=sha, width=w, height=h,
+            scenario=row["scenario"], category=row.get("category") or row["scenario"],
+            gender=row["gender"], race=row["race"],
+            extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None,
+            loader="manifest", source=str(mpath.resolve()),
+        ))
+    _raise(problems, f"image manifest {mpath}", "correct the rows listed; paths are relative to image_root "
+           f"({base}) and must stay inside it")
+    if not records:
+        raise ImageSetError(f"image manifest {mpath} lists no image")
+    return LoadedImages(image_set=image_set, root=base, records=records)
+
+
+# --------------------------------------------------------------------------- landing
+
+
+@dataclass
+class ImageLandingReport:
+    inserted: int = 0
+    updated: int = 0       # same id, new metadata (identity columns) or, with replace=True, new bytes
+    unchanged: int = 0
+    removed: int = 0       # ids of the set that the new load no longer has
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def land_images(warehouse: str | Path | None, loaded: LoadedImages, *, replace: bool = False) -> ImageLandingReport:
+    """Make raw.images hold exactly ``loaded`` for its image set, in one transaction.
+
+    Unchanged rows keep their ``loaded_at``. An id whose bytes changed while
+    vision generations already used it is refused unless ``replace=True``:
+    its landed answers describe the old picture.
+    """
+    import pyarrow as pa
+
+    from ableaudit.warehouse import connect
+
+    rows = [r.as_row() for r in loaded.records]
+    ids = [r["image_id"] for r in rows]
+    if len(set(ids)) != len(ids):
+        raise ImageSetError(f"image set {loaded.image_set!r} repeats image ids; nothing landed")
+    report = ImageLandingReport()
+    con = connect(warehouse)
+    try:
+        existing = {r[0]: r for r in con.execute(
+            f"select {', '.join(IMAGE_COLUMNS[1:])} from raw.images where image_set = ?", [loaded.image_set]).fetchall()}
+        fields = IMAGE_COLUMNS[1:]
+        new_ids = set(ids)
+        changed_bytes = [r["image_id"] for r in rows
+                         if r["image_id"] in existing and existing[r["image_id"]][fields.index("sha256")] != r["sha256"]]
+        if changed_bytes and not replace:
+            con.register("changed_ids", pa.table({"image_id": pa.array(changed_bytes, pa.string())}))
+            used = [u for (u,) in con.execute(
+                "select distinct g.query_id from raw.generations g join changed_ids c on g.query_id = c.image_id "
+                "where g.task = 'vision' and g.query_set = ? order by 1", [loaded.image_set]).fetchall()]
+            if used:
+                raise ImageSetError(
+                    f"image set {loaded.image_set!r}: {len(used)} image(s) have new bytes under ids that audits already "
+                    f"used, e.g. {used[:5]}; their landed answers describe the old files. Load the new files as "
+                    "another image_set (e.g. pairs_v2), or pass replace=True (`--replace`) to accept the mix")
+        to_write = []
+        for r in rows:
+            old = existing.get(r["image_id"])
+            if old is None:
+                report.inserted += 1
+                to_write.append(r)
+            elif tuple(old) != tuple(r[c] for c in fields):
+                report.updated += 1
+                to_write.append(r)
+            else:
+                report.unchanged += 1
+        gone = [i for i in existing if i not in new_ids]
+        report.removed = len(gone)
+        if not to_write and not gone:
+            return report
+        con.execute("begin transaction")
+        try:
+            stale = gone + [r["image_id"] for r in to_write if r["image_id"] in existing]
+            if stale:
+                con.executemany("delete from raw.images where image_set = ? and image_id = ?",
+                                [[loaded.image_set, i] for i in stale])
+            if to_write:
+                table = pa.Table.from_pylist(to_write, schema=pa.schema([
+                    (c, pa.int32() if c in ("width", "height") else pa.string()) for c in IMAGE_COLUMNS]))
+                con.register("incoming_images", table)
+                cols = ", ".join(IMAGE_COLUMNS)
+                con.execute(f"insert into raw.images ({cols}) select {cols} from incoming_images")
+            con.execute("commit")
+        except BaseException:
+            con.execute("rollback")
+            raise
+    finally:
+        con.close()
+    return report
+
+
+def load_image_set(image_set: str, image_root: str | Path, manifest: str | Path | None = None) -> LoadedImages:
+    """The PAIRS tree under ``image_root``, or the manifest's images when a manifest is given."""
+    if manifest:
+        return load_manifest_csv(manifest, image_root, image_set)
+    return load_pairs_tree(image_root, image_set)

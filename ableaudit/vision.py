@@ -1,0 +1,312 @@
+"""Vision audits: which image x prompt generations an audit needs, and the group statistics of group_bias.
+
+A vision generation is a text generation with an image beside the prompt. It
+lands in ``raw.generations`` like any other, with ``task = 'vision'``,
+``query_set`` = the image set, ``query_id`` = the image id and ``domain`` = the
+image's category, so the warehouse pairs each disability description with the
+neutral description of the same image, model, arm, temperature and sample
+(``int_pairs``) and every text metric, judge and mart applies unchanged.
+
+The key of a vision generation hashes everything a text key hashes plus the
+sha256 of the image's bytes: a changed picture is a new generation.
+
+Arms: an arm with ``vision_prompt: neutral_disability`` (the default) sends the
+neutral prompt and the disability prompt per category; ``mitigation`` sends
+the neutral prompt and the mitigation prompt per category (the disability
+side). The optional disability-assignment probe lands as 'neutral'
+generations under the reserved arm ``disability_assignment``, where no
+disability generation exists to pair with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import ibis
+import numpy as np
+import pandas as pd
+
+from ableaudit import PROJECT_ROOT, ibis_compat
+from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Target
+from ableaudit.keys import canonical_json, content_key, model_fingerprint
+from ableaudit.planning import PlannedGeneration
+
+PROMPT_KINDS_BY_ARM = {
+    "neutral_disability": ("neutral", "disability"),
+    "mitigation": ("neutral", "mitigation"),
+}
+
+
+# --------------------------------------------------------------------------- config helpers
+
+
+def resolve_image_root(cfg: AuditConfig) -> Path:
+    """The configured image root: absolute, or relative to the working directory, else to the project."""
+    if not cfg.image_root:
+        raise ConfigError("the config has vision targets but no `image_root`; set it to the folder holding the images")
+    p = Path(cfg.image_root).expanduser()
+    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
+        p = PROJECT_ROOT / p
+    if not p.is_dir():
+        raise ConfigError(f"image_root {cfg.image_root!r} is not a folder; point it at the folder holding the images "
+                          "(for PAIRS, the repository's data/ folder)")
+    return p.resolve()
+
+
+def effective_image_root(cfg: AuditConfig) -> Path:
+    """The folder rel_path is relative to: image_root for a manifest; for PAIRS, the folder of its categories."""
+    from ableaudit.images import find_pairs_root
+
+    root = resolve_image_root(cfg)
+    return root if cfg.image_manifest else find_pairs_root(root)
+
+
+def resolve_manifest(cfg: AuditConfig) -> Path | None:
+    if not cfg.image_manifest:
+        return None
+    p = Path(cfg.image_manifest).expanduser()
+    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
+        p = PROJECT_ROOT / p
+    return p
+
+
+def vision_temperatures(cfg: AuditConfig, target: Target) -> list[float]:
+    """The target's own temperature when it sets one, else the audit's vision_temperatures (default [0.0])."""
+    if target.decoding.temperature is not None:
+        return [target.decoding.temperature]
+    return list(cfg.vision_temperatures)
+
+
+# --------------------------------------------------------------------------- prompt selection
+
+
+def _check_known(prompts: ibis.Table, column: str, wanted: Iterable[str], label: str) -> None:
+    wanted = list(wanted)
+    if not wanted:
+        return
+    known = set(prompts.select(column).distinct().to_pyarrow()[column].to_pylist())
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        shown = sorted(k for k in known if k)[:20]
+        raise ConfigError(f"vision_subset.{label} names unknown values {unknown}; known (first 20): {shown}")
+
+
+def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
+    """The image x prompt rows of the configured image set and vision_subset, from ``int_vision_prompts``.
+
+    ``vision_subset.per_domain`` keeps that many scenarios per category (all
+    images of a chosen scenario, so the parallel images stay together), chosen
+    by ``vision_subset.seed``; ``query_ids`` are image ids; ``domains`` are
+    categories; ``disabilities`` the categories of the disability prompts.
+    """
+    con = ibis_compat.connect(warehouse, read_only=True)
+    try:
+        if "int_vision_prompts" not in con.list_tables():
+            raise ConfigError(f"the warehouse {warehouse} has no int_vision_prompts table; load the images and "
+                              "run `ableaudit build` (the audit flow does both)")
+        prompts = con.table("int_vision_prompts")
+        prompts = prompts.filter(prompts.query_set == cfg.image_set)
+        if prompts.count().to_pyarrow().as_py() == 0:
+            raise ConfigError(f"image set {cfg.image_set!r} has no image in the warehouse; load it with "
+                              "`ableaudit import images` or let the audit flow load image_root")
+        sub = cfg.vision_subset
+        _check_known(prompts, "domain", sub.domains, "domains")
+        _check_known(prompts, "query_id", sub.query_ids, "query_ids")
+        _check_known(prompts, "disability_id", sub.disabilities, "disabilities")
+        if sub.domains:
+            prompts = prompts.filter(prompts.domain.isin(sub.domains))
+        if sub.query_ids:
+            prompts = prompts.filter(prompts.query_id.isin(sub.query_ids))
+        if sub.disabilities:
+            prompts = prompts.filter(prompts.disability_id.isnull() | prompts.disability_id.isin(sub.disabilities))
+        if sub.per_domain:
+            scen = prompts.select("domain", "scenario").distinct()
+            shuffle = (ibis.literal(str(sub.seed)) + ":" + scen.domain + "/" + scen.scenario).hash()
+            ranked = scen.mutate(rank=ibis.row_number().over(group_by=scen.domain, order_by=[shuffle, scen.scenario]))
+            chosen = ranked.filter(ranked["rank"] < sub.per_domain).select("domain", "scenario")
+            prompts = prompts.semi_join(chosen, ["domain", "scenario"])
+        rows = prompts.order_by(["domain", "query_id", "prompt_kind", "disability_id"]).to_pyarrow().to_pylist()
+    finally:
+        con.disconnect()
+    if not rows:
+        raise ConfigError(f"vision_subset selects no prompt of image set {cfg.image_set!r}; widen `vision_subset:`")
+    return rows
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def plan_vision_generations(cfg: AuditConfig, target: Target, prompts: list[dict[str, Any]], image_root: str | Path,
+                            arms: list[Arm] | None = None, include_probe: bool | None = None) -> list[PlannedGeneration]:
+    """Every (image x prompt x arm x temperature x sample) for one vision target, each with its key.
+
+    ``arms`` defaults to all the config's arms; ``include_probe`` (default: the
+    config's probe_disability_assignment) adds the assignment probe once, under
+    the reserved arm with the target's own system prompt and adapter.
+    """
+    arms = list(cfg.arms) if arms is None else list(arms)
+    if include_probe is None:
+        include_probe = cfg.probe_disability_assignment
+    root = str(Path(image_root).resolve())
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for p in prompts:
+        by_kind.setdefault(p["prompt_kind"], []).append(p)
+    work: list[tuple[str, str | None, str, list[dict[str, Any]]]] = []  # (arm, adapter, system prompt, prompts)
+    for arm in arms:
+        kinds = PROMPT_KINDS_BY_ARM[arm.vision_prompt]
+        system_prompt = arm.system_prompt if arm.system_prompt is not None else target.system_prompt
+        work.append((arm.name, arm.adapter or target.adapter, system_prompt, [p for k in kinds for p in by_kind.get(k, [])]))
+    if include_probe:
+        work.append((ASSIGNMENT_ARM, target.adapter, target.system_prompt, by_kind.get("assignment", [])))
+    fingerprint = model_fingerprint(target.model, target.revision)
+    planned: list[PlannedGeneration] = []
+    for arm_name, adapter, system_prompt, arm_prompts in work:
+        adapter_fp = model_fingerprint(adapter) if adapter else None
+        for temperature in vision_temperatures(cfg, target):
+            for sample_index in range(cfg.samples):
+                seed = None if target.decoding.seed is None else target.decoding.seed + sample_index
+                decoding = {
+                    "temperature": temperature,
+                    "top_p": target.decoding.top_p,
+                    "max_new_tokens": target.decoding.max_new_tokens,
+                    "seed": seed,
+                }
+                for p in arm_prompts:
+                    identity = {
+                        "task": "vision",
+                        "backend": target.backend,
+                        "model": fingerprint,
+                        "adapter": adapter_fp,
+                        "arm": arm_name,
+                        "prompt_id": p["prompt_id"],
+                        "system_prompt": system_prompt,
+                        "prompt_text": p["prompt_text"],
+                        "image_sha256": p["image_sha256"],
+                        "decoding": decoding,
+                        "sample_index": sample_index,
+                        "options": target.options,
+                    }
+                    planned.append(PlannedGeneration(
+                        generation_id=content_key(identity),
+                        task="vision",
+                        target=target.name,
+                        model_id=target.reported_model_id,
+                        backend=target.backend,
+                        model_revision=fingerprint,
+                        adapter=adapter,
+                        arm=arm_name,
+                        query_set=p["query_set"],
+                        query_id=p["query_id"],
+                        domain=p.get("domain"),
+                        disability_id=p.get("disability_id"),
+                        condition=p["condition"],
+                        prompt_id=p["prompt_id"],
+                        system_prompt=system_prompt,
+                        prompt_text=p["prompt_text"],
+                        temperature=temperature,
+                        top_p=target.decoding.top_p,
+                        max_new_tokens=target.decoding.max_new_tokens,
+                        seed=seed,
+                        sample_index=sample_index,
+                        decoding_json=canonical_json(decoding),
+                        image_root=root,
+                        image_rel_path=p["rel_path"],
+                        image_sha256=p["image_sha256"],
+                    ))
+    return planned
+
+
+def vision_adapter_groups(cfg: AuditConfig, target: Target) -> dict[str | None, tuple[list[Arm], bool]]:
+    """Arms grouped by the adapter they need (each model variant loads once), and whether the probe runs in it."""
+    groups: dict[str | None, list[Arm]] = {}
+    for arm in cfg.arms:
+        groups.setdefault(arm.adapter or target.adapter, []).append(arm)
+    if cfg.probe_disability_assignment and target.adapter not in groups:
+        groups[target.adapter] = []
+    return {a: (arms, cfg.probe_disability_assignment and a == target.adapter) for a, arms in groups.items()}
+
+
+# --------------------------------------------------------------------------- group statistics (group_bias)
+
+GROUPINGS = ("gender", "race", "gender_race")
+CELL_KEYS = ["task", "model_id", "arm", "query_set", "temperature", "measure_id"]
+GROUP_CI_SCHEMA: dict[str, str] = {
+    "task": "str",
+    "model_id": "str",
+    "arm": "str",
+    "query_set": "str",
+    "temperature": "float64",
+    "measure_id": "str",
+    "grouping": "str",
+    "group_value": "str",
+    "ci_low_pct": "float64",
+    "ci_high_pct": "float64",
+    "n_boot": "int64",
+    "ci_reason": "str",
+}
+
+
+def group_delta_ci(pairs: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
+                   groupings: Iterable[str] = GROUPINGS) -> pd.DataFrame:
+    """Percentile CIs of delta = rate(group) - rate(all), in percentage points, by a cluster bootstrap.
+
+    ``pairs``: one row per included pair and measure, with CELL_KEYS, ``query_id``
+    (the image: the cluster), ``outcome`` (0/1) and one column per grouping.
+    Each replicate draws as many images as the cell has, with replacement, and
+    recomputes both rates over the pairs of the drawn images (an image drawn
+    twice counts twice), so the delta's CI reflects that an image's nine
+    disability pairs are not independent. A replicate that draws no image of
+    the group has no delta; the CI is taken over the others and ``ci_reason``
+    says how many were dropped. Each cell has its own random stream
+    (``stable_seed``), so a cell's CI does not depend on which other cells exist.
+    """
+    from ableaudit.stats._common import stable_seed, typed_frame
+
+    groupings = list(groupings)
+    out: list[dict[str, Any]] = []
+    if pairs.empty:
+        return typed_frame([], GROUP_CI_SCHEMA)
+    frame = pairs.copy()
+    frame["temperature"] = frame["temperature"].astype(float)
+    alpha = (1.0 - level) / 2.0
+    for key, cell in frame.groupby(CELL_KEYS, sort=True, dropna=False):
+        codes, images = pd.factorize(cell["query_id"], sort=True)
+        k = len(images)
+        y = cell["outcome"].to_numpy(dtype=float)
+        sums = np.bincount(codes, weights=y, minlength=k)
+        counts = np.bincount(codes, minlength=k).astype(float)
+        idx = None
+        if k >= 2 and n_boot >= 1:
+            rng = np.random.default_rng(stable_seed(seed, *key))
+            idx = rng.integers(0, k, size=(n_boot, k))
+            all_rate = sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+        base = dict(zip(CELL_KEYS, key))
+        for grouping in groupings:
+            if grouping not in cell.columns:
+                continue
+            # every pair of an image shares its identity, so group membership is per image
+            image_group = cell.groupby(codes)[grouping].first().reindex(range(k))
+            for value in sorted(v for v in image_group.dropna().unique()):
+                row = dict(base, grouping=grouping, group_value=value, n_boot=n_boot,
+                           ci_low_pct=float("nan"), ci_high_pct=float("nan"), ci_reason=None)
+                if idx is None:
+                    row["ci_reason"] = "fewer than 2 images" if k < 2 else "n_boot<1"
+                    out.append(row)
+                    continue
+                member = (image_group == value).to_numpy(dtype=float)
+                g_counts = (counts * member)[idx].sum(axis=1)
+                g_sums = (sums * member)[idx].sum(axis=1)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    delta = 100.0 * (g_sums / g_counts - all_rate)
+                ok = np.isfinite(delta)
+                if not ok.any():
+                    row["ci_reason"] = "no replicate drew an image of the group"
+                else:
+                    low, high = np.quantile(delta[ok], [alpha, 1.0 - alpha])
+                    row["ci_low_pct"], row["ci_high_pct"] = float(low), float(high)
+                    dropped = int((~ok).sum())
+                    if dropped:
+                        row["ci_reason"] = f"{dropped} of {n_boot} replicates drew no image of the group (dropped)"
+                out.append(row)
+    return typed_frame(out, GROUP_CI_SCHEMA)

@@ -1,0 +1,130 @@
+{#
+    Every NP/DP pair x every measure, long, with the pair's outcome and the
+    identity of the person pictured. A measure is a linguistic metric of
+    int_pair_scores (the pair is degraded: AccessEval Eq. 1) or a contrastive
+    judge's dimension of int_pair_judgments (interpret, stereotype, framing:
+    labelled 'Yes'; abstain: the disability response declines). outcome is 1
+    or 0 for a pair that counts (included) and null otherwise, so every rate
+    downstream (group_bias, robustness, mitigation_effect) is avg(outcome)
+    over included pairs, by the same exclusion rules as degradation and
+    interpretive_shift. Identity columns come from raw.images for vision pairs
+    (query_set = image_set, query_id = image_id); text pairs have none.
+#}
+with
+
+pair_scores as (
+
+    select * from {{ ref('int_pair_scores') }}
+
+),
+
+pair_judgments as (
+
+    select * from {{ ref('int_pair_judgments') }}
+
+),
+
+images as (
+
+    select * from {{ ref('stg_raw__images') }}
+
+),
+
+linguistic as (
+
+    select
+        pair_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        query_id,
+        domain,
+        disability_id,
+        temperature,
+        sample_index,
+        pair_status,
+        'linguistic' as measure_kind,
+        metric as measure,
+        judge_name,
+        metric as measure_id,
+        included,
+        exclusion_reason,
+        case when included then (case when degraded then 'degraded' else 'not_degraded' end) end as label,
+        case when included then cast(degraded as integer) end as outcome
+
+    from pair_scores
+
+),
+
+judge_dimensions as (
+
+    select *, 'interpret' as measure, interpret as label from pair_judgments
+    union all
+    select *, 'stereotype' as measure, stereotype as label from pair_judgments
+    union all
+    select *, 'framing' as measure, framing as label from pair_judgments
+    union all
+    select
+        *,
+        'abstain' as measure,
+        case when decline_in_response_b then 'Yes' when not decline_in_response_b then 'No' end as label
+    from pair_judgments
+
+),
+
+judged as (
+
+    select
+        pair_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        query_id,
+        domain,
+        disability_id,
+        temperature,
+        sample_index,
+        pair_status,
+        'judge' as measure_kind,
+        measure,
+        judge_name,
+        measure || ':' || judge_name as measure_id,
+        included,
+        exclusion_reason,
+        case when included then label end as label,
+        case when included then cast(label = 'Yes' as integer) end as outcome
+
+    from judge_dimensions
+
+),
+
+measured as (
+
+    select * from linguistic
+    union all
+    select * from judged
+
+),
+
+final as (
+
+    select
+        measured.*,
+        images.image_id is not null as has_identity,
+        images.scenario,
+        images.gender,
+        images.race,
+        images.gender_race,
+        images.extra_json as identity_json
+
+    from measured
+    left join images
+        on measured.task = 'vision'
+        and measured.query_set = images.image_set
+        and measured.query_id = images.image_id
+
+)
+
+select * from final
