@@ -41,7 +41,10 @@ name_terms as (
     union
     select disability_id, replace(lower(short_name), '&', 'and') as term from disabilities
     union
-    select disability_id, regexp_replace(lower(display_name), ' (and .*|impairments|disorders)$', '') as term from disabilities
+    select
+        disability_id,
+        regexp_replace(lower(display_name), ' (and .*|impairments|disorders)$', '') as term
+    from disabilities
 
 ),
 

@@ -71,7 +71,9 @@ per_group as (
 
     from grouped
     -- measure_kind, measure and judge_name follow from measure_id
-    group by task, model_id, arm, query_set, temperature, measure_kind, measure, judge_name, measure_id, grouping, group_value
+    group by
+        task, model_id, arm, query_set, temperature, measure_kind, measure, judge_name, measure_id,
+        grouping, group_value
 
 ),
 
