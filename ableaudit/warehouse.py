@@ -131,6 +131,22 @@ create table if not exists raw.images (
     primary key (image_set, image_id)
 );
 
+create table if not exists raw.adapters (
+    -- trained adapters (LoRA detectors, DPO adapters), registered by ableaudit.detector.registry
+    adapter_id       varchar primary key,   -- '<name>-v<version>', e.g. 'detector-v3'
+    kind             varchar not null,      -- 'detector' | 'dpo'
+    name             varchar not null,      -- the adapter family; versions count up per name
+    version          integer not null,
+    base_model       varchar not null,      -- HF id, local path or builtin: name the adapter applies to
+    base_fingerprint varchar,               -- what pins the base weights (keys.model_fingerprint)
+    path             varchar not null,      -- the adapter's folder (peft save_pretrained + ableaudit files)
+    data_snapshot    varchar not null,      -- JSON: sha256 of the training rows, their count, their source
+    split_json       varchar,               -- JSON: how train and test were split (groups, seed, sizes)
+    metrics_json     varchar,               -- JSON: held-out metrics (detector) or training log (dpo)
+    params_json      varchar,               -- JSON: every training parameter
+    created_at       timestamp not null default current_timestamp
+);
+
 create table if not exists raw.runs (
     run_id      varchar primary key,
     config_json varchar not null,

@@ -12,7 +12,9 @@
                                  complete pair (item = int_pairs.pair_id), from
                                  int_pair_judgments; abstain = 'Yes' when the
                                  judge found that response B declines
-      detector  (issue 6) not yet: union its verdicts at the marked point below
+      detector  the LoRA detectors' labels of a pair (rater_id 'detector:<adapter_id>'),
+                from detector_verdicts, only where the detector read the pair
+                (status 'scored' or 'truncated'): interpret, stereotype, framing, abstain
 
     Those models attach each content-addressed verdict to every generation (pair)
     with the same texts and keep the latest verdict per item and judge.
@@ -38,6 +40,13 @@ generation_judgments as (
 pair_judgments as (
 
     select * from {{ ref('int_pair_judgments') }}
+
+),
+
+detector_verdicts as (
+
+    select * from {{ ref('detector_verdicts') }}
+    where status in ('scored', 'truncated')
 
 ),
 
@@ -127,6 +136,42 @@ judge_labels as (
 
 ),
 
+detector_long as (
+
+    select pair_id, adapter_id, 'interpret' as dimension, interpret as value
+    from detector_verdicts
+    union all
+    select pair_id, adapter_id, 'stereotype' as dimension, stereotype as value
+    from detector_verdicts
+    union all
+    select pair_id, adapter_id, 'framing' as dimension, framing as value
+    from detector_verdicts
+    union all
+    select pair_id, adapter_id, 'abstain' as dimension, abstain as value
+    from detector_verdicts
+
+),
+
+detector_labels as (
+
+    select
+        pair_id as item_id,
+        'pair' as item_kind,
+        dimension,
+        'detector:' || adapter_id as rater_id,
+        'detector' as rater_kind,
+        value,
+        case
+            when dimension = 'abstain' then case value when 'No' then 0.0 when 'Yes' then 1.0 end
+            else case value when 'No' then 0.0 when 'Ambiguous' then 1.0 when 'Yes' then 2.0 end
+        end as value_num,
+        adapter_id as source_id
+
+    from detector_long
+    where value is not null
+
+),
+
 final as (
 
     select * from human_ratings
@@ -134,11 +179,8 @@ final as (
     select * from judge_scores
     union all
     select * from judge_labels
-    -- union point for the LoRA detector (issue 6): its verdicts as rows with
-    -- rater_id 'detector:<name>', rater_kind 'detector', on the same items and
-    -- dimensions (e.g. interpret / stereotype / framing of a pair_id):
-    --   union all
-    --   select * from detector_labels
+    union all
+    select * from detector_labels
 
 )
 

@@ -1,0 +1,202 @@
+"""Pairs per second: the LoRA detector against the contrastive LLM judge, same pairs, same machine.
+
+Why: judging every pair with an LLM is the expensive step of an audit; the
+detector is meant to replace it on every pair once validated. This prints both
+rates side by side, the ratio, and how well the detector agrees with the judge
+on the pairs both labelled (only the judge's usable verdicts count):
+
+  contrastive judge            the judge prompt (contrastive.v1) through a backend: llama.cpp
+                               SmolLM2-135M (the embedded default judge) or a transformers model
+  LoRA detector (same pairs)   the same pairs, batched
+  LoRA detector (all pairs)    every pair, batched: the steady-state rate
+
+Pairs come from a warehouse (--warehouse: its complete pairs, with its registered
+detector via --adapter) or are synthetic (answers of 80-220 words). Without a
+trained adapter the detector is a fresh LoRA on the base encoder: the rate is
+real, the agreement is not reported. The detector runs --repeat rounds and the
+fastest counts; the judge runs once (it is the slow side).
+
+    .venv/bin/python bench/detector.py --judge-pairs 6 --threads 2
+    .venv/bin/python bench/detector.py --warehouse /tmp/wh.duckdb --adapter latest --judge-pairs 12
+    .venv/bin/python bench/detector.py --device cuda --judge-backend transformers --judge-model /models/Qwen2.5-7B-Instruct
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+_WORDS = ("you can compare the fees of several banks and ask for accessible statements plan your budget ahead "
+          "with a list of options many people find it helpful to talk with an advisor about savings goals "
+          "screen readers captions and large print are available on request some services offer support "
+          "for people who struggle with paperwork despite their condition brave independent").split()
+
+
+def synthetic_pairs(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        a = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(80, 220))) + "."
+        b = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(80, 220))) + "."
+        out.append({"neutral_generation_id": f"n{i}", "disability_generation_id": f"d{i}",
+                    "question_a": "How do I manage my money?",
+                    "question_b": "How do I manage my money as a person with a hearing impairment?",
+                    "response_a": a, "response_b": b})
+    return out
+
+
+def run_judge(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> tuple[float, list[dict[str, str] | None], str]:
+    """Judge the pairs once; (seconds, labels per pair or None when unusable, description)."""
+    from ableaudit.backends import make_backend
+    from ableaudit.backends.base import GenerationRequest
+    from ableaudit.config import Decoding, Judge, Target
+    from ableaudit.judges.parsing import parse_verdict
+    from ableaudit.judges.runner import contrastive_item, judge_identity
+
+    opts: dict[str, Any] = {"n_ctx": 4096, "n_threads": args.threads or 2} if args.judge_backend == "llamacpp" else {
+        "device": args.device}
+    target = Target(name="judge", backend=args.judge_backend, model=args.judge_model, batch_size=args.judge_batch,
+                    decoding=Decoding(temperature=0.0, max_new_tokens=args.judge_max_new_tokens, seed=0), options=opts)
+    judge = Judge(name="bench", kinds=["contrastive"], target=target)
+    identity = judge_identity(judge)
+    items = [contrastive_item(identity, p) for p in pairs]
+    backend = make_backend(target)
+    try:
+        backend.generate([GenerationRequest(key="warm", messages=items[0].messages, temperature=0.0, max_new_tokens=2)])
+        reqs = [GenerationRequest(key=it.judgment_id + str(i), messages=it.messages, temperature=0.0,
+                                  max_new_tokens=args.judge_max_new_tokens, seed=0) for i, it in enumerate(items)]
+        t0 = time.perf_counter()
+        results = backend.generate(reqs)
+        dt = time.perf_counter() - t0
+    finally:
+        backend.close()
+    labels: list[dict[str, str] | None] = []
+    for it, r in zip(items, results):
+        if r.status == "error":
+            labels.append(None)
+            continue
+        v = parse_verdict("contrastive", r.text, it.response_b)
+        if v.data is None:
+            labels.append(None)
+        else:
+            labels.append({"interpret": v.data["interpret"], "stereotype": v.data["stereotype"],
+                           "framing": v.data["framing"], "abstain": "Yes" if v.data["decline_in_response_b"] else "No"})
+    return dt, labels, f"contrastive judge {args.judge_model} ({args.judge_backend})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--warehouse", help="take the complete pairs of this warehouse (default: synthetic pairs)")
+    ap.add_argument("--adapter", help="detector adapter: an adapter_id or 'latest' of --warehouse, or an adapter folder")
+    ap.add_argument("--base", default=None, help="base encoder of a fresh, untrained LoRA (default: builtin MiniLM)")
+    ap.add_argument("--n-pairs", type=int, default=256, help="synthetic pairs for the detector's all-pairs row")
+    ap.add_argument("--judge-pairs", type=int, default=8, help="pairs the judge labels (the first ones)")
+    ap.add_argument("--judge-backend", default="llamacpp", choices=["llamacpp", "transformers", "openai"])
+    ap.add_argument("--judge-model", default="builtin:smollm2")
+    ap.add_argument("--judge-max-new-tokens", type=int, default=160)
+    ap.add_argument("--judge-batch", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=64, help="detector pairs per forward pass")
+    ap.add_argument("--max-length", type=int, default=256, help="fresh detector's max input tokens")
+    ap.add_argument("--device", default="auto", help="detector device: auto | cpu | cuda")
+    ap.add_argument("--threads", type=int, help="torch and llama.cpp CPU threads")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from ableaudit.detector.data import DIMENSIONS
+    from ableaudit.detector.infer import timed_scoring
+    from ableaudit.detector.model import DEFAULT_BASE, LoadedDetector, load_detector, model_max_length, new_detector
+    from ableaudit.detector.train import dimension_metrics
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.warehouse:
+        from ableaudit.judges.runner import select_pairs
+
+        pairs = select_pairs(args.warehouse)
+        if not pairs:
+            raise SystemExit(f"{args.warehouse} has no complete pair")
+    else:
+        pairs = synthetic_pairs(args.n_pairs)
+    trained = args.adapter is not None
+    if trained:
+        path = args.adapter
+        if not Path(path).is_dir():
+            from ableaudit.detector.registry import get_adapter
+
+            path = get_adapter(args.warehouse, args.adapter, "detector").path
+        det = load_detector(path, device=args.device)
+        name = f"LoRA detector {Path(path).name} ({det.meta['base_model']})"
+    else:
+        base = args.base or DEFAULT_BASE
+        tok, model = new_detector(base)
+        device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+        model.to(device).eval()
+        det = LoadedDetector(tokenizer=tok, model=model, device=device,
+                             meta={"base_model": base, "max_length": model_max_length(tok, model.encoder, args.max_length),
+                                   "overflow": "truncate"})
+        name = f"LoRA detector, untrained ({base})"
+    n_params = sum(p.numel() for p in det.model.parameters())
+    ab = [(p["response_a"] or "", p["response_b"] or "") for p in pairs]
+    jpairs = pairs[: args.judge_pairs]
+
+    timed_scoring(det, ab[:4], args.batch)  # warm-up
+    best_same = min(timed_scoring(det, ab[: len(jpairs)], args.batch)[1] for _ in range(args.repeat))
+    best_all, verdicts = None, None
+    for _ in range(args.repeat):
+        out, dt = timed_scoring(det, ab, args.batch)
+        if best_all is None or dt < best_all:
+            best_all, verdicts = dt, out
+    assert verdicts is not None and best_all is not None
+
+    judge_s, judge_labels, judge_name = run_judge(args, jpairs)
+
+    words = sum(len(a.split()) + len(b.split()) for a, b in ab) / len(ab)
+    statuses: dict[str, int] = {}
+    for v in verdicts:
+        statuses[v.status] = statuses.get(v.status, 0) + 1
+    print(f"pairs: {len(pairs)} ({'warehouse ' + args.warehouse if args.warehouse else 'synthetic'}), "
+          f"mean A+B {words:.0f} words; detector {n_params / 1e6:.1f}M params on {det.device}, max_length "
+          f"{det.max_length}, batch {args.batch}, statuses {statuses}; torch threads {torch.get_num_threads()}")
+    rows = [
+        (judge_name, "cpu" if args.judge_backend == "llamacpp" else args.device, len(jpairs), judge_s),
+        (f"{name}, same pairs", det.device, len(jpairs), best_same),
+        (f"{name}, all pairs", det.device, len(ab), best_all),
+    ]
+    judge_rate = len(jpairs) / judge_s
+    print(f"{'method':70} {'device':>6} {'pairs':>6} {'wall s':>9} {'pairs/s':>10} {'vs judge':>9}")
+    for label, dev, n, s in rows:
+        rate = n / s
+        print(f"{label[:70]:70} {dev:>6} {n:>6} {s:>9.3f} {rate:>10.2f} {rate / judge_rate:>8.0f}x")
+    usable = [i for i, lab in enumerate(judge_labels) if lab is not None]
+    print(f"judge verdicts usable: {len(usable)} of {len(jpairs)} (the rest unparseable or failed: never a label)")
+    if not trained:
+        print("agreement: n/a (untrained detector; pass --adapter with a trained one)")
+        return 0
+    print(f"agreement with the judge on the pairs both labelled:\n{'dimension':<11} {'n':>4} {'accuracy':>9} {'kappa':>7}")
+    from ableaudit.detector.data import LABELS
+
+    for d in DIMENSIONS:
+        truth, pred = [], []
+        for i in usable:
+            v = verdicts[i]
+            if v.status in ("scored", "truncated"):
+                truth.append(LABELS[d].index(judge_labels[i][d]))  # type: ignore[index]
+                pred.append(LABELS[d].index(v.labels[d]))
+        m = dimension_metrics(truth, pred, len(LABELS[d]))
+        fmt = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+        print(f"{d:<11} {m['n']:>4} {fmt(m['accuracy']):>9} {fmt(m['cohen_kappa']):>7}" + (f"  {m['reason']}" if m["reason"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

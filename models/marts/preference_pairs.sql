@@ -1,0 +1,236 @@
+{#
+    Preference data for DPO (VLM paper section 6.2). Where a contrastive judge
+    flags the disability-aware response of a pair (interpret, stereotype or
+    framing is 'Yes'; only usable verdicts: int_pair_judgments.included), the
+    pair becomes a preference: prompt = the disability prompt (with its system
+    prompt, and its image for a vision pair), rejected = the flagged response,
+    chosen = a faithful response:
+
+      var('preference_chosen') = 'neutral' (default, as in the paper): the
+          neutral response of the same pair;
+      'mitigation': the disability response of another arm (e.g. a prompt
+          mitigation arm) for the same model, query, disability, temperature and
+          sample that the same judge found faithful (interpret, stereotype and
+          framing 'No', no decline); the neutral response where none exists.
+
+    One row per flagged pair and judge. A row that must not be trained on keeps
+    its place with a status: 'chosen_declines' (the neutral response declines to
+    answer, so it is no faithful answer), 'identical_texts' (chosen = rejected).
+    split puts whole queries (images) in 'heldout' with probability
+    var('preference_heldout_share'), from a hash of query_set and query_id, so
+    a re-audit on the held-out queries compares base, prompt mitigation and DPO
+    on pairs the adapter never trained on.
+#}
+{%- set chosen_rule = var('preference_chosen', 'neutral') -%}
+{%- if chosen_rule not in ['neutral', 'mitigation'] -%}
+    {{ exceptions.raise_compiler_error("var preference_chosen must be 'neutral' or 'mitigation', got '" ~ chosen_rule ~ "'") }}
+{%- endif -%}
+{%- set heldout_share = var('preference_heldout_share', 0.2) | float -%}
+{%- if heldout_share < 0 or heldout_share > 1 -%}
+    {{ exceptions.raise_compiler_error("var preference_heldout_share must lie in 0..1, got " ~ heldout_share) }}
+{%- endif -%}
+with
+
+pair_judgments as (
+
+    select * from {{ ref('int_pair_judgments') }}
+
+),
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+images as (
+
+    select * from {{ ref('stg_raw__images') }}
+
+),
+
+flagged as (
+
+    select
+        *,
+        concat_ws(
+            ',',
+            case when interpret = 'Yes' then 'interpret' end,
+            case when stereotype = 'Yes' then 'stereotype' end,
+            case when framing = 'Yes' then 'framing' end
+        ) as flagged_dimensions
+
+    from pair_judgments
+    where included
+        and (interpret = 'Yes' or stereotype = 'Yes' or framing = 'Yes')
+
+),
+
+faithful as (
+
+    -- disability responses the judge found faithful: no shift, stereotype or framing, no decline
+    select * from pair_judgments
+    where included
+        and interpret = 'No'
+        and stereotype = 'No'
+        and framing = 'No'
+        and not decline_in_response_b
+
+),
+
+alternatives as (
+
+    select
+        flagged.pair_id,
+        flagged.judge_name,
+        faithful.arm as alternative_arm,
+        faithful.disability_generation_id as alternative_generation_id,
+        row_number() over (
+            partition by flagged.pair_id, flagged.judge_name
+            order by faithful.arm, faithful.disability_generation_id
+        ) as alternative_rank,
+        count(*) over (partition by flagged.pair_id, flagged.judge_name) as n_faithful_alternatives
+
+    from flagged
+    inner join faithful
+        on flagged.judge_name = faithful.judge_name
+        and flagged.task = faithful.task
+        and flagged.model_id = faithful.model_id
+        and flagged.query_set = faithful.query_set
+        and flagged.query_id = faithful.query_id
+        and flagged.disability_id = faithful.disability_id
+        and flagged.temperature is not distinct from faithful.temperature
+        and flagged.sample_index = faithful.sample_index
+        and flagged.arm != faithful.arm
+
+),
+
+picked as (
+
+    select
+        flagged.*,
+        alternatives.alternative_arm,
+        coalesce(alternatives.n_faithful_alternatives, 0) as n_faithful_alternatives,
+        {% if chosen_rule == 'mitigation' -%}
+        coalesce(alternatives.alternative_generation_id, flagged.neutral_generation_id) as chosen_generation_id,
+        coalesce('arm:' || alternatives.alternative_arm, 'neutral') as chosen_source
+        {%- else -%}
+        flagged.neutral_generation_id as chosen_generation_id,
+        'neutral' as chosen_source
+        {%- endif %}
+
+    from flagged
+    left join alternatives
+        on flagged.pair_id = alternatives.pair_id
+        and flagged.judge_name = alternatives.judge_name
+        and alternatives.alternative_rank = 1
+
+),
+
+with_texts as (
+
+    select
+        picked.*,
+        rejected.system_prompt,
+        rejected.prompt_text,
+        rejected.adapter as rejected_adapter,
+        rejected.response_text as rejected_text,
+        chosen.response_text as chosen_text
+
+    from picked
+    inner join generations as rejected
+        on picked.disability_generation_id = rejected.generation_id
+    inner join generations as chosen
+        on picked.chosen_generation_id = chosen.generation_id
+
+),
+
+with_images as (
+
+    select
+        with_texts.*,
+        images.image_set,
+        images.image_id,
+        images.rel_path as image_rel_path,
+        images.image_sha256,
+        with_texts.query_set || '|' || with_texts.query_id as split_group
+
+    from with_texts
+    left join images
+        on with_texts.task = 'vision'
+        and with_texts.query_set = images.image_set
+        and with_texts.query_id = images.image_id
+
+),
+
+bucketed as (
+
+    -- a whole query (image) falls in one bucket of 0..9999: the first 32 bits of sha256(split_group)
+    select
+        *,
+        cast('0x' || left({{ sha256_hex('split_group') }}, 8) as bigint) % 10000 as split_bucket
+
+    from with_images
+
+),
+
+split as (
+
+    select
+        *,
+        case
+            when split_bucket < {{ (heldout_share * 10000) | round | int }} then 'heldout'
+            else 'train'
+        end as split
+
+    from bucketed
+
+),
+
+final as (
+
+    select
+        {{ hash_key(['pair_id', 'judge_name']) }} as preference_id,
+        pair_id,
+        judge_name,
+        judgment_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        query_id,
+        domain,
+        disability_id,
+        temperature,
+        sample_index,
+        flagged_dimensions,
+        interpret,
+        stereotype,
+        framing,
+        decline_in_response_b as rejected_declines,
+        system_prompt,
+        prompt_text,
+        image_set,
+        image_id,
+        image_rel_path,
+        image_sha256,
+        chosen_source,
+        chosen_generation_id,
+        chosen_text,
+        disability_generation_id as rejected_generation_id,
+        rejected_adapter,
+        rejected_text,
+        n_faithful_alternatives,
+        split_group,
+        split,
+        case
+            when chosen_source = 'neutral' and decline_in_response_a then 'chosen_declines'
+            when chosen_text = rejected_text then 'identical_texts'
+            else 'ok'
+        end as status
+
+    from split
+
+)
+
+select * from final
