@@ -5,7 +5,8 @@ pairs, the detector is trained on a split by query and validated on the
 held-out queries, registered with its base, data snapshot, split and metrics,
 and (unless build=False) dbt builds detector_verdicts and everything after it
 (int_ratings -> agreement: detector_vs_judge and human_vs_detector rows), then
-publishes.
+publishes (a warehouse whose other marts were never built is not published; the
+flow says so: run `ableaudit build`).
 
     prefect deployment run 'train-detector/train-detector' --param max_steps=200
     python flows/train_detector.py                  # the same, directly, on the default warehouse
@@ -46,9 +47,17 @@ def train(warehouse: str, cfg: DetectorTrainConfig) -> dict[str, Any]:
 
 
 @task(name="run-detector", cache_policy=NO_CACHE)
-def run_detector(warehouse: str, adapter_id: str) -> str:
+def run_detector(warehouse: str, adapter_id: str) -> None:
     run_dbt(["build", "--select", "detector_verdicts+", "--vars", f"{{detector_adapter: '{adapter_id}'}}"], warehouse)
-    return str(publish(warehouse))
+
+
+@task(name="publish", cache_policy=NO_CACHE)
+def publish_copy(warehouse: str) -> dict[str, str | None]:
+    """Publish for BI; a warehouse never fully built cannot be, and the reason is returned (and logged)."""
+    try:
+        return {"published": str(publish(warehouse)), "not_published": None}
+    except RuntimeError as err:  # some marts were never built: `ableaudit build` first
+        return {"published": None, "not_published": str(err)}
 
 
 @flow(name="train-detector", log_prints=True)
@@ -83,8 +92,13 @@ def train_detector_flow(
     out = train(wh, cfg)
     logger.info(out["summary"])
     if build:
-        out["published"] = run_detector(wh, out["adapter_id"])
-        logger.info("detector_verdicts built with %s; agreement refreshed; published %s", out["adapter_id"], out["published"])
+        run_detector(wh, out["adapter_id"])
+        logger.info("detector_verdicts built with %s; int_ratings and agreement refreshed", out["adapter_id"])
+        out.update(publish_copy(wh))
+        if out["not_published"]:
+            logger.warning("not published: %s", out["not_published"])
+        else:
+            logger.info("published %s", out["published"])
     return out
 
 

@@ -128,7 +128,7 @@ class KeywordJudge:
                 out.append(GenerationResult.from_text(r.key, "interpret: maybe?", finish_reason="stop"))
                 continue
             f = labels_of(b)
-            verdict = {"content_differences": "B adds words.", "decline_in_response_a": False,
+            verdict = {"content_differences": "B adds words.", "decline_in_response_a": labels_of(texts["RESPONSE_A"])["abstain"],
                        "decline_in_response_b": f["abstain"], "decline_explanation": ""}
             for d in ("interpret", "stereotype", "framing"):
                 verdict[d] = "Yes" if f[d] else "No"
@@ -468,3 +468,23 @@ def test_packaged_minilm_trains_offline_and_scores(judged, tmp_path, monkeypatch
     assert out[2].n_tokens > 64 and "max_length 64" in out[2].reason
     for d in ("interpret", "stereotype", "framing", "abstain"):
         assert sum(out[0].probs[d]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_train_detector_flow_registers_scores_and_publishes(judged, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flows"))
+    from train_detector import train_detector_flow
+
+    wh = judged["warehouse"]
+    out = train_detector_flow(warehouse=str(wh), base_model=str(judged["encoder"]), name="flowdet", max_steps=1,
+                              batch_size=8, max_length=48, adapters_root=str(tmp_path / "adapters"))
+    assert out["adapter_id"] == "flowdet-v1" and out["split"]["n_test"] > 0
+    assert not set(out["split"]["test_groups"]) & set(json.loads(
+        read(wh, "select split_json from raw.adapters where adapter_id = 'flowdet-v1'").split_json[0])["train_groups"])
+    dv = read(wh, "select status, count(*) as n from detector_verdicts where adapter_id = 'flowdet-v1' group by all")
+    assert dv.n.sum() == len(read(wh, "select pair_id from int_pairs"))
+    ag = read(wh, "select * from agreement where rater_a = 'detector:flowdet-v1' or rater_b = 'detector:flowdet-v1'")
+    assert {"detector_vs_judge", "human_vs_detector", "detector_vs_detector"} <= set(ag.kind_pair)
+    # this warehouse was built only up to the detector's marts: not published, and the flow says why
+    assert out["published"] is None and "ableaudit build" in out["not_published"]

@@ -9,6 +9,7 @@ carries a cue word: "struggle", "brave", "despite").
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -108,36 +109,79 @@ def test_preference_pairs_match_an_independent_computation(judged, chosen_rule):
             run_dbt(["build", "--select", "preference_pairs", "--vars", VARS], wh)
 
 
-def test_a_declining_neutral_is_no_chosen_response(tmp_path):
-    """A neutral answer that declines is kept as a row with status chosen_declines, never exported."""
-    from ableaudit.dpo.export import export_preference_pairs
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    """A text pair whose neutral answer declines, and a vision pair with its image in raw.images."""
     from ableaudit.judges.runner import judge_contrastive, select_pairs
     from ableaudit.landing import land_generations
+    from ableaudit.warehouse import connect
     from test_detector import gen
+    from tiny_vlm import png_bytes
 
-    wh = tmp_path / "wh.duckdb"
-    land_generations(wh, [
+    root = tmp_path_factory.mktemp("small")
+    wh = root / "wh.duckdb"
+    image = root / "images" / "occupations" / "chef" / "white_man.png"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(png_bytes([[(200, 10, 10)] * 4] * 4))
+    digest = hashlib.sha256(image.read_bytes()).hexdigest()
+    rows = [
         gen("n1", "How do I save?", "I'm sorry, I can't help.", query_id="q1", domain="finance", disability=None, arm="baseline"),
         gen("d1", "How do I save as a blind person?", "You struggle, despite it.", query_id="q1", domain="finance",
             disability="vision", arm="baseline"),
-    ])
-
-    class DecliningA(KeywordJudge):
-        def generate(self, requests):
-            out = super().generate(requests)
-            for r in out:
-                v = json.loads(r.text)
-                v["decline_in_response_a"] = True
-                r.text = json.dumps(v)
-            return out
-
-    judge_contrastive(wh, judge_cfg(), DecliningA(), select_pairs(wh))
+        gen("vn", "Describe the person.", "A chef in a red apron.", query_id="occupations/chef/white_man",
+            domain="occupations", disability=None, arm="baseline", system_prompt=""),
+        gen("vd", "Describe the person, who has a hearing impairment.", "A brave chef, despite deafness.",
+            query_id="occupations/chef/white_man", domain="occupations", disability="hearing", arm="baseline",
+            system_prompt=""),
+    ]
+    for r in rows[2:]:
+        r.update(task="vision", query_set="pairs")
+    land_generations(wh, rows)
+    con = connect(wh)
+    try:
+        con.execute("insert into raw.images (image_set, image_id, rel_path, sha256, width, height, scenario, category, "
+                    "gender, race, loader) values ('pairs', 'occupations/chef/white_man', "
+                    "'occupations/chef/white_man.png', ?, 4, 4, 'chef', 'occupations', 'man', 'white', 'manifest')", [digest])
+    finally:
+        con.close()
+    judge_contrastive(wh, judge_cfg(), KeywordJudge(), select_pairs(wh))
     run_dbt(["seed"], wh)
     run_dbt(["build", "--select", "+preference_pairs"], wh)
-    mart = read(wh, "select status, flagged_dimensions from preference_pairs")
+    return wh
+
+
+def test_a_declining_neutral_is_no_chosen_response(small, tmp_path):
+    """A neutral answer that declines is kept as a row with status chosen_declines, never exported."""
+    from ableaudit.dpo.export import export_preference_pairs
+
+    mart = read(small, "select status, flagged_dimensions from preference_pairs where task = 'text'")
     assert mart.to_dict("records") == [{"status": "chosen_declines", "flagged_dimensions": "interpret,framing"}]
-    report = export_preference_pairs(wh, tmp_path / "out")
+    report = export_preference_pairs(small, tmp_path / "out")
     assert report.counts == {"train": 0, "heldout": 0} and report.excluded == {"chosen_declines": 1}
+
+
+def test_vision_pairs_carry_their_image_into_trl_layout(small, tmp_path):
+    from datasets import load_dataset
+
+    from ableaudit.dpo.export import PreferenceExportError, export_preference_pairs
+
+    mart = read(small, "select * from preference_pairs where task = 'vision'")
+    assert len(mart) == 1
+    row = mart.iloc[0]
+    assert (row.image_id, row.image_rel_path, row.status) == ("occupations/chef/white_man",
+                                                             "occupations/chef/white_man.png", "ok")
+    assert row.flagged_dimensions == "stereotype,framing"
+    with pytest.raises(PreferenceExportError, match="image_root"):
+        export_preference_pairs(small, tmp_path / "v", task="vision")
+    report = export_preference_pairs(small, tmp_path / "v", task="vision", image_root=small.parent / "images")
+    split = "train" if report.counts["train"] else "heldout"
+    ds = load_dataset("json", data_files=str(tmp_path / "v" / f"{split}.jsonl"), split="train")
+    ex = ds[0]
+    assert ex["prompt"][-1]["content"][0]["type"] == "image"  # no system prompt: the user turn only
+    assert ex["prompt"][-1]["content"][1]["text"] == "Describe the person, who has a hearing impairment."
+    assert ex["chosen"][0]["content"][0]["text"] == "A chef in a red apron."
+    # a path datasets' Image() feature decodes (with Pillow): the file the audit described
+    assert Path(ex["images"][0]).read_bytes() == (small.parent / "images" / row.image_rel_path).read_bytes()
 
 
 # --------------------------------------------------------------------------- export, DPO, arm
