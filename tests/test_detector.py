@@ -488,3 +488,34 @@ def test_train_detector_flow_registers_scores_and_publishes(judged, tmp_path):
     assert {"detector_vs_judge", "human_vs_detector", "detector_vs_detector"} <= set(ag.kind_pair)
     # this warehouse was built only up to the detector's marts: not published, and the flow says why
     assert out["published"] is None and "ableaudit build" in out["not_published"]
+
+
+def test_registry_versions_latest_and_errors(tmp_path):
+    from ableaudit.detector.registry import RegistryError, list_adapters, register_adapter, resolve_adapter
+
+    wh = tmp_path / "wh.duckdb"
+
+    def files(tag: str) -> Path:
+        d = tmp_path / "staging" / tag
+        d.mkdir(parents=True)
+        (d / "weights.bin").write_text(tag)
+        return d
+
+    common = dict(base_model="b", base_fingerprint="b@1", data_snapshot={"sha256": "x", "n_rows": 1}, split=None,
+                  metrics=None, params=None, root=tmp_path / "adapters")
+    first = register_adapter(wh, kind="detector", name="det", files=files("a"), **common)
+    second = register_adapter(wh, kind="detector", name="det", files=files("b"), **common)
+    assert (first.adapter_id, second.adapter_id) == ("det-v1", "det-v2")
+    assert (Path(second.path) / "weights.bin").read_text() == "b" and not (tmp_path / "staging" / "b").exists()
+    with pytest.raises(RegistryError, match="already used by a detector adapter"):
+        register_adapter(wh, kind="dpo", name="det", files=files("c"), **common)
+    assert (tmp_path / "staging" / "c").is_dir()  # nothing moved, nothing registered
+    records = list_adapters(wh)
+    assert [r.adapter_id for r in records] == ["det-v1", "det-v2"]
+    assert resolve_adapter(records, "latest", "detector").adapter_id == "det-v2"
+    assert resolve_adapter(records, "det-v1", "detector").adapter_id == "det-v1"
+    assert resolve_adapter(records, first.path, "detector").adapter_id == "det-v1"
+    assert resolve_adapter(records, "", "detector") is None and resolve_adapter(records, "none", "detector") is None
+    assert resolve_adapter(records, "latest", "dpo") is None
+    with pytest.raises(RegistryError, match="known: det-v1, det-v2"):
+        resolve_adapter(records, "det-v3", "detector")
