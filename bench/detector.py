@@ -112,10 +112,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ableaudit.detector.data import DIMENSIONS
     from ableaudit.detector.infer import timed_scoring
     from ableaudit.detector.model import DEFAULT_BASE, LoadedDetector, load_detector, model_max_length, new_detector
-    from ableaudit.detector.train import dimension_metrics
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -128,12 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         pairs = synthetic_pairs(args.n_pairs)
     trained = args.adapter is not None
+    record = None
     if trained:
         path = args.adapter
         if not Path(path).is_dir():
             from ableaudit.detector.registry import get_adapter
 
-            path = get_adapter(args.warehouse, args.adapter, "detector").path
+            record = get_adapter(args.warehouse, args.adapter, "detector")
+            path = record.path
         det = load_detector(path, device=args.device)
         name = f"LoRA detector {Path(path).name} ({det.meta['base_model']})"
     else:
@@ -182,20 +182,51 @@ def main(argv: list[str] | None = None) -> int:
     if not trained:
         print("agreement: n/a (untrained detector; pass --adapter with a trained one)")
         return 0
-    print(f"agreement with the judge on the pairs both labelled:\n{'dimension':<11} {'n':>4} {'accuracy':>9} {'kappa':>7}")
-    from ableaudit.detector.data import LABELS
+    agreement_table("the live judge, on the pairs both labelled", [(verdicts[i], judge_labels[i]) for i in usable])
+    if record is not None and args.warehouse:
+        # the verdicts the adapter learned from: its judge's landed usable verdicts, on its held-out queries
+        landed = landed_labels(args.warehouse, record.snapshot.get("judge"))
+        test_groups = set(record.split.get("test_groups", []))
+        items = [(v, landed[(p["neutral_generation_id"], p["disability_generation_id"])])
+                 for p, v in zip(pairs, verdicts)
+                 if (p["neutral_generation_id"], p["disability_generation_id"]) in landed
+                 and f"{p['query_set']}:{p['query_id']}" in test_groups]
+        agreement_table(f"judge {record.snapshot.get('judge')}'s landed verdicts, on the adapter's held-out queries", items)
+    return 0
 
+
+def landed_labels(warehouse: str, judge: str | None) -> dict[tuple[str, str], dict[str, str]]:
+    """(neutral, disability generation) -> the judge's usable labels, from int_pair_judgments."""
+    from ableaudit import ibis_compat
+
+    con = ibis_compat.connect(warehouse, read_only=True)
+    try:
+        t = con.table("int_pair_judgments")
+        t = t.filter(t.included & (t.judge_name == judge))
+        rows = t.select("neutral_generation_id", "disability_generation_id", "interpret", "stereotype", "framing",
+                        "decline_in_response_b").to_pyarrow().to_pylist()
+    finally:
+        con.disconnect()
+    return {(r["neutral_generation_id"], r["disability_generation_id"]): {
+        "interpret": r["interpret"], "stereotype": r["stereotype"], "framing": r["framing"],
+        "abstain": "Yes" if r["decline_in_response_b"] else "No"} for r in rows}
+
+
+def agreement_table(title: str, items: list[tuple[Any, dict[str, str]]]) -> None:
+    from ableaudit.detector.data import DIMENSIONS, LABELS
+    from ableaudit.detector.train import dimension_metrics
+
+    print(f"agreement with {title}:\n{'dimension':<11} {'n':>4} {'accuracy':>9} {'macro_f1':>9} {'kappa':>7}")
     for d in DIMENSIONS:
         truth, pred = [], []
-        for i in usable:
-            v = verdicts[i]
+        for v, labels in items:
             if v.status in ("scored", "truncated"):
-                truth.append(LABELS[d].index(judge_labels[i][d]))  # type: ignore[index]
+                truth.append(LABELS[d].index(labels[d]))
                 pred.append(LABELS[d].index(v.labels[d]))
         m = dimension_metrics(truth, pred, len(LABELS[d]))
         fmt = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
-        print(f"{d:<11} {m['n']:>4} {fmt(m['accuracy']):>9} {fmt(m['cohen_kappa']):>7}" + (f"  {m['reason']}" if m["reason"] else ""))
-    return 0
+        print(f"{d:<11} {m['n']:>4} {fmt(m['accuracy']):>9} {fmt(m['macro_f1']):>9} {fmt(m['cohen_kappa']):>7}"
+              + (f"  {m['reason']}" if m["reason"] else ""))
 
 
 if __name__ == "__main__":

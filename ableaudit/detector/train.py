@@ -8,10 +8,10 @@ the held-out pairs, and register the adapter in ``raw.adapters`` with its base,
 data snapshot, split, metrics and parameters.
 
 Held-out metrics, per dimension (sklearn): accuracy, macro F1 over the
-dimension's labels and Cohen's kappa, against three references: ``target``
-(what it was trained to predict: human majority where present, else the
-judge), ``judge`` (the judge's own labels) and ``human`` (only pairs humans
-rated). A metric that cannot be computed (no item, one class only for kappa)
+labels that occur (in the reference or the predictions) and Cohen's kappa,
+against three references: ``target`` (what it was trained to predict: human
+majority where present, else the judge), ``judge`` (the judge's own labels) and
+``human`` (only pairs humans rated). A metric that cannot be computed (no item, one class only for kappa)
 is null with a reason. After a build, the ``agreement`` mart has the same
 comparisons on every pair (rater kind 'detector').
 """
@@ -113,11 +113,12 @@ def dimension_metrics(y_true: Sequence[int], y_pred: Sequence[int], n_classes: i
     n = len(y_true)
     out: dict[str, Any] = {"n": n, "accuracy": None, "macro_f1": None, "cohen_kappa": None, "reason": None}
     if n == 0:
-        out["reason"] = "no held-out item has this label"
+        out["reason"] = "no labelled item to compare"
         return out
     labels = list(range(n_classes))
     out["accuracy"] = float(accuracy_score(y_true, y_pred))
-    out["macro_f1"] = float(f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0))
+    # over the labels that occur (in truth or prediction): a label absent from both would add a 0 to the mean
+    out["macro_f1"] = float(f1_score(y_true, y_pred, average="macro", zero_division=0))
     if len(set(y_true) | set(y_pred)) < 2:
         out["reason"] = "kappa undefined: one class only"
     else:
@@ -232,11 +233,11 @@ def train_detector(warehouse: str | os.PathLike | None = None, cfg: DetectorTrai
     t = time.perf_counter()
     data = load_examples(warehouse, judge=cfg.judge, query_set=cfg.query_set, use_human=cfg.use_human)
     if len(data.examples) < 4:
+        source = (f"usable verdicts of judge {data.judge!r}" if data.judge else "no contrastive judge has verdicts here")
         raise DetectorDataError(
-            f"only {len(data.examples)} labelled pairs (usable verdicts of judge {data.judge!r}"
-            f"{' or human labels' if cfg.use_human else ''}; {data.counts['n_judged_unusable']} verdicts were "
-            "unparseable or failed): a detector needs at least 4. Judge more pairs with a stronger judge, or "
-            "import verdicts (`ableaudit import judgments`)")
+            f"only {len(data.examples)} labelled pairs ({source}{'; human labels' if cfg.use_human else ''}; "
+            f"{data.counts['n_judged_unusable']} verdicts were unparseable or failed): a detector needs at least 4. "
+            "Judge the pairs with a (stronger) contrastive judge, or import its verdicts (`ableaudit import judgments`)")
     train_idx, test_idx, split = split_examples(data.examples, cfg.test_size, cfg.seed)
     train = [data.examples[i] for i in train_idx]
     test = [data.examples[i] for i in test_idx]
