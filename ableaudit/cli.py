@@ -155,6 +155,18 @@ def cmd_import_images(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_preference_pairs(args: argparse.Namespace) -> int:
+    from ableaudit.dpo.export import export_preference_pairs
+
+    report = export_preference_pairs(
+        warehouse_path(args.warehouse), args.out_dir, judge=args.judge, task=args.task, arms=args.arm or None,
+        model_ids=args.model or None, image_root=args.image_root, formats=tuple(args.format or ("jsonl", "parquet")),
+        heldout_share=args.heldout_share,
+    )
+    print(report.summary())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
     common = argparse.ArgumentParser(add_help=False)
@@ -184,6 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-set")
     p.add_argument("--model", action="append", help="only this model_id (repeatable)")
     p.set_defaults(func=cmd_export_annotation_sample)
+    p = exp.add_parser("preference-pairs", parents=[common], help="flagged pairs in TRL's DPO layout")
+    p.add_argument("out_dir", type=Path)
+    p.add_argument("--judge")
+    p.add_argument("--task", choices=["text", "vision"], default="text")
+    p.add_argument("--arm", action="append")
+    p.add_argument("--model", action="append")
+    p.add_argument("--image-root", type=Path)
+    p.add_argument("--format", action="append", choices=["jsonl", "parquet"])
+    p.add_argument("--heldout-share", type=float)
+    p.set_defaults(func=cmd_export_preference_pairs)
 
     imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(dest="what", required=True)
     p = imp.add_parser("annotations", parents=[common], help="human ratings (wide or long CSV, JSONL, Parquet)")
