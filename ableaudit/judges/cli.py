@@ -24,7 +24,11 @@ def judge_command(config: str | Path, warehouse: str | Path | None = None, run_i
     cfg = load_config(config)
     if not cfg.judges:
         raise ConfigError(f"{config} lists no `judges:`; add one (see README, 'Judges') to run the judges")
-    return run_judges(warehouse_path(warehouse), cfg, run_id or f"judge-{uuid.uuid4()}")
+    wh, run = warehouse_path(warehouse), run_id or f"judge-{uuid.uuid4()}"
+    counts = run_judges(wh, cfg, run)
+    if cfg.vision_targets:  # vision pairs live under the image set's name
+        counts.update({f"{k} (vision)": v for k, v in run_judges(wh, cfg.model_copy(update={"query_set": cfg.image_set}), run).items()})
+    return counts
 
 
 def import_judgments_command(file: str | Path, warehouse: str | Path | None = None):
