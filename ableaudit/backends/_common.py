@@ -168,3 +168,16 @@ def model_revision_string(model: str, revision: str | None, adapter: str | None 
 def chunks(seq: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
     for i in range(0, len(seq), n):
         yield seq[i:i + n]
+
+
+def cut_completion(tokens: Sequence[int], max_new_tokens: int, eos: set[int], ignore_eos: bool = False) -> tuple[list[int], str, int]:
+    """The text tokens of one generated row, its finish reason and its completion token count.
+
+    The row is cut at the first end-of-sequence token ('stop', which counts as a
+    generated token) unless `ignore_eos`; otherwise it ran to the limit ('length').
+    """
+    toks = list(tokens[:max_new_tokens])
+    stop_at = next((k for k, t in enumerate(toks) if t in eos), None)
+    if stop_at is not None and not ignore_eos:
+        return toks[:stop_at], "stop", stop_at + 1
+    return toks, "length", len(toks)

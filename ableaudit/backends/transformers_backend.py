@@ -46,7 +46,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._common import chunks, model_revision_string
+from ._common import chunks, cut_completion, model_revision_string
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
 
 if TYPE_CHECKING:
@@ -276,12 +276,7 @@ class TransformersBackend:
         eos = set(self.eos_ids)
         results = []
         for row, (_, req, ids) in enumerate(items):
-            toks = new[row][: req.max_new_tokens]
-            stop_at = next((k for k, t in enumerate(toks) if t in eos), None)
-            if stop_at is not None and not self.ignore_eos:
-                body, finish, n = toks[:stop_at], "stop", stop_at + 1
-            else:
-                body, finish, n = toks, "length", len(toks)
+            body, finish, n = cut_completion(new[row], req.max_new_tokens, eos, self.ignore_eos)
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             results.append(GenerationResult.from_text(req.key, text, finish_reason=finish, prompt_tokens=len(ids),
                                                       completion_tokens=n, latency_ms=ms))

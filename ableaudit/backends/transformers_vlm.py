@@ -42,7 +42,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._common import chunks, model_revision_string
+from ._common import chunks, cut_completion, model_revision_string
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
 from .transformers_backend import _resolve_device, _resolve_dtype, _RowSampler
 
@@ -423,12 +423,7 @@ class TransformersVLMBackend:
         eos = set(self.eos_ids)
         results = []
         for row, (_, req, _) in enumerate(items):
-            toks = new[row][: req.max_new_tokens]
-            stop_at = next((k for k, t in enumerate(toks) if t in eos), None)
-            if stop_at is not None and not self.ignore_eos:
-                body, finish, n = toks[:stop_at], "stop", stop_at + 1
-            else:
-                body, finish, n = toks, "length", len(toks)
+            body, finish, n = cut_completion(new[row], req.max_new_tokens, eos, self.ignore_eos)
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
                                                       prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
