@@ -125,17 +125,33 @@ def _check_known(prompts: ibis.Table, column: str, wanted: Iterable[str]) -> Non
         raise ConfigError(f"subset.{column if column != 'disability_id' else 'disabilities'} names unknown values {unknown}; known: {sorted(k for k in known if k)}")
 
 
-def plan_generations(cfg: AuditConfig, target: Target, prompts: list[dict[str, Any]], task: str = "text") -> list[PlannedGeneration]:
-    """Every (prompt x arm x temperature x sample) for one target, each with its key."""
-    planned = []
-    for arm in cfg.arms:
-        adapter = arm.adapter or target.adapter
-        fingerprint = model_fingerprint(target.model, target.revision)
-        adapter_fp = model_fingerprint(adapter) if adapter else None
-        system_prompt = arm.system_prompt if arm.system_prompt is not None else target.system_prompt
-        temperatures = [target.decoding.temperature] if target.decoding.temperature is not None else cfg.temperatures
+@dataclass(frozen=True)
+class ArmPlan:
+    """What one arm asks: its name, the adapter and system prompt it runs with, and its prompts."""
+
+    arm: str
+    adapter: str | None
+    system_prompt: str | None
+    prompts: list[dict[str, Any]]
+
+
+def expand_plan(target: Target, arm_plans: Iterable[ArmPlan], *, task: str, temperatures: Iterable[float],
+                samples: int, image_root: str | Path | None = None) -> list[PlannedGeneration]:
+    """Every (arm x temperature x sample x prompt), each with its key: the one place a generation's identity is built.
+
+    The key hashes everything that determines the answer: task, backend, model
+    fingerprint, adapter fingerprint, arm, prompt, system prompt, decoding,
+    sample and backend options, plus the image's sha256 for a vision prompt
+    (one with ``rel_path`` and ``image_sha256``; ``image_root`` is then required).
+    """
+    fingerprint = model_fingerprint(target.model, target.revision)
+    root = str(Path(image_root).resolve()) if image_root is not None else None
+    temperatures = list(temperatures)
+    planned: list[PlannedGeneration] = []
+    for ap in arm_plans:
+        adapter_fp = model_fingerprint(ap.adapter) if ap.adapter else None
         for temperature in temperatures:
-            for sample_index in range(cfg.samples):
+            for sample_index in range(samples):
                 seed = None if target.decoding.seed is None else target.decoding.seed + sample_index
                 decoding = {
                     "temperature": temperature,
@@ -143,47 +159,64 @@ def plan_generations(cfg: AuditConfig, target: Target, prompts: list[dict[str, A
                     "max_new_tokens": target.decoding.max_new_tokens,
                     "seed": seed,
                 }
-                for p in prompts:
+                for p in ap.prompts:
                     identity = {
                         "task": task,
                         "backend": target.backend,
                         "model": fingerprint,
                         "adapter": adapter_fp,
-                        "arm": arm.name,
+                        "arm": ap.arm,
                         "prompt_id": p["prompt_id"],
-                        "system_prompt": system_prompt,
+                        "system_prompt": ap.system_prompt,
                         "prompt_text": p["prompt_text"],
                         "decoding": decoding,
                         "sample_index": sample_index,
                         "options": target.options,
                     }
-                    planned.append(
-                        PlannedGeneration(
-                            generation_id=content_key(identity),
-                            task=task,
-                            target=target.name,
-                            model_id=target.reported_model_id,
-                            backend=target.backend,
-                            model_revision=fingerprint,
-                            adapter=adapter,
-                            arm=arm.name,
-                            query_set=p["query_set"],
-                            query_id=p["query_id"],
-                            domain=p.get("domain"),
-                            disability_id=p.get("disability_id"),
-                            condition=p["condition"],
-                            prompt_id=p["prompt_id"],
-                            system_prompt=system_prompt,
-                            prompt_text=p["prompt_text"],
-                            temperature=temperature,
-                            top_p=target.decoding.top_p,
-                            max_new_tokens=target.decoding.max_new_tokens,
-                            seed=seed,
-                            sample_index=sample_index,
-                            decoding_json=canonical_json(decoding),
-                        )
-                    )
+                    image: dict[str, Any] = {}
+                    if p.get("image_sha256") is not None:
+                        if root is None:
+                            raise ValueError(f"prompt {p['prompt_id']} carries an image but no image_root was given")
+                        identity["image_sha256"] = p["image_sha256"]
+                        image = {"image_root": root, "image_rel_path": p["rel_path"], "image_sha256": p["image_sha256"]}
+                    planned.append(PlannedGeneration(
+                        generation_id=content_key(identity),
+                        task=task,
+                        target=target.name,
+                        model_id=target.reported_model_id,
+                        backend=target.backend,
+                        model_revision=fingerprint,
+                        adapter=ap.adapter,
+                        arm=ap.arm,
+                        query_set=p["query_set"],
+                        query_id=p["query_id"],
+                        domain=p.get("domain"),
+                        disability_id=p.get("disability_id"),
+                        condition=p["condition"],
+                        prompt_id=p["prompt_id"],
+                        system_prompt=ap.system_prompt,
+                        prompt_text=p["prompt_text"],
+                        temperature=temperature,
+                        top_p=target.decoding.top_p,
+                        max_new_tokens=target.decoding.max_new_tokens,
+                        seed=seed,
+                        sample_index=sample_index,
+                        decoding_json=canonical_json(decoding),
+                        **image,
+                    ))
     return planned
+
+
+def arm_system_prompt(arm: Arm, target: Target) -> str | None:
+    """The arm's own system prompt, else the target's (the paper's default)."""
+    return arm.system_prompt if arm.system_prompt is not None else target.system_prompt
+
+
+def plan_generations(cfg: AuditConfig, target: Target, prompts: list[dict[str, Any]], task: str = "text") -> list[PlannedGeneration]:
+    """Every (prompt x arm x temperature x sample) for one target, each with its key."""
+    temperatures = [target.decoding.temperature] if target.decoding.temperature is not None else cfg.temperatures
+    arm_plans = [ArmPlan(arm.name, arm.adapter or target.adapter, arm_system_prompt(arm, target), prompts) for arm in cfg.arms]
+    return expand_plan(target, arm_plans, task=task, temperatures=temperatures, samples=cfg.samples)
 
 
 def arms_by_adapter(cfg: AuditConfig, target: Target) -> dict[str | None, list[Arm]]:

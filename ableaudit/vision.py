@@ -29,8 +29,7 @@ import pandas as pd
 
 from ableaudit import PROJECT_ROOT, ibis_compat
 from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Target
-from ableaudit.keys import canonical_json, content_key, model_fingerprint
-from ableaudit.planning import PlannedGeneration
+from ableaudit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan
 
 PROMPT_KINDS_BY_ARM = {
     "neutral_disability": ("neutral", "disability"),
@@ -148,73 +147,15 @@ def plan_vision_generations(cfg: AuditConfig, target: Target, prompts: list[dict
     arms = list(cfg.arms) if arms is None else list(arms)
     if include_probe is None:
         include_probe = cfg.probe_disability_assignment
-    root = str(Path(image_root).resolve())
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for p in prompts:
         by_kind.setdefault(p["prompt_kind"], []).append(p)
-    work: list[tuple[str, str | None, str, list[dict[str, Any]]]] = []  # (arm, adapter, system prompt, prompts)
-    for arm in arms:
-        kinds = PROMPT_KINDS_BY_ARM[arm.vision_prompt]
-        system_prompt = arm.system_prompt if arm.system_prompt is not None else target.system_prompt
-        work.append((arm.name, arm.adapter or target.adapter, system_prompt, [p for k in kinds for p in by_kind.get(k, [])]))
+    work = [ArmPlan(arm.name, arm.adapter or target.adapter, arm_system_prompt(arm, target),
+                    [p for k in PROMPT_KINDS_BY_ARM[arm.vision_prompt] for p in by_kind.get(k, [])]) for arm in arms]
     if include_probe:
-        work.append((ASSIGNMENT_ARM, target.adapter, target.system_prompt, by_kind.get("assignment", [])))
-    fingerprint = model_fingerprint(target.model, target.revision)
-    planned: list[PlannedGeneration] = []
-    for arm_name, adapter, system_prompt, arm_prompts in work:
-        adapter_fp = model_fingerprint(adapter) if adapter else None
-        for temperature in vision_temperatures(cfg, target):
-            for sample_index in range(cfg.samples):
-                seed = None if target.decoding.seed is None else target.decoding.seed + sample_index
-                decoding = {
-                    "temperature": temperature,
-                    "top_p": target.decoding.top_p,
-                    "max_new_tokens": target.decoding.max_new_tokens,
-                    "seed": seed,
-                }
-                for p in arm_prompts:
-                    identity = {
-                        "task": "vision",
-                        "backend": target.backend,
-                        "model": fingerprint,
-                        "adapter": adapter_fp,
-                        "arm": arm_name,
-                        "prompt_id": p["prompt_id"],
-                        "system_prompt": system_prompt,
-                        "prompt_text": p["prompt_text"],
-                        "image_sha256": p["image_sha256"],
-                        "decoding": decoding,
-                        "sample_index": sample_index,
-                        "options": target.options,
-                    }
-                    planned.append(PlannedGeneration(
-                        generation_id=content_key(identity),
-                        task="vision",
-                        target=target.name,
-                        model_id=target.reported_model_id,
-                        backend=target.backend,
-                        model_revision=fingerprint,
-                        adapter=adapter,
-                        arm=arm_name,
-                        query_set=p["query_set"],
-                        query_id=p["query_id"],
-                        domain=p.get("domain"),
-                        disability_id=p.get("disability_id"),
-                        condition=p["condition"],
-                        prompt_id=p["prompt_id"],
-                        system_prompt=system_prompt,
-                        prompt_text=p["prompt_text"],
-                        temperature=temperature,
-                        top_p=target.decoding.top_p,
-                        max_new_tokens=target.decoding.max_new_tokens,
-                        seed=seed,
-                        sample_index=sample_index,
-                        decoding_json=canonical_json(decoding),
-                        image_root=root,
-                        image_rel_path=p["rel_path"],
-                        image_sha256=p["image_sha256"],
-                    ))
-    return planned
+        work.append(ArmPlan(ASSIGNMENT_ARM, target.adapter, target.system_prompt, by_kind.get("assignment", [])))
+    return expand_plan(target, work, task="vision", temperatures=vision_temperatures(cfg, target), samples=cfg.samples,
+                       image_root=image_root)
 
 
 def vision_adapter_groups(cfg: AuditConfig, target: Target) -> dict[str | None, tuple[list[Arm], bool]]:
