@@ -1,12 +1,21 @@
 """The transformers VLM backend against a tiny random LLaVA built offline, and vision config rules.
 
-The backend's output is compared with ``model.generate`` on inputs built here
-independently (pixel values by NumPy arithmetic on the decoded picture, the
-image placeholder expanded by hand), so a wrong preprocessing step, a wrong
-number of image tokens or a lost image shows up as different text.
+Both image paths run (the backend fixture is parametrised over
+``image_processing: processor | builtin``). Their output is compared with
+``model.generate`` on inputs built here independently (pixel values by NumPy
+arithmetic on the decoded picture, the image placeholder expanded by hand), and
+the processor path also with ``generate`` on LlavaProcessor's own inputs, so a
+wrong preprocessing step, a wrong number of image tokens or a lost image shows
+up as different text. A checkpoint with incomplete processor files falls back
+to the built-in path under ``auto`` and fails with the fix under ``processor``.
 """
 
 from __future__ import annotations
+
+import functools
+import io
+import json
+import shutil
 
 import numpy as np
 import pytest
@@ -39,40 +48,76 @@ def _request(key: str, image: bytes, prompt: str = "Describe the person.", tempe
     return GenerationRequest(key=key, messages=msgs, temperature=temperature, max_new_tokens=6, seed=seed, images=(image,))
 
 
-@pytest.fixture(scope="module")
-def backend(tiny_vlm_dir):
-    b = make_backend(_target(tiny_vlm_dir))
+MODES = ["processor", "builtin"]
+
+
+@pytest.fixture(scope="module", params=MODES)
+def backend(request, tiny_vlm_dir):
+    b = make_backend(_target(tiny_vlm_dir, options={"device": "cpu", "image_processing": request.param}))
     yield b
     b.close()
 
 
-def _reference(model_dir, image: bytes, prompt: str, system: str | None = None) -> str:
-    """Greedy text from model.generate on inputs built without the backend."""
-    import torch
+@functools.lru_cache(maxsize=None)
+def _model_and_tokenizer(model_dir: str):
     from transformers import AutoTokenizer, LlavaForConditionalGeneration
 
-    tok = AutoTokenizer.from_pretrained(str(model_dir))
-    model = LlavaForConditionalGeneration.from_pretrained(str(model_dir)).eval()
-    from ableaudit.images import decode_png
+    return (LlavaForConditionalGeneration.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir))
 
-    pixels = decode_png(image).astype(np.float64) / 255.0           # 32 x 32 x 3: no resize, no crop needed
-    pixels = (pixels - np.array(CLIP_MEAN)) / np.array(CLIP_STD)
-    pixel_values = torch.tensor(pixels.transpose(2, 0, 1)[None], dtype=torch.float32)
-    text = "<|bos|>" + (f"<|system|>{system}<|eos|>" if system else "") + \
-        f"<|user|>{IMAGE_TOKEN * N_IMAGE_TOKENS}{prompt}<|eos|><|assistant|>"
-    ids = tok(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+
+def _hand_text(prompt: str, system: str | None, n_image_tokens: int) -> str:
+    return "<|bos|>" + (f"<|system|>{system}<|eos|>" if system else "") + \
+        f"<|user|>{IMAGE_TOKEN * n_image_tokens}{prompt}<|eos|><|assistant|>"
+
+
+def _greedy(model_dir, input_ids, pixel_values) -> str:
+    import torch
+
+    model, tok = _model_and_tokenizer(str(model_dir))
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixel_values,
+        out = model.generate(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), pixel_values=pixel_values,
                              max_new_tokens=6, do_sample=False, eos_token_id=tok.eos_token_id,
                              pad_token_id=tok.pad_token_id)
-    new = out[0, ids.shape[1]:].tolist()
+    new = out[0, input_ids.shape[1]:].tolist()
     if tok.eos_token_id in new:
         new = new[: new.index(tok.eos_token_id)]
     return tok.decode(new, skip_special_tokens=True)
 
 
+def _numpy_inputs(model_dir, image: bytes, prompt: str, system: str | None = None):
+    """Inputs built without the backend or any processor: NumPy pixels, the placeholder expanded by hand."""
+    import torch
+
+    from ableaudit.images import decode_png
+
+    _, tok = _model_and_tokenizer(str(model_dir))
+    pixels = decode_png(image).astype(np.float64) / 255.0           # 32 x 32 x 3: no resize, no crop needed
+    pixels = (pixels - np.array(CLIP_MEAN)) / np.array(CLIP_STD)
+    pixel_values = torch.tensor(pixels.transpose(2, 0, 1)[None], dtype=torch.float32)
+    ids = tok(_hand_text(prompt, system, N_IMAGE_TOKENS), add_special_tokens=False, return_tensors="pt")["input_ids"]
+    return ids, pixel_values
+
+
+def _reference(model_dir, image: bytes, prompt: str, system: str | None = None) -> str:
+    """Greedy text from model.generate on inputs built without the backend."""
+    return _greedy(model_dir, *_numpy_inputs(model_dir, image, prompt, system))
+
+
+def _processor_inputs(model_dir, image: bytes, prompt: str, system: str | None = None):
+    """LlavaProcessor's own inputs (Pillow decoding, its image processor, its placeholder expansion)."""
+    from PIL import Image
+    from transformers import LlavaProcessor
+
+    proc = LlavaProcessor.from_pretrained(str(model_dir))
+    enc = proc(images=[Image.open(io.BytesIO(image)).convert("RGB")], text=[_hand_text(prompt, system, 1)],
+               return_tensors="pt", add_special_tokens=False)
+    return enc["input_ids"], enc["pixel_values"]
+
+
 def test_vision_targets_dispatch_to_the_vlm_backend_with_the_papers_defaults(backend, tiny_vlm_dir):
     assert isinstance(backend, TransformersVLMBackend)
+    assert backend.mode == backend.target.options["image_processing"] and backend.mode_note is None
+    assert (backend.processor is not None) == (backend.mode == "processor")
     t = Target(name="v", backend="openai", model="m", task="vision")
     assert t.decoding.max_new_tokens == 512 and t.system_prompt == ""
     t = Target(name="v", backend="openai", model="m", task="vision", decoding={"max_new_tokens": 64, "top_p": 0.9})
@@ -109,7 +154,72 @@ def test_a_bad_image_fails_its_request_only(backend):
     jpeg = b"\xff\xd8\xff\xe0" + bytes(64)
     res = backend.generate([_request("ok", _image("fine")), _request("bad", jpeg)])
     assert res[0].status == "ok"
-    assert res[1].status == "error" and "PNG only" in res[1].error
+    expected = "cannot decode image 1 of the request (68 bytes, format jpeg)" if backend.mode == "processor" else "PNG only"
+    assert res[1].status == "error" and expected in res[1].error
+
+
+def test_processor_path_matches_generate_on_llava_processor_inputs(tiny_vlm_dir):
+    """The processor path against plain HF: LlavaProcessor's inputs into model.generate, no backend code."""
+    b = make_backend(_target(tiny_vlm_dir, options={"device": "cpu", "image_processing": "processor"}))
+    try:
+        imgs = [_image("proc-1"), _image("proc-2")]
+        res = b.generate([_request("a", imgs[0]), _request("b", imgs[1], system="Be brief.")])
+    finally:
+        b.close()
+    assert [r.status for r in res] == ["ok", "ok"]
+    for r, img, system in zip(res, imgs, (None, "Be brief.")):
+        ids, pixels = _processor_inputs(tiny_vlm_dir, img, "Describe the person.", system)
+        assert r.text == _greedy(tiny_vlm_dir, ids, pixels)
+        # the processor's inputs are the ones built by hand: the same ids, the same pixels (to float rounding)
+        hand_ids, hand_pixels = _numpy_inputs(tiny_vlm_dir, img, "Describe the person.", system)
+        assert ids.tolist() == hand_ids.tolist() and r.prompt_tokens == ids.shape[1]
+        assert float((pixels - hand_pixels).abs().max()) < 1e-5
+    assert res[0].text != res[1].text or imgs[0] == imgs[1]
+
+
+def _broken_copy(src, dst, *, drop=(), processor_update=None):
+    shutil.copytree(src, dst)
+    for name in drop:
+        (dst / name).unlink()
+    if processor_update:
+        cfg = json.loads((dst / "processor_config.json").read_text())
+        cfg.update(processor_update)
+        (dst / "processor_config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+@pytest.mark.parametrize("drop, update, problem", [
+    (("processor_config.json",), None, "cannot encode a probe picture"),            # no patch_size
+    ((), {"num_additional_image_tokens": 0}, "expands the image placeholder to 15 tokens, but the vision tower yields 16"),
+])
+def test_incomplete_processor_files_fall_back_under_auto_and_fail_under_processor(tiny_vlm_dir, tmp_path, drop, update,
+                                                                                  problem):
+    from ableaudit.backends import BackendError
+
+    broken = _broken_copy(tiny_vlm_dir, tmp_path / "vlm", drop=drop, processor_update=update)
+    with pytest.raises(BackendError) as err:
+        make_backend(_target(broken, options={"device": "cpu", "image_processing": "processor"}))
+    msg = str(err.value)
+    assert problem in msg and "Fix:" in msg and "image_processing: builtin" in msg and "processor_config.json" in msg
+    b = make_backend(_target(broken, options={"device": "cpu", "image_processing": "auto"}))
+    try:
+        assert b.mode == "builtin" and b.processor is None and problem in b.mode_note
+        img = _image("fallback")
+        (res,) = b.generate([_request("a", img)])
+    finally:
+        b.close()
+    assert res.status == "ok" and res.text == _reference(tiny_vlm_dir, img, "Describe the person.")
+
+
+def test_no_image_processor_at_all_is_one_clear_error_under_auto(tiny_vlm_dir, tmp_path):
+    from ableaudit.backends import BackendError
+
+    broken = _broken_copy(tiny_vlm_dir, tmp_path / "vlm", drop=("processor_config.json", "preprocessor_config.json"))
+    with pytest.raises(BackendError) as err:
+        make_backend(_target(broken, options={"device": "cpu"}))
+    msg = str(err.value)
+    assert "is incomplete: AutoProcessor cannot load it" in msg and "built-in image path cannot take over" in msg
+    assert msg.count("Fix:") == 1 and "preprocessor_config.json" in msg.split("Fix:")[1]
 
 
 def test_builtin_preprocessing_resizes_and_crops_like_clip():

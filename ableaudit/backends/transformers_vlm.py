@@ -16,7 +16,15 @@ Image processing, two paths:
 
 * ``processor`` (used when Pillow is installed): the checkpoint's own
   ``AutoProcessor`` (image processor, placeholder expansion, chat template),
-  with images decoded by Pillow. This is the path for real VLMs.
+  with images decoded by Pillow. This is the path for real VLMs. At load the
+  processor is probed once on a blank picture (no forward pass): it must load,
+  encode the picture, and, for LLaVA, expand the placeholder to as many tokens
+  as the vision tower yields features. A processor that fails the probe (e.g. a
+  checkpoint without ``processor_config.json``: no ``patch_size``) is
+  *incomplete*: with ``image_processing: auto`` the backend falls back to the
+  built-in path when that path handles the checkpoint (logged, ``self.mode``
+  says which path runs), otherwise it raises one BackendError naming the fix;
+  with ``image_processing: processor`` it always raises.
 * ``builtin`` (used when Pillow is missing, or with ``options.image_processing:
   builtin``): transformers cannot build image processors without Pillow or
   torchvision, so for LLaVA-architecture checkpoints with a CLIP- or
@@ -24,9 +32,10 @@ Image processing, two paths:
   decode (PNG, via ableaudit.images.decode_png), convert to RGB, resize
   (shortest edge or height x width, bicubic with antialiasing in torch), centre
   crop, rescale, normalise, per ``preprocessor_config.json``; the image
-  placeholder is expanded to the number of tokens the vision tower yields
-  ((size / patch)^2, +CLS, -1 for the 'default' feature strategy). Other
-  architectures raise BackendError asking for Pillow.
+  placeholder is expanded to the number of features the vision tower yields,
+  from the model's config ((size / patch)^2, +CLS for CLIP, -1 for the
+  'default' feature strategy). Other architectures raise BackendError asking
+  for Pillow.
 
 options (``target.options``): as the text backend (device, dtype,
 attn_implementation, trust_remote_code, chat_template, merge_adapter,
@@ -37,6 +46,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -52,6 +62,11 @@ if TYPE_CHECKING:
 BUILTIN_IMAGE_PROCESSORS = ("CLIPImageProcessor", "CLIPImageProcessorFast", "CLIPImageProcessorPil",
                             "SiglipImageProcessor", "SiglipImageProcessorFast", "SiglipImageProcessorPil")
 BUILTIN_MODEL_TYPES = ("llava",)
+PROCESSOR_FIX = ("complete the checkpoint's processor files (preprocessor_config.json; for LLaVA also "
+                 "processor_config.json with patch_size, vision_feature_select_strategy and "
+                 "num_additional_image_tokens), or set options.image_processing: builtin")
+
+log = logging.getLogger(__name__)
 
 
 def pillow_available() -> bool:
@@ -169,6 +184,47 @@ def _json_file(model_ref: str, name: str, common: dict[str, Any]) -> dict[str, A
     return json.loads(Path(found).read_text()) if found else None
 
 
+def llava_image_features(config: Any, height: int, width: int) -> int:
+    """How many features a LLaVA vision tower yields for a height x width picture (what the model checks)."""
+    vision = config.vision_config
+    patch = int(vision.patch_size)
+    n = (height // patch) * (width // patch)
+    if getattr(vision, "model_type", "") == "clip_vision_model":
+        n += 1                                        # CLS
+    if getattr(config, "vision_feature_select_strategy", "default") == "default":
+        n -= 1                                        # the model drops the first feature
+    return n
+
+
+def processor_problem(processor: Any, config: Any, chat_template: str | None) -> str | None:
+    """Why ``processor`` cannot encode an image for this model, or None: a probe on a blank picture, no forward pass."""
+    if getattr(processor, "image_processor", None) is None or getattr(processor, "tokenizer", None) is None:
+        return (f"AutoProcessor gave a {type(processor).__name__}, not a processor with an image processor and a "
+                "tokenizer")
+    from PIL import Image
+
+    msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "probe"}]}]
+    try:
+        text = processor.apply_chat_template(msgs, chat_template=chat_template, add_generation_prompt=True,
+                                             tokenize=False)
+        enc = processor(images=[Image.new("RGB", (64, 64), (127, 127, 127))], text=[text], return_tensors="pt")
+    except Exception as e:  # noqa: BLE001 - any failure here is the processor's, reported with its cause
+        return f"it cannot encode a probe picture ({type(e).__name__}: {e})"
+    if "pixel_values" not in enc:
+        return "it yields no pixel_values for a picture"
+    if getattr(config, "model_type", None) == "llava":
+        token_id = getattr(config, "image_token_id", None)
+        if token_id is None:
+            token_id = getattr(config, "image_token_index", None)
+        h, w = enc["pixel_values"].shape[-2:]
+        expected = llava_image_features(config, int(h), int(w))
+        got = int((enc["input_ids"] == token_id).sum())
+        if got != expected:
+            return (f"it expands the image placeholder to {got} tokens, but the vision tower yields {expected} "
+                    "features per picture")
+    return None
+
+
 # --------------------------------------------------------------------------- the backend
 
 
@@ -192,6 +248,8 @@ class TransformersVLMBackend:
         mode = opts.get("image_processing", "auto")
         if mode not in ("auto", "processor", "builtin"):
             raise BackendError(f"options.image_processing={mode!r} is not one of auto, processor, builtin")
+        requested = mode
+        self.mode_note: str | None = None       # why auto mode runs the built-in path despite Pillow, if it does
         if mode == "auto":
             mode = "processor" if pillow_available() else "builtin"
         if mode == "processor" and not pillow_available():
@@ -211,14 +269,7 @@ class TransformersVLMBackend:
             if opts.get("attn_implementation"):
                 load_kw["attn_implementation"] = opts["attn_implementation"]
             model = AutoModelForImageTextToText.from_pretrained(model_ref, **load_kw)
-            if self.mode == "processor":
-                from transformers import AutoProcessor
-
-                self.processor = AutoProcessor.from_pretrained(model_ref, **common)
-                self.tokenizer = self.processor.tokenizer
-            else:
-                self.processor = None
-                self.tokenizer = AutoTokenizer.from_pretrained(model_ref, **common)
+            self.tokenizer = AutoTokenizer.from_pretrained(model_ref, **common)
         except (OSError, ValueError) as e:
             hint = ("it is not in the local HF cache; download it first (`hf download "
                     f"{target.model}`), point `model:` at a local directory, or set ABLEAUDIT_ALLOW_DOWNLOAD=1"
@@ -226,13 +277,37 @@ class TransformersVLMBackend:
                     "(config.json, weights, processor and tokenizer files)")
             raise BackendError(f"cannot load VLM {target.model!r} (target {target.name!r}): {e}\nFix: {hint}") from None
 
+        self.processor = None
+        problem = None
+        if self.mode == "processor":
+            from transformers import AutoProcessor
+
+            try:
+                self.processor = AutoProcessor.from_pretrained(model_ref, **common)
+            except Exception as e:  # noqa: BLE001 - a missing/unreadable processor file: incomplete, said below
+                problem = f"AutoProcessor cannot load it ({type(e).__name__}: {str(e).splitlines()[0]})"
         template = opts.get("chat_template") or getattr(self.processor, "chat_template", None) \
             or getattr(self.tokenizer, "chat_template", None)
         if not template:
             raise BackendError(f"model {target.model!r} has no chat template; set options.chat_template")
         self.chat_template = template
-        if self.mode == "builtin":
+        if self.mode == "processor" and problem is None:
+            problem = processor_problem(self.processor, model.config, template)
+        if problem is not None:
+            said = f"the processor of VLM {target.model!r} (target {target.name!r}) is incomplete: {problem}"
+            if requested != "auto":
+                raise BackendError(f"options.image_processing=processor: {said}\nFix: {PROCESSOR_FIX}")
+            try:
+                self._setup_builtin(model_ref, model.config, common)
+            except BackendError as e:
+                raise BackendError(f"{said}; the built-in image path cannot take over: {e}\nFix: {PROCESSOR_FIX} "
+                                   "(if the built-in path handles this checkpoint)") from None
+            log.warning("%s; using the built-in image path instead (image_processing: auto)", said)
+            self.processor, self.mode, self.mode_note = None, "builtin", said
+        elif self.mode == "builtin":
             self._setup_builtin(model_ref, model.config, common)
+        else:
+            self.tokenizer = self.processor.tokenizer
 
         if self.adapter:
             model = self._load_adapter(model, self.adapter, local_only, bool(opts.get("merge_adapter", False)))
@@ -262,24 +337,18 @@ class TransformersVLMBackend:
     def _setup_builtin(self, model_ref: str, config: Any, common: dict[str, Any]) -> None:
         model_type = getattr(config, "model_type", None)
         if model_type not in BUILTIN_MODEL_TYPES:
-            raise BackendError(f"Pillow is not installed, and the built-in image path handles LLaVA-architecture "
-                               f"checkpoints only (this one is {model_type!r}). Install Pillow (and torchvision) "
-                               "in this environment to use the checkpoint's own processor")
+            raise BackendError(f"the built-in image path handles LLaVA-architecture checkpoints only (this one is "
+                               f"{model_type!r}); others need Pillow (and torchvision) and the checkpoint's own "
+                               "processor")
         pre = _json_file(model_ref, "preprocessor_config.json", common)
         proc = _json_file(model_ref, "processor_config.json", common) or {}
         if pre is None and isinstance(proc.get("image_processor"), dict):
             pre = proc["image_processor"]
         if pre is None:
-            raise BackendError(f"model {self.target.model!r} has no preprocessor_config.json; the built-in image path "
-                               "needs it (or install Pillow and use the checkpoint's processor)")
+            raise BackendError(f"model {self.target.model!r} has no preprocessor_config.json, which the built-in image "
+                               "path needs (the image size, mean and std)")
         self.image_processor = BuiltinImageProcessor(pre)
-        vision = config.vision_config
-        self.patch_size = int(proc.get("patch_size") or vision.patch_size)
-        self.feature_strategy = proc.get("vision_feature_select_strategy") or config.vision_feature_select_strategy
-        extra = proc.get("num_additional_image_tokens")
-        if extra is None:
-            extra = 1 if getattr(vision, "model_type", "") == "clip_vision_model" else 0
-        self.additional_tokens = int(extra)
+        self.model_config = config            # image tokens per picture: what the vision tower yields (model config)
         self.image_token = proc.get("image_token") or getattr(self.tokenizer, "image_token", None) or "<image>"
         ids = self.tokenizer.encode(self.image_token, add_special_tokens=False)
         expected = getattr(config, "image_token_id", None)
@@ -322,7 +391,15 @@ class TransformersVLMBackend:
         if self.processor is not None:
             from PIL import Image
 
-            images = [Image.open(io.BytesIO(b)).convert("RGB") for b in req.images]
+            images = []
+            for k, b in enumerate(req.images):
+                try:
+                    images.append(Image.open(io.BytesIO(b)).convert("RGB"))
+                except Exception as e:  # noqa: BLE001 - PIL raises several kinds
+                    from ableaudit.images import image_format
+
+                    raise ValueError(f"cannot decode image {k + 1} of the request ({len(b)} bytes, format "
+                                     f"{image_format(b) or 'unknown'}): {type(e).__name__}") from None
             return {"text": text, "images": images, "length": len(text)}
         pixels = [self.image_processor(b) for b in req.images]
         n_placeholders = text.count(self.image_token)
@@ -334,10 +411,7 @@ class TransformersVLMBackend:
         expanded = pieces[0]
         for k, p in enumerate(pixels):
             h, w = p.shape[-2:]
-            n = (h // self.patch_size) * (w // self.patch_size) + self.additional_tokens
-            if self.feature_strategy == "default":
-                n -= 1
-            expanded += self.image_token * n + pieces[k + 1]
+            expanded += self.image_token * llava_image_features(self.model_config, int(h), int(w)) + pieces[k + 1]
         ids = self.tokenizer(expanded, add_special_tokens=False)["input_ids"]
         return {"ids": ids, "pixels": pixels, "length": len(ids)}
 
