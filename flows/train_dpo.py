@@ -9,6 +9,13 @@ held-out queries with the adapter as an arm to compare base, prompt
 mitigation and DPO in mitigation_effect (README: the mitigation loop).
 
     prefect deployment run 'train-dpo/train-dpo' --param model=/models/Qwen2.5-0.5B-Instruct
+
+Vision pairs (the VLM audit) train the audited VLM: ``task=vision`` with
+``image_root`` = the audit's image_root (the export writes each pair's picture
+as a path under it) and ``model`` = the VLM checkpoint::
+
+    prefect deployment run 'train-dpo/train-dpo' --param task=vision --param image_root=/data/PAIRS/data \
+        --param model=/models/llava-1.5-7b-hf
 """
 
 from __future__ import annotations
@@ -38,9 +45,10 @@ def build_preference_pairs(warehouse: str, heldout_share: float | None) -> None:
 
 @task(name="export-preference-pairs", cache_policy=NO_CACHE)
 def export(warehouse: str, out_dir: str, judge: str | None, arms: list[str] | None,
-           heldout_share: float | None) -> dict[str, Any]:
-    report = export_preference_pairs(warehouse, out_dir, judge=judge, arms=arms, heldout_share=heldout_share)
-    return {"summary": report.summary(), "counts": report.counts, "excluded": report.excluded,
+           heldout_share: float | None, task: str = "text", image_root: str | None = None) -> dict[str, Any]:
+    report = export_preference_pairs(warehouse, out_dir, judge=judge, task=task, arms=arms, image_root=image_root,
+                                     heldout_share=heldout_share)
+    return {"summary": report.summary(), "counts": report.counts, "excluded": report.excluded, "task": report.task,
             "train_file": str(report.train_file), "manifest": str(report.manifest)}
 
 
@@ -71,17 +79,26 @@ def train_dpo_flow(
     seed: int = 0,
     adapters_root: str | None = None,
     build: bool = True,
+    task: str = "text",
+    image_root: str | None = None,
 ) -> dict[str, Any]:
     """Export the flagged pairs and fine-tune a DPO LoRA on the audited model; print how to run it as an arm.
 
     heldout_share: var('preference_heldout_share') of the build (default: dbt_project.yml's).
+    task: 'text', or 'vision' for a VLM audit's pairs (then image_root, the audit's image_root, is required and
+    model is the audited VLM); the default data_dir is preference_pairs/ or preference_pairs_vision/ beside the
+    warehouse.
     """
+    if task not in ("text", "vision"):
+        raise ValueError(f"task must be 'text' or 'vision', got {task!r}")
+    if task == "vision" and not image_root:
+        raise ValueError("task='vision' needs image_root: the audit's image_root (the folder its images are under)")
     logger = get_run_logger()
     wh = str(warehouse_path(warehouse))
-    out_dir = data_dir or str(Path(wh).parent / "preference_pairs")
+    out_dir = data_dir or str(Path(wh).parent / ("preference_pairs" if task == "text" else "preference_pairs_vision"))
     if build:
         build_preference_pairs(wh, heldout_share)
-    exported = export(wh, out_dir, judge, arms, heldout_share)
+    exported = export(wh, out_dir, judge, arms, heldout_share, task, image_root)
     logger.info(exported["summary"])
     cfg = DPOTrainConfig(model=model, data=out_dir, name=name, max_steps=max_steps, batch_size=batch_size,
                          learning_rate=learning_rate, beta=beta, lora_r=lora_r, lora_alpha=2 * lora_r,
