@@ -6,9 +6,10 @@ tiny byte-level tokenizer plus an ``<image>`` token and a chat template that
 places images from content parts. Saved beside it: ``preprocessor_config.json``
 (a CLIPImageProcessor's settings) and ``processor_config.json`` (LlavaProcessor:
 patch size, feature strategy, one CLS token), so the same directory loads
-through ``AutoProcessor`` where Pillow exists and through the backend's
-built-in image path where it does not. Outputs are gibberish; tests compare
-the backend with ``model.generate`` on the same inputs, not with prose.
+through ``AutoProcessor`` (Pillow, in the lock) and through the backend's
+built-in image path; tests run both (``image_processing: processor | builtin``)
+and train DPO adapters on it. Outputs are gibberish; tests compare the backend
+with ``model.generate`` on the same inputs, not with prose.
 
 PNG files are written by ``png_bytes``, a minimal encoder written here (zlib
 and struct only, every PNG row filter), so the project's decoder is checked
