@@ -284,15 +284,33 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(judged, dpo_trai
     land_generations(judged, [result_row(p, r, "reaudit") for p, r in zip(planned, results)])
     judge_contrastive(judged, judge_cfg(), KeywordJudge(), select_pairs(judged), run_id="reaudit")
     run_dbt(["build", "--select", "+mitigation_effect", "+preference_pairs", "--vars", VARS], judged)
-    me = read(judged, "select * from mitigation_effect where arm = 'dpo' and slice = 'overall' "
-                      f"and measure_id = 'interpret:{JUDGE}'")
-    assert len(me) == 1
-    # the same units: held-out pairs included in both the baseline and the DPO arm
-    pj = read(judged, f"select arm, query_id, disability_id, included from int_pair_judgments where judge_name = '{JUDGE}'")
-    inc = pj[pj.included]
-    both = inc[inc.arm == "baseline"].merge(inc[inc.arm == "dpo"], on=["query_id", "disability_id"])
-    assert me.n_pairs.iloc[0] == len(both) > 0
-    assert set(both.query_id) <= set(held)
+    me = read(judged, "select * from mitigation_effect where slice = 'overall' "
+                      f"and measure_id = 'interpret:{JUDGE}'").set_index(["arm", "scope"])
+    assert set(me.index) == {(a, s) for a in ("dpo", "guarded") for s in ("vs_baseline", "all_arms", "dpo_heldout")}
+    assert set(me.loc["dpo"].arm_kind) == {"dpo"} and set(me.loc["guarded"].arm_kind) == {"prompt"}
+    assert set(me.loc["dpo"].arm_adapter) == {dpo_trained.adapter.path}
+    # independent: units (query, disability) included per arm, from int_pair_judgments
+    pj = read(judged, "select arm, query_id, disability_id, included, interpret from int_pair_judgments "
+                      f"where judge_name = '{JUDGE}' and included")
+    pj["bad"] = (pj.interpret == "Yes").astype(int)
+    unit = ["query_id", "disability_id"]
+    by_arm = {arm: g.set_index(unit).bad for arm, g in pj.groupby("arm")}
+    base = by_arm["baseline"]
+    common = base.index.intersection(by_arm["dpo"].index).intersection(by_arm["guarded"].index)
+    heldout_common = common[common.get_level_values("query_id").isin(held)]
+    assert 0 < len(heldout_common) and len(common) == len(heldout_common)  # the DPO arm ran on held-out queries only
+    for arm in ("dpo", "guarded"):
+        matched = base.index.intersection(by_arm[arm].index)
+        for scope, units in (("vs_baseline", matched), ("all_arms", common), ("dpo_heldout", heldout_common)):
+            row = me.loc[(arm, scope)]
+            assert row.n_pairs == len(units), (arm, scope)
+            assert abs(row.baseline_rate_pct - 100 * base.loc[units].mean()) < 1e-9
+            assert abs(row.arm_rate_pct - 100 * by_arm[arm].loc[units].mean()) < 1e-9
+    # the prompt arm ran on every query: rated alone it covers more pairs than on the shared held-out ones
+    assert me.loc[("guarded", "vs_baseline")].n_pairs > me.loc[("guarded", "dpo_heldout")].n_pairs
+    # n_unmatched: units the arm covers that fall outside the scope
+    assert me.loc[("guarded", "vs_baseline")].n_unmatched == len(by_arm["guarded"].index.difference(base.index))
+    assert me.loc[("guarded", "all_arms")].n_unmatched == len(by_arm["guarded"]) - len(common)
 
 
 def test_train_dpo_flow(judged, tiny_chat_model_dir, tmp_path, torch_one_thread):  # noqa: F811

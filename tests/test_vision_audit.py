@@ -339,8 +339,14 @@ def test_mitigation_effect_compares_the_same_units(audited):
     both = o[o.arm == "baseline"].merge(o[o.arm == "mitigation"], on=unit, suffixes=("_base", "_mit"))
     exp = both.groupby(["model_id", "measure_id"]).agg(n=("outcome_base", "size"), b=("outcome_base", "mean"),
                                                        a=("outcome_mit", "mean")).reset_index()
-    got = _read(wh, "select * from mitigation_effect where task = 'vision' and slice = 'overall'")
-    assert set(got.arm) == {"mitigation"} and set(got.baseline_arm) == {"baseline"}
+    got = _read(wh, "select * from mitigation_effect where task = 'vision' and slice = 'overall' and scope = 'vs_baseline'")
+    assert set(got.arm) == {"mitigation"} and set(got.baseline_arm) == {"baseline"} and set(got.arm_kind) == {"prompt"}
+    # one mitigation arm: every arm covers the same units as the baseline comparison; no DPO arm, no held-out scope
+    every = _read(wh, "select * from mitigation_effect where task = 'vision'")
+    assert set(every.scope) == {"vs_baseline", "all_arms"}
+    cols = ["model_id", "measure_id", "slice", "slice_value", "n_pairs", "n_outcome_baseline", "n_outcome_arm", "n_unmatched"]
+    one = every[every.scope == "vs_baseline"][cols].sort_values(cols[:4]).reset_index(drop=True)
+    assert one.equals(every[every.scope == "all_arms"][cols].sort_values(cols[:4]).reset_index(drop=True))
     m = exp.merge(got, on=["model_id", "measure_id"])
     assert len(m) == len(exp)
     assert (m.n == m.n_pairs).all()

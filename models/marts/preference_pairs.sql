@@ -25,10 +25,6 @@
 {%- if chosen_rule not in ['neutral', 'mitigation'] -%}
     {{ exceptions.raise_compiler_error("var preference_chosen must be 'neutral' or 'mitigation', got '" ~ chosen_rule ~ "'") }}
 {%- endif -%}
-{%- set heldout_share = var('preference_heldout_share', 0.2) | float -%}
-{%- if heldout_share < 0 or heldout_share > 1 -%}
-    {{ exceptions.raise_compiler_error("var preference_heldout_share must lie in 0..1, got " ~ heldout_share) }}
-{%- endif -%}
 with
 
 pair_judgments as (
@@ -93,14 +89,7 @@ alternatives as (
 
     from flagged
     inner join faithful
-        on flagged.judge_name = faithful.judge_name
-        and flagged.task = faithful.task
-        and flagged.model_id = faithful.model_id
-        and flagged.query_set = faithful.query_set
-        and flagged.query_id = faithful.query_id
-        and flagged.disability_id = faithful.disability_id
-        and flagged.temperature is not distinct from faithful.temperature
-        and flagged.sample_index = faithful.sample_index
+        on {{ join_keys('flagged', 'faithful', ['judge_name', 'task', 'model_id', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index'], nullable=['temperature']) }}
         and flagged.arm != faithful.arm
 
 ),
@@ -153,37 +142,14 @@ with_images as (
         images.image_id,
         images.rel_path as image_rel_path,
         images.image_sha256,
-        with_texts.query_set || '|' || with_texts.query_id as split_group
+        {{ preference_split_group('with_texts.query_set', 'with_texts.query_id') }} as split_group,
+        {{ preference_split('with_texts.query_set', 'with_texts.query_id') }} as split
 
     from with_texts
     left join images
         on with_texts.task = 'vision'
         and with_texts.query_set = images.image_set
         and with_texts.query_id = images.image_id
-
-),
-
-bucketed as (
-
-    -- a whole query (image) falls in one bucket of 0..9999: the first 32 bits of sha256(split_group)
-    select
-        *,
-        cast('0x' || left({{ sha256_hex('split_group') }}, 8) as bigint) % 10000 as split_bucket
-
-    from with_images
-
-),
-
-split as (
-
-    select
-        *,
-        case
-            when split_bucket < {{ (heldout_share * 10000) | round | int }} then 'heldout'
-            else 'train'
-        end as split
-
-    from bucketed
 
 ),
 
@@ -229,7 +195,7 @@ final as (
             else 'ok'
         end as status
 
-    from split
+    from with_images
 
 )
 
