@@ -22,3 +22,44 @@
     {%- endif %}
     group by {{ generations }}.text_hash
 {%- endmacro %}
+
+{#
+    The body of a per-text scorer model (response_scores_vader,
+    response_scores_verbosity, response_refusals): the texts without a row for
+    the scorer's current version, each scored by the given SQL expressions.
+    Columns: text_hash, scorer_version, <expressions>, status, scored_at. The
+    model keeps its own config (incremental, unique on text_hash and
+    scorer_version).
+#}
+{% macro score_pending_texts(scorer, expressions) -%}
+with
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+pending as (
+
+    {{ texts_to_score('generations', scorer) }}
+
+),
+
+scored as (
+
+    select
+        text_hash,
+        {{ current_scorer_version(scorer) }} as scorer_version,
+        {%- for expression in expressions %}
+        {{ expression }},
+        {%- endfor %}
+        'ok' as status,
+        current_timestamp as scored_at
+
+    from pending
+
+)
+
+select * from scored
+{%- endmacro %}

@@ -33,16 +33,7 @@ images as (
 linguistic as (
 
     select
-        pair_id,
-        task,
-        model_id,
-        arm,
-        query_set,
-        query_id,
-        domain,
-        disability_id,
-        temperature,
-        sample_index,
+        {{ pair_columns() }}
         pair_status,
         'linguistic' as measure_kind,
         metric as measure,
@@ -76,16 +67,7 @@ judge_dimensions as (
 judged as (
 
     select
-        pair_id,
-        task,
-        model_id,
-        arm,
-        query_set,
-        query_id,
-        domain,
-        disability_id,
-        temperature,
-        sample_index,
+        {{ pair_columns() }}
         pair_status,
         'judge' as measure_kind,
         measure,

@@ -85,10 +85,7 @@ attached as (
 
     from pair_texts
     inner join verdict_subjects
-        on pair_texts.question_a = verdict_subjects.question_a
-        and pair_texts.response_a is not distinct from verdict_subjects.response_a
-        and pair_texts.question_b = verdict_subjects.question_b
-        and pair_texts.response_b is not distinct from verdict_subjects.response_b
+        on {{ join_keys('pair_texts', 'verdict_subjects', ['question_a', 'response_a', 'question_b', 'response_b'], nullable=['response_a', 'response_b']) }}
 
 ),
 
@@ -154,16 +151,7 @@ ruled as (
 final as (
 
     select
-        pair_id,
-        task,
-        model_id,
-        arm,
-        query_set,
-        query_id,
-        domain,
-        disability_id,
-        temperature,
-        sample_index,
+        {{ pair_columns() }}
         neutral_generation_id,
         disability_generation_id,
         pair_status,

@@ -100,16 +100,7 @@ judged as (
 final as (
 
     select
-        pair_id,
-        task,
-        model_id,
-        arm,
-        query_set,
-        query_id,
-        domain,
-        disability_id,
-        temperature,
-        sample_index,
+        {{ pair_columns() }}
         neutral_generation_id,
         disability_generation_id,
         pair_status,

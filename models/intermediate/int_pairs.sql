@@ -46,13 +46,7 @@ paired as (
 
     from disability
     left join neutral
-        on disability.task = neutral.task
-        and disability.model_id = neutral.model_id
-        and disability.arm = neutral.arm
-        and disability.query_set = neutral.query_set
-        and disability.query_id = neutral.query_id
-        and disability.temperature is not distinct from neutral.temperature
-        and disability.sample_index = neutral.sample_index
+        on {{ join_keys('disability', 'neutral', ['task', 'model_id', 'arm', 'query_set', 'query_id', 'temperature', 'sample_index'], nullable=['temperature']) }}
 
 ),
 

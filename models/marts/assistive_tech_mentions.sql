@@ -133,20 +133,9 @@ counted as (
 
     from grid
     left join not_matched
-        on grid.task = not_matched.task
-        and grid.model_id = not_matched.model_id
-        and grid.arm = not_matched.arm
-        and grid.query_set = not_matched.query_set
-        and grid.condition = not_matched.condition
-        and grid.disability_group = not_matched.disability_group
+        on {{ join_keys('grid', 'not_matched', ['task', 'model_id', 'arm', 'query_set', 'condition', 'disability_group']) }}
     left join mention_counts
-        on grid.task = mention_counts.task
-        and grid.model_id = mention_counts.model_id
-        and grid.arm = mention_counts.arm
-        and grid.query_set = mention_counts.query_set
-        and grid.condition = mention_counts.condition
-        and grid.disability_group = mention_counts.disability_group
-        and grid.technology_id = mention_counts.technology_id
+        on {{ join_keys('grid', 'mention_counts', ['task', 'model_id', 'arm', 'query_set', 'condition', 'disability_group', 'technology_id']) }}
 
 ),
 

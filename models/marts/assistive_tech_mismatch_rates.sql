@@ -184,17 +184,9 @@ joined as (
 
     from generation_groups
     left join aggregated
-        on generation_groups.task = aggregated.task
-        and generation_groups.model_id = aggregated.model_id
-        and generation_groups.arm = aggregated.arm
-        and generation_groups.query_set = aggregated.query_set
-        and generation_groups.disability_group = aggregated.disability_group
+        on {{ join_keys('generation_groups', 'aggregated', ['task', 'model_id', 'arm', 'query_set', 'disability_group']) }}
     left join top_mismatches
-        on generation_groups.task = top_mismatches.task
-        and generation_groups.model_id = top_mismatches.model_id
-        and generation_groups.arm = top_mismatches.arm
-        and generation_groups.query_set = top_mismatches.query_set
-        and generation_groups.disability_group = top_mismatches.disability_group
+        on {{ join_keys('generation_groups', 'top_mismatches', ['task', 'model_id', 'arm', 'query_set', 'disability_group']) }}
 
 ),
 

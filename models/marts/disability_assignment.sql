@@ -189,15 +189,9 @@ final as (
     from cells
     cross join possible_answers
     inner join totals
-        on cells.model_id = totals.model_id
-        and cells.query_set = totals.query_set
-        and cells.slice = totals.slice
-        and cells.slice_value = totals.slice_value
+        on {{ join_keys('cells', 'totals', ['model_id', 'query_set', 'slice', 'slice_value']) }}
     left join tallied
-        on cells.model_id = tallied.model_id
-        and cells.query_set = tallied.query_set
-        and cells.slice = tallied.slice
-        and cells.slice_value = tallied.slice_value
+        on {{ join_keys('cells', 'tallied', ['model_id', 'query_set', 'slice', 'slice_value']) }}
         and possible_answers.answer = tallied.answer
 
 )

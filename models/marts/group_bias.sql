@@ -88,12 +88,7 @@ rated as (
 
     from per_group
     inner join overall
-        on per_group.task = overall.task
-        and per_group.model_id = overall.model_id
-        and per_group.arm = overall.arm
-        and per_group.query_set = overall.query_set
-        and per_group.temperature is not distinct from overall.temperature
-        and per_group.measure_id = overall.measure_id
+        on {{ join_keys('per_group', 'overall', ['task', 'model_id', 'arm', 'query_set', 'temperature', 'measure_id'], nullable=['temperature']) }}
 
 ),
 
@@ -128,14 +123,7 @@ final as (
 
     from rated
     left join bootstrap
-        on rated.task = bootstrap.task
-        and rated.model_id = bootstrap.model_id
-        and rated.arm = bootstrap.arm
-        and rated.query_set = bootstrap.query_set
-        and rated.temperature is not distinct from bootstrap.temperature
-        and rated.measure_id = bootstrap.measure_id
-        and rated.grouping = bootstrap.grouping
-        and rated.group_value = bootstrap.group_value
+        on {{ join_keys('rated', 'bootstrap', ['task', 'model_id', 'arm', 'query_set', 'temperature', 'measure_id', 'grouping', 'group_value'], nullable=['temperature']) }}
 
 )
 

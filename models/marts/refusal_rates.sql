@@ -50,10 +50,7 @@ source_decisions as (
 
     from refusals
     inner join scope_sources
-        on refusals.task = scope_sources.task
-        and refusals.model_id = scope_sources.model_id
-        and refusals.arm = scope_sources.arm
-        and refusals.query_set = scope_sources.query_set
+        on {{ join_keys('refusals', 'scope_sources', ['task', 'model_id', 'arm', 'query_set']) }}
     left join flags
         on refusals.generation_id = flags.generation_id
         and scope_sources.source = flags.source

@@ -14,26 +14,9 @@
 
 with
 
-generations as (
-
-    select * from {{ ref('stg_raw__generations') }}
-
-),
-
-pending as (
-
-    {{ texts_to_score('generations', 'refusal') }}
-
-),
-
 matched as (
 
-    select
-        text_hash,
-        {{ current_scorer_version('refusal') }} as scorer_version,
-        refusal_rule(response_text) as refusal_rule
-
-    from pending
+    {{ score_pending_texts('refusal', ['refusal_rule(response_text) as refusal_rule']) }}
 
 ),
 
@@ -44,8 +27,8 @@ final as (
         scorer_version,
         refusal_rule,
         refusal_rule is not null as is_refusal,
-        'ok' as status,
-        current_timestamp as scored_at
+        status,
+        scored_at
 
     from matched
 

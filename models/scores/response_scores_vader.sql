@@ -11,31 +11,4 @@
     )
 }}
 
-with
-
-generations as (
-
-    select * from {{ ref('stg_raw__generations') }}
-
-),
-
-pending as (
-
-    {{ texts_to_score('generations', 'vader') }}
-
-),
-
-scored as (
-
-    select
-        text_hash,
-        {{ current_scorer_version('vader') }} as scorer_version,
-        vader_compound(response_text) as vader_compound,
-        'ok' as status,
-        current_timestamp as scored_at
-
-    from pending
-
-)
-
-select * from scored
+{{ score_pending_texts('vader', ['vader_compound(response_text) as vader_compound']) }}

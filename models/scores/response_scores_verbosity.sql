@@ -10,31 +10,4 @@
     )
 }}
 
-with
-
-generations as (
-
-    select * from {{ ref('stg_raw__generations') }}
-
-),
-
-pending as (
-
-    {{ texts_to_score('generations', 'verbosity') }}
-
-),
-
-scored as (
-
-    select
-        text_hash,
-        {{ current_scorer_version('verbosity') }} as scorer_version,
-        word_count(response_text) as word_count,
-        'ok' as status,
-        current_timestamp as scored_at
-
-    from pending
-
-)
-
-select * from scored
+{{ score_pending_texts('verbosity', ['word_count(response_text) as word_count']) }}
