@@ -85,7 +85,11 @@ attached as (
 
     from pair_texts
     inner join verdict_subjects
-        on {{ join_keys('pair_texts', 'verdict_subjects', ['question_a', 'response_a', 'question_b', 'response_b'], nullable=['response_a', 'response_b']) }}
+        on {{ join_keys(
+            'pair_texts', 'verdict_subjects',
+            ['question_a', 'response_a', 'question_b', 'response_b'],
+            nullable=['response_a', 'response_b'],
+        ) }}
 
 ),
 

@@ -46,7 +46,11 @@ paired as (
 
     from disability
     left join neutral
-        on {{ join_keys('disability', 'neutral', ['task', 'model_id', 'arm', 'query_set', 'query_id', 'temperature', 'sample_index'], nullable=['temperature']) }}
+        on {{ join_keys(
+            'disability', 'neutral',
+            ['task', 'model_id', 'arm', 'query_set', 'query_id', 'temperature', 'sample_index'],
+            nullable=['temperature'],
+        ) }}
 
 ),
 

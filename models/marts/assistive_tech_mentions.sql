@@ -133,9 +133,15 @@ counted as (
 
     from grid
     left join not_matched
-        on {{ join_keys('grid', 'not_matched', ['task', 'model_id', 'arm', 'query_set', 'condition', 'disability_group']) }}
+        on {{ join_keys(
+            'grid', 'not_matched',
+            ['task', 'model_id', 'arm', 'query_set', 'condition', 'disability_group'],
+        ) }}
     left join mention_counts
-        on {{ join_keys('grid', 'mention_counts', ['task', 'model_id', 'arm', 'query_set', 'condition', 'disability_group', 'technology_id']) }}
+        on {{ join_keys(
+            'grid', 'mention_counts',
+            ['task', 'model_id', 'arm', 'query_set', 'condition', 'disability_group', 'technology_id'],
+        ) }}
 
 ),
 

@@ -184,9 +184,15 @@ joined as (
 
     from generation_groups
     left join aggregated
-        on {{ join_keys('generation_groups', 'aggregated', ['task', 'model_id', 'arm', 'query_set', 'disability_group']) }}
+        on {{ join_keys(
+            'generation_groups', 'aggregated',
+            ['task', 'model_id', 'arm', 'query_set', 'disability_group'],
+        ) }}
     left join top_mismatches
-        on {{ join_keys('generation_groups', 'top_mismatches', ['task', 'model_id', 'arm', 'query_set', 'disability_group']) }}
+        on {{ join_keys(
+            'generation_groups', 'top_mismatches',
+            ['task', 'model_id', 'arm', 'query_set', 'disability_group'],
+        ) }}
 
 ),
 

@@ -88,7 +88,11 @@ rated as (
 
     from per_group
     inner join overall
-        on {{ join_keys('per_group', 'overall', ['task', 'model_id', 'arm', 'query_set', 'temperature', 'measure_id'], nullable=['temperature']) }}
+        on {{ join_keys(
+            'per_group', 'overall',
+            ['task', 'model_id', 'arm', 'query_set', 'temperature', 'measure_id'],
+            nullable=['temperature'],
+        ) }}
 
 ),
 
@@ -123,7 +127,11 @@ final as (
 
     from rated
     left join bootstrap
-        on {{ join_keys('rated', 'bootstrap', ['task', 'model_id', 'arm', 'query_set', 'temperature', 'measure_id', 'grouping', 'group_value'], nullable=['temperature']) }}
+        on {{ join_keys(
+            'rated', 'bootstrap',
+            ['task', 'model_id', 'arm', 'query_set', 'temperature', 'measure_id', 'grouping', 'group_value'],
+            nullable=['temperature'],
+        ) }}
 
 )
 

@@ -58,6 +58,23 @@ arm_adapters as (
 
 ),
 
+dpo_arms as (
+
+    -- arms whose adapter is a registered DPO adapter: by its path, its id, or a folder named after its id
+    select distinct
+        arms.task,
+        arms.model_id,
+        arms.query_set,
+        arms.arm
+
+    from arm_adapters as arms
+    inner join registered_dpo
+        on arms.arm_adapter = registered_dpo.path
+        or arms.arm_adapter = registered_dpo.adapter_id
+        or rtrim(arms.arm_adapter, '/') like ('%/' || registered_dpo.adapter_id)
+
+),
+
 arm_kinds as (
 
     select
@@ -68,17 +85,14 @@ arm_kinds as (
         arms.arm_adapter,
         case
             when arms.arm = '{{ baseline_arm }}' then 'baseline'
-            when exists (
-                select 1 from registered_dpo
-                where arms.arm_adapter = registered_dpo.path
-                    or arms.arm_adapter = registered_dpo.adapter_id
-                    or rtrim(arms.arm_adapter, '/') like '%/' || registered_dpo.adapter_id
-            ) then 'dpo'
-            when arms.arm_adapter is distinct from base.arm_adapter then 'adapter'
+            when dpo_arms.arm is not null then 'dpo'
+            when coalesce(arms.arm_adapter, '') != coalesce(base.arm_adapter, '') then 'adapter'
             else 'prompt'
         end as arm_kind
 
     from arm_adapters as arms
+    left join dpo_arms
+        on {{ join_keys('arms', 'dpo_arms', ['task', 'model_id', 'query_set', 'arm']) }}
     left join arm_adapters as base
         on arms.task = base.task
         and arms.model_id = base.model_id
@@ -127,7 +141,11 @@ units as (
 
     from treated
     left join baseline
-        on {{ join_keys('treated', 'baseline', ['task', 'model_id', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index', 'measure_id'], nullable=['temperature']) }}
+        on {{ join_keys(
+            'treated', 'baseline',
+            ['task', 'model_id', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index', 'measure_id'],
+            nullable=['temperature'],
+        ) }}
 
 ),
 
@@ -179,7 +197,11 @@ covered as (
     inner join arms_per_measure
         on {{ join_keys('units', 'arms_per_measure', ['task', 'model_id', 'query_set', 'measure_id']) }}
     inner join unit_coverage
-        on {{ join_keys('units', 'unit_coverage', ['task', 'model_id', 'query_set', 'measure_id', 'query_id', 'disability_id', 'temperature', 'sample_index'], nullable=['temperature']) }}
+        on {{ join_keys(
+            'units', 'unit_coverage',
+            ['task', 'model_id', 'query_set', 'measure_id', 'query_id', 'disability_id', 'temperature', 'sample_index'],
+            nullable=['temperature'],
+        ) }}
     left join has_dpo
         on units.task = has_dpo.task
         and units.model_id = has_dpo.model_id
@@ -189,10 +211,18 @@ covered as (
 
 scoped as (
 
-    select *, 'vs_baseline' as scope, matched as in_scope, arm_included and not matched as unmatched
+    select
+        *,
+        'vs_baseline' as scope,
+        matched as in_scope,
+        arm_included and not matched as unmatched
     from covered
     union all
-    select *, 'all_arms' as scope, in_all_arms as in_scope, arm_included and not in_all_arms as unmatched
+    select
+        *,
+        'all_arms' as scope,
+        in_all_arms as in_scope,
+        arm_included and not in_all_arms as unmatched
     from covered
     union all
     select
@@ -213,11 +243,14 @@ sliced as (
     union all
     select *, 'disability' as slice, disability_id as slice_value from scoped
     union all
-    select *, 'gender' as slice, gender as slice_value from scoped where gender is not null
+    select *, 'gender' as slice, gender as slice_value from scoped
+    where gender is not null
     union all
-    select *, 'race' as slice, race as slice_value from scoped where race is not null
+    select *, 'race' as slice, race as slice_value from scoped
+    where race is not null
     union all
-    select *, 'gender_race' as slice, gender_race as slice_value from scoped where gender_race is not null
+    select *, 'gender_race' as slice, gender_race as slice_value from scoped
+    where gender_race is not null
 
 ),
 

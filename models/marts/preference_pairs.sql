@@ -89,7 +89,11 @@ alternatives as (
 
     from flagged
     inner join faithful
-        on {{ join_keys('flagged', 'faithful', ['judge_name', 'task', 'model_id', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index'], nullable=['temperature']) }}
+        on {{ join_keys(
+            'flagged', 'faithful',
+            ['judge_name', 'task', 'model_id', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index'],
+            nullable=['temperature'],
+        ) }}
         and flagged.arm != faithful.arm
 
 ),
