@@ -25,6 +25,8 @@ VISION_SYSTEM_PROMPT = ""
 
 BACKENDS = ("transformers", "llamacpp", "openai", "vllm")
 VISION_BACKENDS = ("transformers", "openai")
+# Backends that can constrain a completion to a JSON schema (judges' structured output).
+STRUCTURED_OUTPUT_BACKENDS = ("llamacpp", "openai")
 
 # The arm name under which the optional disability-assignment probe lands.
 ASSIGNMENT_ARM = "disability_assignment"
@@ -118,6 +120,25 @@ class Judge(_Strict):
     kinds: list[Literal["rubric", "contrastive"]] = ["rubric", "contrastive"]
     target: Target                         # the judge model; its decoding applies (use temperature 0)
     include_imported: bool = True          # judge imported responses too
+    # Structured output: constrain the judge's completion to the verdict's JSON schema
+    # (llama.cpp grammar; response_format on OpenAI-compatible servers such as vLLM).
+    # auto = on for llamacpp, off elsewhere (not every OpenAI-compatible server has it).
+    structured_output: Literal["auto", "on", "off"] = "auto"
+
+    @model_validator(mode="after")
+    def _structured_backend(self) -> "Judge":
+        if self.structured_output == "on" and self.target.backend not in STRUCTURED_OUTPUT_BACKENDS:
+            raise ValueError(f"judge {self.name!r}: structured_output: on needs backend "
+                             f"{' or '.join(STRUCTURED_OUTPUT_BACKENDS)}, not {self.target.backend!r}; "
+                             "set structured_output: off (verdicts are then parsed from free text)")
+        return self
+
+    @property
+    def structured(self) -> bool:
+        """Whether the judge's output is constrained to the verdict schema."""
+        if self.structured_output == "auto":
+            return self.target.backend == "llamacpp"
+        return self.structured_output == "on"
 
 
 class Subset(_Strict):

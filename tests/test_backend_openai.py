@@ -267,3 +267,17 @@ def test_against_llama_cpp_http_server():
         http.close()
     finally:
         llama.close()
+
+
+def test_structured_output_is_sent_as_response_format(server):
+    from ableaudit.judges.schemas import decoding_schema
+
+    b = make_backend(_target(server.base_url))
+    schema = decoding_schema("contrastive")
+    res = b.generate([_req("s", "judge this pair", json_schema=schema), _req("f", "free text please")])
+    assert [r.status for r in res] == ["ok", "ok"]
+    p = next(p for p in server.payloads if "judge this pair" in json.dumps(p))
+    assert p["response_format"] == {"type": "json_schema",
+                                    "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
+    assert "response_format" not in next(p for p in server.payloads if "free text please" in json.dumps(p))
+    b.close()

@@ -317,6 +317,34 @@ def test_llamacpp_builtin_smollm2(smol):
     assert smol.generate([reqs[0]])[0].text == res["yes"].text
 
 
+def test_llamacpp_constrains_output_to_a_json_schema(smol):
+    """A request's json_schema becomes a llama.cpp grammar: the reply is that JSON, whatever the prompt says."""
+    import json
+
+    import jsonschema
+
+    schema = {"type": "object", "properties": {"colour": {"enum": ["teal", "ochre"]}, "n": {"type": "integer"}},
+              "required": ["colour", "n"], "additionalProperties": False}
+    m = ({"role": "user", "content": "Say hello and tell me a joke."},)
+    free, constrained = smol.generate([
+        GenerationRequest(key="free", messages=m, temperature=0.0, max_new_tokens=24),
+        GenerationRequest(key="json", messages=m, temperature=0.0, max_new_tokens=64, json_schema=schema),
+    ])
+    with pytest.raises((ValueError, jsonschema.ValidationError)):
+        jsonschema.validate(json.loads(free.text), schema)  # unconstrained SmolLM2 does not answer in that JSON
+    assert constrained.status == "ok" and constrained.finish_reason == "stop"
+    jsonschema.validate(json.loads(constrained.text), schema)
+    assert smol._payload(GenerationRequest(key="k", messages=m, json_schema=schema))["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
+    assert "response_format" not in smol._payload(GenerationRequest(key="k", messages=m))
+
+
+def test_backends_without_structured_output_fail_such_requests(tiny_backend):
+    res = tiny_backend.generate([_req("s", "hi", json_schema={"type": "object"}), _req("f", "hi")])
+    assert res[0].status == "error" and "cannot constrain output to a JSON schema" in res[0].error
+    assert res[1].status != "error"
+
+
 def test_llamacpp_errors():
     with pytest.raises(BackendError, match="does not exist"):
         make_backend(Target(name="x", backend="llamacpp", model="/nope/model.gguf"))

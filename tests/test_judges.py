@@ -458,8 +458,9 @@ def test_smollm2_judges_end_to_end(warehouse: Path) -> None:
     ])
     # one thread: llama.cpp's spinning workers slow down badly when the cores are shared
     judge = Judge(name="smol", target=Target(name="j", backend="llamacpp", model="builtin:smollm2",
-                                             decoding=Decoding(max_new_tokens=64, temperature=0.0),
+                                             decoding=Decoding(max_new_tokens=160, temperature=0.0),
                                              options={"n_ctx": 2048, "n_threads": 1}))
+    assert judge.structured  # auto: llama.cpp constrains the verdict to its schema
     lazy = LazyBackend(lambda: make_backend(judge.target))
     try:
         rubric = judge_rubric(warehouse, judge, lazy, [s for s in select_rubric_subjects(warehouse) if s["generation_id"] == "d1"])
@@ -472,3 +473,46 @@ def test_smollm2_judges_end_to_end(warehouse: Path) -> None:
     _check_real_rows(rows)
     assert {r["judge_revision"].split("@")[0] for r in rows} == {"SmolLM2-135M-Instruct.Q4_1.gguf"}
     assert {r["prompt_version"] for r in rows} == {"rubric_disability.v1", "contrastive.v1"}
+    # constrained to the schema, even a 135M model's verdicts are readable (whether they are right is another matter)
+    assert {r["parse_status"] for r in rows} == {"parsed"}
+    assert all(r["call_status"] == "ok" for r in rows)
+
+
+def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: Path) -> None:
+    """structured_output: the judge's requests carry the verdict schema, and its verdicts get keys of their own."""
+    from ableaudit.judges.schemas import SCHEMAS, decoding_schema
+
+    land_generations(warehouse, [gen("n1", "What are good budgeting apps?", "Try a spreadsheet."),
+                                 gen("d1", "What are good budgeting apps for deaf people?", "Use captions.",
+                                     disability_id="hearing")])
+
+    class Recording(FakeJudge):
+        def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+            self.requests = list(requests)
+            return super().generate(requests)
+
+    def cfg(mode: str) -> Judge:
+        return Judge(name=f"j-{mode}", kinds=["contrastive"], structured_output=mode,
+                     target=Target(name="jm", backend="openai", model="fake/judge-model",
+                                   decoding=Decoding(temperature=0.0, max_new_tokens=200)))
+
+    on, off = Recording(), Recording()
+    judge_contrastive(warehouse, cfg("on"), on, select_pairs(warehouse))
+    judge_contrastive(warehouse, cfg("off"), off, select_pairs(warehouse))
+    assert [r.json_schema for r in on.requests] == [decoding_schema("contrastive")]
+    assert [r.json_schema for r in off.requests] == [None]
+    rows = judgments(warehouse)
+    assert len({r["judgment_id"] for r in rows}) == 2  # same pair, same model: constrained decoding is keyed apart
+    assert not cfg("auto").structured and Judge(
+        name="l", target=Target(name="l", backend="llamacpp", model="builtin:smollm2")).structured
+    # the decoding schema is the validation schema's contract: labels first, prose bounded
+    for kind in ("rubric", "contrastive"):
+        d, v = decoding_schema(kind), SCHEMAS[kind]
+        assert list(d["properties"])[:len(v["required"])] == list(v["required"])
+        assert set(d["properties"]) == set(v["properties"]) and d["required"] == v["required"]
+
+
+@pytest.mark.parametrize("backend", ["transformers", "vllm"])
+def test_structured_output_on_needs_a_backend_that_can(backend: str) -> None:
+    with pytest.raises(ValueError, match="structured_output: on needs backend llamacpp or openai"):
+        Judge(name="j", structured_output="on", target=Target(name="t", backend=backend, model="m"))

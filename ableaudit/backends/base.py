@@ -28,6 +28,23 @@ class GenerationRequest:
     max_new_tokens: int = 1048
     seed: int | None = None
     images: tuple[bytes, ...] = ()  # encoded images (PNG/JPEG) for vision targets
+    # Structured output: a JSON Schema the backend must constrain the completion to
+    # (judges' verdicts). Backends that cannot do so fail the request, never ignore it.
+    json_schema: dict | None = field(default=None, compare=False)
+
+
+def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
+    """Raise (failing that request) when a request asks for structured output this backend cannot give."""
+    from ableaudit.config import STRUCTURED_OUTPUT_BACKENDS
+
+    if req.json_schema is not None:
+        raise ValueError(f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
+                         f"{' or '.join(STRUCTURED_OUTPUT_BACKENDS)} (or set the judge's structured_output: off)")
+
+
+def response_format(schema: dict) -> dict[str, Any]:
+    """The OpenAI-style response_format for a JSON Schema (llama.cpp, vLLM and OpenAI read it alike)."""
+    return {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
 
 
 @dataclass

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import file_sha256, normalize_finish_reason
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
+from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -108,6 +108,8 @@ class LlamaCppBackend:
         }
         if req.seed is not None:
             payload["seed"] = int(req.seed)
+        if req.json_schema is not None:
+            payload["response_format"] = response_format(req.json_schema)  # a GBNF grammar in llama.cpp
         return payload
 
     def _one(self, req: GenerationRequest) -> GenerationResult:

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import is_local_url, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
+from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -102,6 +102,8 @@ class OpenAIBackend:
         }
         if self.send_seed and req.seed is not None:
             body["seed"] = int(req.seed)
+        if req.json_schema is not None:
+            body["response_format"] = response_format(req.json_schema)
         return body
 
     def _one(self, req: GenerationRequest) -> GenerationResult:

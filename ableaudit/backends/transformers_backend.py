@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import chunks, cut_completion, model_revision_string
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
+from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -212,6 +212,7 @@ class TransformersBackend:
     # ------------------------------------------------------------------ generation
 
     def _encode(self, req: GenerationRequest) -> list[int]:
+        refuse_json_schema(req, "transformers")
         if req.images:
             raise ValueError("the transformers backend is text-only; send image requests to backend openai or vllm")
         text = self.tokenizer.apply_chat_template(list(req.messages), tokenize=False, add_generation_prompt=True)

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import chunks, cut_completion, model_revision_string
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch
+from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
 from .transformers_backend import _resolve_device, _resolve_dtype, _RowSampler
 
 if TYPE_CHECKING:
@@ -387,6 +387,7 @@ class TransformersVLMBackend:
 
     def _encode(self, req: GenerationRequest) -> dict[str, Any]:
         """Everything one request needs before batching; errors here fail that request alone."""
+        refuse_json_schema(req, "transformers")
         text = self._prompt_text(req)
         if self.processor is not None:
             from PIL import Image

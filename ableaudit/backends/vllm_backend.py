@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult
+from .base import BackendError, GenerationRequest, GenerationResult, refuse_json_schema
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -83,6 +83,7 @@ class VllmBackend:
         self.last_run_dir: Path | None = None
 
     def _row(self, req: GenerationRequest) -> dict[str, Any]:
+        refuse_json_schema(req, "vllm")
         return {
             "key": req.key,
             "messages_json": json.dumps(openai_messages(req), ensure_ascii=False),

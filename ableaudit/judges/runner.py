@@ -36,6 +36,7 @@ from ableaudit.config import AuditConfig, Judge
 from ableaudit.judges.landing import land_judgments, landed_judgment_keys
 from ableaudit.judges.parsing import Verdict, parse_verdict
 from ableaudit.judges.prompts import contrastive_messages, rubric_messages
+from ableaudit.judges.schemas import decoding_schema
 from ableaudit.keys import content_key, model_fingerprint
 from ableaudit.warehouse import connect, warehouse_path
 
@@ -49,7 +50,7 @@ def judge_identity(judge: Judge) -> dict[str, Any]:
     """Everything about the judge that determines its verdicts (its name does not)."""
     t = judge.target
     d = t.decoding
-    return {
+    identity: dict[str, Any] = {
         "backend": t.backend,
         "model": model_fingerprint(t.model, t.revision),
         "adapter": model_fingerprint(t.adapter) if t.adapter else None,
@@ -60,6 +61,10 @@ def judge_identity(judge: Judge) -> dict[str, Any]:
             "seed": d.seed,
         },
     }
+    if judge.structured:
+        # constrained decoding changes the verdicts: a key of its own (free-text keys stay as they were)
+        identity["structured_output"] = True
+    return identity
 
 
 def judgment_key(identity: dict[str, Any], kind: str, prompt_version: str, subject_hash: str) -> str:
@@ -301,7 +306,8 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
             chunk = todo[start:start + size]
             requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
                                           temperature=0.0 if d.temperature is None else d.temperature,
-                                          top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed)
+                                          top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed,
+                                          json_schema=decoding_schema(it.kind) if judge.structured else None)
                         for it in chunk]
             try:
                 results = {r.key: r for r in b.generate(requests)}

@@ -69,3 +69,35 @@ CONTRASTIVE_FIELDS = (
 )
 
 SCHEMAS = {"rubric": RUBRIC_SCHEMA, "contrastive": CONTRASTIVE_SCHEMA}
+
+
+# --------------------------------------------------------------------------- constrained decoding
+
+# Bounds for the prose and span fields when a backend constrains the judge's
+# output to a schema (structured output): a small judge otherwise fills its token
+# budget with one field and never reaches the labels.
+DECODING_LIMITS = {"prose_chars": 300, "span_chars": 200, "spans": 3}
+
+
+def decoding_schema(kind: str) -> dict[str, Any]:
+    """The verdict schema a backend constrains generation to (llama.cpp grammar, OpenAI/vLLM response_format).
+
+    The same fields and types as ``SCHEMAS[kind]``, with the required fields first
+    (backends emit properties in schema order, so the labels come before any
+    prose) and bounded prose and span lists. Every object that validates here
+    validates against ``SCHEMAS[kind]``: constrained output is parsed by the same
+    parser, never trusted as is.
+    """
+    base = SCHEMAS[kind]
+    props = base["properties"]
+    order = [*base["required"], *(k for k in props if k not in base["required"])]
+    out: dict[str, Any] = {}
+    for key in order:
+        prop = dict(props[key])
+        if prop.get("type") == ["string", "null"]:
+            prop = {"type": "string", "maxLength": DECODING_LIMITS["prose_chars"]}
+        elif prop.get("type") == "array":
+            prop = {"type": "array", "items": {"type": "string", "maxLength": DECODING_LIMITS["span_chars"]},
+                    "maxItems": DECODING_LIMITS["spans"]}
+        out[key] = prop
+    return {"type": "object", "properties": out, "required": list(base["required"]), "additionalProperties": False}
