@@ -121,7 +121,108 @@ class _RowSampler:
         return out
 
 
-class TransformersBackend:
+class HFGenerationMixin:
+    """What the text and vision transformers backends share: adapter loading, batching by
+    length with a one-by-one retry, greedy or per-row seeded sampling, the EOS cut, close().
+
+    A subclass sets model, tokenizer, batch_size, device, eos_ids, pad_id, ignore_eos
+    and _torch, and defines _encode(req) (errors there fail that request alone),
+    _encoded_length(encoded) and _run_batch(items), which builds the model inputs
+    and calls _generate_batch.
+    """
+
+    def _load_adapter(self, model: Any, adapter: str, local_only: bool, merge: bool) -> Any:
+        try:
+            from peft import PeftModel
+        except ImportError as e:  # pragma: no cover
+            raise BackendError(f"adapter {adapter!r} needs peft ({e})") from None
+        kw: dict[str, Any] = {}
+        if not Path(adapter).is_dir():
+            if adapter.startswith((".", "/", "~")):
+                raise BackendError(f"adapter path {adapter!r} does not exist; fix `adapter:` in the target or arm")
+            kw["local_files_only"] = local_only
+        try:
+            pm = PeftModel.from_pretrained(model, adapter, **kw)
+        except Exception as e:  # peft raises ValueError/OSError/HF errors alike
+            raise BackendError(f"cannot load peft adapter {adapter!r}: {type(e).__name__}: {e}\n"
+                               "Fix: point `adapter:` at a directory saved by peft's save_pretrained "
+                               "(adapter_config.json + adapter_model.safetensors) for this base model") from None
+        return pm.merge_and_unload() if merge else pm
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        results: list[GenerationResult | None] = [None] * len(requests)
+        encoded: dict[int, Any] = {}
+        for i, req in enumerate(requests):
+            try:
+                encoded[i] = self._encode(req)
+            except Exception as e:
+                results[i] = GenerationResult.failed(req.key, e)
+        order = sorted(encoded, key=lambda i: (requests[i].max_new_tokens, self._encoded_length(encoded[i])))
+        for chunk in chunks(order, self.batch_size):
+            items = [(i, requests[i], encoded[i]) for i in chunk]
+            try:
+                out = self._run_batch(items)
+            except Exception as e:
+                if len(items) == 1:
+                    out = [GenerationResult.failed(items[0][1].key, e)]
+                else:
+                    # One bad item (or OOM) must not cost the others: retry one by one.
+                    out = []
+                    for it in items:
+                        try:
+                            out += self._run_batch([it])
+                        except Exception as e1:
+                            out.append(GenerationResult.failed(it[1].key, e1))
+            for i, res in zip(chunk, out):
+                results[i] = res
+        assert all(r is not None for r in results)
+        return results  # type: ignore[return-value]
+
+    def _generate_batch(self, items: list[tuple[int, GenerationRequest, Any]], inputs: dict[str, Any], width: int,
+                        prompt_lens: Sequence[int], sw: Stopwatch) -> list[GenerationResult]:
+        """Generate for one left-padded batch (inputs on the device, prompts ``width`` wide) and cut each row."""
+        from transformers import GenerationConfig, LogitsProcessorList
+
+        max_new = max(r.max_new_tokens for _, r, _ in items)
+        gen_cfg = GenerationConfig(
+            max_new_tokens=max_new, min_new_tokens=max_new if self.ignore_eos else None, do_sample=False,
+            num_beams=1, repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+        )
+        processors = LogitsProcessorList()
+        temps = [max(0.0, float(r.temperature)) for _, r, _ in items]
+        if any(t > 0 for t in temps):
+            seeds = [r.seed if r.seed is not None else secrets.randbits(63) for _, r, _ in items]
+            processors.append(_RowSampler(temps, [float(r.top_p) for _, r, _ in items], seeds))
+        with self._torch.inference_mode():
+            out = self.model.generate(**inputs, generation_config=gen_cfg, logits_processor=processors)
+        new = out[:, width:].tolist()
+        ms = sw.ms()
+        eos = set(self.eos_ids)
+        results = []
+        for row, (_, req, _) in enumerate(items):
+            body, finish, n = cut_completion(new[row], req.max_new_tokens, eos, self.ignore_eos)
+            text = self.tokenizer.decode(body, skip_special_tokens=True)
+            results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
+                                                      prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
+                                                      latency_ms=ms))
+        return results
+
+    def close(self) -> None:
+        model = getattr(self, "model", None)
+        if model is None:
+            return
+        self.model = None
+        del model
+        import gc
+
+        gc.collect()
+        if self._torch.cuda.is_available():
+            self._torch.cuda.empty_cache()
+
+
+class TransformersBackend(HFGenerationMixin):
     name = "transformers"
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
@@ -191,24 +292,6 @@ class TransformersBackend:
                                                    bos_token_id=gc.bos_token_id)
         self.model_revision = model_revision_string(target.model, target.revision, self.adapter)
 
-    def _load_adapter(self, model: Any, adapter: str, local_only: bool, merge: bool) -> Any:
-        try:
-            from peft import PeftModel
-        except ImportError as e:  # pragma: no cover
-            raise BackendError(f"adapter {adapter!r} needs peft ({e})") from None
-        kw: dict[str, Any] = {}
-        if not Path(adapter).is_dir():
-            if adapter.startswith((".", "/", "~")):
-                raise BackendError(f"adapter path {adapter!r} does not exist; fix `adapter:` in the target or arm")
-            kw["local_files_only"] = local_only
-        try:
-            pm = PeftModel.from_pretrained(model, adapter, **kw)
-        except Exception as e:  # peft raises ValueError/OSError/HF errors alike
-            raise BackendError(f"cannot load peft adapter {adapter!r}: {type(e).__name__}: {e}\n"
-                               "Fix: point `adapter:` at a directory saved by peft's save_pretrained "
-                               "(adapter_config.json + adapter_model.safetensors) for this base model") from None
-        return pm.merge_and_unload() if merge else pm
-
     # ------------------------------------------------------------------ generation
 
     def _encode(self, req: GenerationRequest) -> list[int]:
@@ -219,38 +302,10 @@ class TransformersBackend:
         # The template already wrote BOS etc.; adding them again would change the prompt.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        results: list[GenerationResult | None] = [None] * len(requests)
-        encoded: dict[int, list[int]] = {}
-        for i, req in enumerate(requests):
-            try:
-                encoded[i] = self._encode(req)
-            except Exception as e:
-                results[i] = GenerationResult.failed(req.key, e)
-        order = sorted(encoded, key=lambda i: (requests[i].max_new_tokens, len(encoded[i])))
-        for chunk in chunks(order, self.batch_size):
-            items = [(i, requests[i], encoded[i]) for i in chunk]
-            try:
-                out = self._run_batch(items)
-            except Exception as e:
-                if len(items) == 1:
-                    out = [GenerationResult.failed(items[0][1].key, e)]
-                else:
-                    # One bad item (or OOM) must not cost the others: retry one by one.
-                    out = []
-                    for it in items:
-                        try:
-                            out += self._run_batch([it])
-                        except Exception as e1:
-                            out.append(GenerationResult.failed(it[1].key, e1))
-            for i, res in zip(chunk, out):
-                results[i] = res
-        assert all(r is not None for r in results)
-        return results  # type: ignore[return-value]
+    def _encoded_length(self, encoded: list[int]) -> int:
+        return len(encoded)
 
     def _run_batch(self, items: list[tuple[int, GenerationRequest, list[int]]]) -> list[GenerationResult]:
-        from transformers import GenerationConfig, LogitsProcessorList
-
         torch = self._torch
         sw = Stopwatch()
         width = max(len(ids) for _, _, ids in items)
@@ -259,38 +314,5 @@ class TransformersBackend:
         for row, (_, _, ids) in enumerate(items):
             input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             attn[row, width - len(ids):] = 1
-        max_new = max(r.max_new_tokens for _, r, _ in items)
-        gen_cfg = GenerationConfig(
-            max_new_tokens=max_new, min_new_tokens=max_new if self.ignore_eos else None, do_sample=False,
-            num_beams=1, repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-        )
-        processors = LogitsProcessorList()
-        temps = [max(0.0, float(r.temperature)) for _, r, _ in items]
-        if any(t > 0 for t in temps):
-            seeds = [r.seed if r.seed is not None else secrets.randbits(63) for _, r, _ in items]
-            processors.append(_RowSampler(temps, [float(r.top_p) for _, r, _ in items], seeds))
-        with torch.inference_mode():
-            out = self.model.generate(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
-                                      generation_config=gen_cfg, logits_processor=processors)
-        new = out[:, width:].tolist()
-        ms = sw.ms()
-        eos = set(self.eos_ids)
-        results = []
-        for row, (_, req, ids) in enumerate(items):
-            body, finish, n = cut_completion(new[row], req.max_new_tokens, eos, self.ignore_eos)
-            text = self.tokenizer.decode(body, skip_special_tokens=True)
-            results.append(GenerationResult.from_text(req.key, text, finish_reason=finish, prompt_tokens=len(ids),
-                                                      completion_tokens=n, latency_ms=ms))
-        return results
-
-    def close(self) -> None:
-        model = getattr(self, "model", None)
-        if model is None:
-            return
-        self.model = None
-        del model
-        import gc
-
-        gc.collect()
-        if self._torch.cuda.is_available():
-            self._torch.cuda.empty_cache()
+        inputs = {"input_ids": input_ids.to(self.device), "attention_mask": attn.to(self.device)}
+        return self._generate_batch(items, inputs, width, [len(ids) for _, _, ids in items], sw)

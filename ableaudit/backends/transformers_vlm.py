@@ -48,13 +48,12 @@ import io
 import json
 import logging
 import os
-import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ._common import chunks, cut_completion, model_revision_string
+from ._common import model_revision_string
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
-from .transformers_backend import _resolve_device, _resolve_dtype, _RowSampler
+from .transformers_backend import HFGenerationMixin, _resolve_device, _resolve_dtype
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -228,7 +227,7 @@ def processor_problem(processor: Any, config: Any, chat_template: str | None) ->
 # --------------------------------------------------------------------------- the backend
 
 
-class TransformersVLMBackend:
+class TransformersVLMBackend(HFGenerationMixin):
     name = "transformers"
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
@@ -359,22 +358,6 @@ class TransformersVLMBackend:
                                "fix the tokenizer or processor_config.json")
         self.image_token_id = ids[0]
 
-    def _load_adapter(self, model: Any, adapter: str, local_only: bool, merge: bool) -> Any:
-        try:
-            from peft import PeftModel
-        except ImportError as e:  # pragma: no cover
-            raise BackendError(f"adapter {adapter!r} needs peft ({e})") from None
-        kw: dict[str, Any] = {}
-        if not Path(adapter).is_dir():
-            if adapter.startswith((".", "/", "~")):
-                raise BackendError(f"adapter path {adapter!r} does not exist; fix `adapter:` in the target or arm")
-            kw["local_files_only"] = local_only
-        try:
-            pm = PeftModel.from_pretrained(model, adapter, **kw)
-        except Exception as e:
-            raise BackendError(f"cannot load peft adapter {adapter!r}: {type(e).__name__}: {e}") from None
-        return pm.merge_and_unload() if merge else pm
-
     # ------------------------------------------------------------------ encoding
 
     def _prompt_text(self, req: GenerationRequest) -> str:
@@ -446,73 +429,11 @@ class TransformersVLMBackend:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        results: list[GenerationResult | None] = [None] * len(requests)
-        encoded: dict[int, dict[str, Any]] = {}
-        for i, req in enumerate(requests):
-            try:
-                encoded[i] = self._encode(req)
-            except Exception as e:
-                results[i] = GenerationResult.failed(req.key, e)
-        order = sorted(encoded, key=lambda i: (requests[i].max_new_tokens, encoded[i]["length"]))
-        for chunk in chunks(order, self.batch_size):
-            items = [(i, requests[i], encoded[i]) for i in chunk]
-            try:
-                out = self._run_batch(items)
-            except Exception as e:
-                if len(items) == 1:
-                    out = [GenerationResult.failed(items[0][1].key, e)]
-                else:  # one bad item (or OOM) must not cost the others
-                    out = []
-                    for it in items:
-                        try:
-                            out += self._run_batch([it])
-                        except Exception as e1:
-                            out.append(GenerationResult.failed(it[1].key, e1))
-            for i, res in zip(chunk, out):
-                results[i] = res
-        assert all(r is not None for r in results)
-        return results  # type: ignore[return-value]
+    def _encoded_length(self, encoded: dict[str, Any]) -> int:
+        return encoded["length"]
 
     def _run_batch(self, items: list[tuple[int, GenerationRequest, dict[str, Any]]]) -> list[GenerationResult]:
-        from transformers import GenerationConfig, LogitsProcessorList
-
-        torch = self._torch
         sw = Stopwatch()
         inputs, width = self._batch_inputs([e for _, _, e in items])
         prompt_lens = inputs["attention_mask"].sum(dim=1).tolist()
-        max_new = max(r.max_new_tokens for _, r, _ in items)
-        gen_cfg = GenerationConfig(
-            max_new_tokens=max_new, min_new_tokens=max_new if self.ignore_eos else None, do_sample=False,
-            num_beams=1, repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
-        )
-        processors = LogitsProcessorList()
-        temps = [max(0.0, float(r.temperature)) for _, r, _ in items]
-        if any(t > 0 for t in temps):
-            seeds = [r.seed if r.seed is not None else secrets.randbits(63) for _, r, _ in items]
-            processors.append(_RowSampler(temps, [float(r.top_p) for _, r, _ in items], seeds))
-        with torch.inference_mode():
-            out = self.model.generate(**inputs, generation_config=gen_cfg, logits_processor=processors)
-        new = out[:, width:].tolist()
-        ms = sw.ms()
-        eos = set(self.eos_ids)
-        results = []
-        for row, (_, req, _) in enumerate(items):
-            body, finish, n = cut_completion(new[row], req.max_new_tokens, eos, self.ignore_eos)
-            text = self.tokenizer.decode(body, skip_special_tokens=True)
-            results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
-                                                      prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
-                                                      latency_ms=ms))
-        return results
-
-    def close(self) -> None:
-        model = getattr(self, "model", None)
-        if model is None:
-            return
-        self.model = None
-        del model
-        import gc
-
-        gc.collect()
-        if self._torch.cuda.is_available():
-            self._torch.cuda.empty_cache()
+        return self._generate_batch(items, inputs, width, prompt_lens, sw)
