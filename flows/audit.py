@@ -104,7 +104,23 @@ def land(warehouse: str, rows: list[dict[str, Any]]) -> LandingReport:
 @task(name="judge", cache_policy=NO_CACHE)
 def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
     """Every judge of the config on every landed subject; cached verdicts cost nothing."""
-    return run_judges(warehouse, cfg, run_id)
+    logger = get_run_logger()
+    bars: dict[tuple[str, str], tqdm] = {}
+
+    def progress(judge_name: str, kind: str, done: int, todo: int) -> None:
+        bar = bars.get((judge_name, kind))
+        if bar is None:
+            bar = bars[(judge_name, kind)] = tqdm(total=todo, desc=f"{judge_name} {kind}", unit="verdict")
+            logger.info("judge %s, %s: %d verdicts to obtain", judge_name, kind, todo)
+        bar.update(done - bar.n)
+        if done:
+            logger.info("judge %s, %s: %d/%d landed", judge_name, kind, done, todo)
+
+    try:
+        return run_judges(warehouse, cfg, run_id, progress=progress)
+    finally:
+        for bar in bars.values():
+            bar.close()
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)

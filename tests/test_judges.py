@@ -272,7 +272,13 @@ def test_run_judges_runs_every_kind_in_scope(warehouse: Path) -> None:
         made.append(FakeJudge())
         return made[-1]
 
-    out = run_judges(warehouse, cfg, run_id="audit-1", backend_factory=factory)
+    ticks: list[tuple[str, str, int, int]] = []
+    out = run_judges(warehouse, cfg, run_id="audit-1", backend_factory=factory, progress=lambda *a: ticks.append(a))
+    # progress: announced before the first call, then after every landed chunk, up to what was called
+    for name, kind, report in ((n, k, r) for n in out for k, r in out[n].items()):
+        mine = [t for t in ticks if t[:2] == (name, kind)]
+        assert mine[0][2] == 0 and mine[-1][2] == mine[-1][3] == report["called"]
+        assert [t[2] for t in mine] == sorted(t[2] for t in mine)
     # j1: model m1's text generations plus the imported ones; j2 shares j1's verdicts (same model and decoding)
     assert out["j1"]["rubric"]["subjects"] == 7  # n1 d1 d2 d4 x2 i1 i2 (not m2's x1, not the error d3)
     assert out["j1"]["rubric"]["subjects"] == len(select_rubric_subjects(warehouse, model_ids=["m1"]))

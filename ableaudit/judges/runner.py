@@ -277,9 +277,16 @@ def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: Gen
     return row, verdict
 
 
+Progress = Callable[[str, str, int, int], None]  # (judge name, kind, verdicts done, verdicts to do)
+
+
 def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
-              items: Sequence[JudgeItem], run_id: str | None = None, subjects: int | None = None) -> JudgeReport:
-    """Judge the items not landed yet, landing each chunk as it comes back (resumable)."""
+              items: Sequence[JudgeItem], run_id: str | None = None, subjects: int | None = None,
+              progress: Progress | None = None) -> JudgeReport:
+    """Judge the items not landed yet, landing each chunk as it comes back (resumable).
+
+    ``progress`` is called once before the first call and after each landed chunk.
+    """
     report = JudgeReport(subjects=len(items) if subjects is None else subjects)
     unique: dict[str, JudgeItem] = {}
     for it in items:
@@ -288,6 +295,9 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
     done = landed_judgment_keys(warehouse, unique)
     report.cached = len(done)
     todo = [it for k, it in unique.items() if k not in done]
+    kind = items[0].kind if items else ""
+    if progress is not None:
+        progress(judge.name, kind, 0, len(todo))
     if not todo:
         return report
     owned = None
@@ -326,6 +336,8 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
             landed = land_judgments(warehouse, rows)
             report.inserted += landed.inserted
             report.retried += landed.retried
+            if progress is not None:
+                progress(judge.name, kind, start + len(chunk), len(todo))
     finally:
         if owned is not None:
             owned.close()
@@ -333,19 +345,21 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
 
 
 def judge_rubric(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
-                 generation_rows: Sequence[dict[str, Any]], run_id: str | None = None) -> JudgeReport:
+                 generation_rows: Sequence[dict[str, Any]], run_id: str | None = None,
+                 progress: Progress | None = None) -> JudgeReport:
     """Score each generation with the AccessEval rubric (neutral or disability-aware prompt)."""
     identity = judge_identity(judge)
     items = [rubric_item(identity, r) for r in generation_rows]
-    return run_items(warehouse, judge, backend, items, run_id, subjects=len(generation_rows))
+    return run_items(warehouse, judge, backend, items, run_id, subjects=len(generation_rows), progress=progress)
 
 
 def judge_contrastive(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
-                      pairs: Sequence[dict[str, Any]], run_id: str | None = None) -> JudgeReport:
+                      pairs: Sequence[dict[str, Any]], run_id: str | None = None,
+                      progress: Progress | None = None) -> JudgeReport:
     """Compare each disability response (B) with its neutral response (A)."""
     identity = judge_identity(judge)
     items = [contrastive_item(identity, p) for p in pairs]
-    return run_items(warehouse, judge, backend, items, run_id, subjects=len(pairs))
+    return run_items(warehouse, judge, backend, items, run_id, subjects=len(pairs), progress=progress)
 
 
 def _default_factory(judge: Judge) -> Callable[[], Backend]:
@@ -357,7 +371,8 @@ def _default_factory(judge: Judge) -> Callable[[], Backend]:
 
 
 def run_judges(warehouse: str | Path, cfg: AuditConfig, run_id: str | None = None,
-               backend_factory: Callable[[Judge], Backend] | None = None) -> dict[str, dict[str, dict[str, int]]]:
+               backend_factory: Callable[[Judge], Backend] | None = None,
+               progress: Progress | None = None) -> dict[str, dict[str, dict[str, int]]]:
     """Run every judge of the config on the audit's landed generations; {judge: {kind: counts}}.
 
     Scope: generations of the config's query set that are 'ok', made by the
@@ -374,10 +389,11 @@ def run_judges(warehouse: str | Path, cfg: AuditConfig, run_id: str | None = Non
             scope = dict(query_set=cfg.query_set, model_ids=model_ids, include_imported=judge.include_imported)
             if "rubric" in judge.kinds:
                 rows = select_rubric_subjects(warehouse, **scope)
-                out[judge.name]["rubric"] = judge_rubric(warehouse, judge, lazy, rows, run_id).as_dict()
+                out[judge.name]["rubric"] = judge_rubric(warehouse, judge, lazy, rows, run_id, progress).as_dict()
             if "contrastive" in judge.kinds:
                 pairs = select_pairs(warehouse, **scope)
-                out[judge.name]["contrastive"] = judge_contrastive(warehouse, judge, lazy, pairs, run_id).as_dict()
+                out[judge.name]["contrastive"] = judge_contrastive(warehouse, judge, lazy, pairs, run_id,
+                                                                   progress).as_dict()
         finally:
             lazy.close()
     return out
