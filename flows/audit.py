@@ -34,7 +34,7 @@ from ableaudit.backends import make_backend  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.dbt_runner import run_dbt  # noqa: E402
 from ableaudit.images import land_images, load_image_set  # noqa: E402
-from ableaudit.judges.runner import run_judges  # noqa: E402
+from ableaudit.judges.runner import progress_bars, run_judges  # noqa: E402
 from ableaudit.landing import LandingReport, land_generations, landed_keys, result_row  # noqa: E402
 from ableaudit.planning import PlannedGeneration, arms_by_adapter, plan_generations, select_prompts  # noqa: E402
 from ableaudit.publish import publish  # noqa: E402
@@ -104,23 +104,8 @@ def land(warehouse: str, rows: list[dict[str, Any]]) -> LandingReport:
 @task(name="judge", cache_policy=NO_CACHE)
 def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
     """Every judge of the config on every landed subject; cached verdicts cost nothing."""
-    logger = get_run_logger()
-    bars: dict[tuple[str, str], tqdm] = {}
-
-    def progress(judge_name: str, kind: str, done: int, todo: int) -> None:
-        bar = bars.get((judge_name, kind))
-        if bar is None:
-            bar = bars[(judge_name, kind)] = tqdm(total=todo, desc=f"{judge_name} {kind}", unit="verdict")
-            logger.info("judge %s, %s: %d verdicts to obtain", judge_name, kind, todo)
-        bar.update(done - bar.n)
-        if done:
-            logger.info("judge %s, %s: %d/%d landed", judge_name, kind, done, todo)
-
-    try:
+    with progress_bars(get_run_logger().info) as progress:
         return run_judges(warehouse, cfg, run_id, progress=progress)
-    finally:
-        for bar in bars.values():
-            bar.close()
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)

@@ -19,15 +19,17 @@ from ableaudit.warehouse import warehouse_path
 def judge_command(config: str | Path, warehouse: str | Path | None = None, run_id: str | None = None) -> dict[str, Any]:
     """Run every judge of the config on landed generations; returns {judge: {kind: counts}}."""
     from ableaudit.config import ConfigError, load_config
-    from ableaudit.judges.runner import run_judges
+    from ableaudit.judges.runner import progress_bars, run_judges
 
     cfg = load_config(config)
     if not cfg.judges:
         raise ConfigError(f"{config} lists no `judges:`; add one (see README, 'Judges') to run the judges")
     wh, run = warehouse_path(warehouse), run_id or f"judge-{uuid.uuid4()}"
-    counts = run_judges(wh, cfg, run)
-    if cfg.vision_targets:  # vision pairs live under the image set's name
-        counts.update({f"{k} (vision)": v for k, v in run_judges(wh, cfg.model_copy(update={"query_set": cfg.image_set}), run).items()})
+    with progress_bars() as progress:
+        counts = run_judges(wh, cfg, run, progress=progress)
+        if cfg.vision_targets:  # vision pairs live under the image set's name
+            vision = run_judges(wh, cfg.model_copy(update={"query_set": cfg.image_set}), run, progress=progress)
+            counts.update({f"{k} (vision)": v for k, v in vision.items()})
     return counts
 
 

@@ -23,9 +23,10 @@ answers to questions); the contrastive judge runs on text and vision pairs.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ibis
 from ibis.common.exceptions import TableNotFound
@@ -278,6 +279,32 @@ def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: Gen
 
 
 Progress = Callable[[str, str, int, int], None]  # (judge name, kind, verdicts done, verdicts to do)
+
+
+@contextmanager
+def progress_bars(log: Callable[[str], None] | None = None) -> Iterator[Progress]:
+    """A Progress that draws one tqdm bar per judge and kind (and logs each landed chunk with ``log``)."""
+    from tqdm import tqdm
+
+    bars: dict[tuple[str, str], Any] = {}
+
+    def progress(judge_name: str, kind: str, done: int, todo: int) -> None:
+        bar = bars.get((judge_name, kind))
+        if bar is None or done == 0:  # a new run of this judge and kind (e.g. text pairs, then vision pairs)
+            if bar is not None:
+                bar.close()
+            bar = bars[(judge_name, kind)] = tqdm(total=todo, desc=f"{judge_name} {kind}", unit="verdict")
+            if log:
+                log(f"judge {judge_name}, {kind}: {todo} verdicts to obtain")
+        bar.update(done - bar.n)
+        if done and log:
+            log(f"judge {judge_name}, {kind}: {done}/{todo} landed")
+
+    try:
+        yield progress
+    finally:
+        for bar in bars.values():
+            bar.close()
 
 
 def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
