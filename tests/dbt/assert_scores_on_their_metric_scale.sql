@@ -1,5 +1,6 @@
 -- Every score, a judge's included, lies on the scale of its base metric (seed
--- `metrics`; a null bound is open): judge_score:<judge> rows must be 1..10.
+-- `metrics`; a null bound is open): judge_score:<judge> rows must be 1..10. A
+-- score whose base metric the seed does not define fails too (it has no scale).
 with
 
 generation_scores as (
@@ -22,10 +23,14 @@ final as (
         metrics.scale_max
 
     from generation_scores
-    inner join metrics
+    left join metrics
         on generation_scores.base_metric = metrics.metric
-    where generation_scores.score < metrics.scale_min
-        or generation_scores.score > metrics.scale_max
+    where generation_scores.score is not null
+        and (
+            metrics.metric is null
+            or generation_scores.score < metrics.scale_min
+            or generation_scores.score > metrics.scale_max
+        )
 
 )
 
