@@ -324,3 +324,12 @@ def test_train_dpo_flow(judged, tiny_chat_model_dir, tmp_path, torch_one_thread)
                          adapters_root=str(tmp_path / "adapters"), build=False)
     assert out["adapter_id"] == "dpoflow-v1" and Path(out["path"], "adapter_config.json").is_file()
     assert out["export"]["counts"]["train"] > 0 and "adapter:" in out["arm"]
+
+
+def test_export_summary_says_when_nothing_was_flagged(tmp_path):
+    from ableaudit.dpo.export import ExportReport
+
+    empty = ExportReport(out_dir=tmp_path, judge=None, counts={"train": 0, "heldout": 0}).summary()
+    assert "judge none: no contrastive judge flagged a pair" in empty and "nothing to train on" in empty
+    some = ExportReport(out_dir=tmp_path, judge="j", counts={"train": 3, "heldout": 1}).summary()
+    assert "Wrote 3 train and 1 held-out" in some and "nothing to train on" not in some

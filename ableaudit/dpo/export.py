@@ -62,8 +62,12 @@ class ExportReport:
         return self.files.get("train.jsonl") or self.files["train.parquet"]
 
     def summary(self) -> str:
+        judge = self.judge or "none: no contrastive judge flagged a pair"
         lines = [f"Wrote {self.counts.get('train', 0)} train and {self.counts.get('heldout', 0)} held-out preference "
-                 f"pairs (judge {self.judge}, task {self.task}) to {self.out_dir}"]
+                 f"pairs (judge {judge}, task {self.task}) to {self.out_dir}"]
+        if self.judge is None:
+            lines.append("  nothing to train on: no verdict labels interpret, stereotype or framing 'Yes' for this task "
+                         "(see interpretive_shift); a stronger judge, more queries or imported verdicts may flag some")
         if self.excluded:
             lines.append("  not written (status): " + ", ".join(f"{k} {v}" for k, v in sorted(self.excluded.items())))
         lines.append(f"  held-out queries for the re-audit: {len(self.heldout_queries)} (manifest.json)")
