@@ -60,6 +60,7 @@ def run_judge(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> tuple[fl
     from ableaudit.config import Decoding, Judge, Target
     from ableaudit.judges.parsing import parse_verdict
     from ableaudit.judges.runner import contrastive_item, judge_identity
+    from ableaudit.judges.schemas import decoding_schema
 
     opts: dict[str, Any] = {"n_ctx": 4096, "n_threads": args.threads or 2} if args.judge_backend == "llamacpp" else {
         "device": args.device}
@@ -71,8 +72,10 @@ def run_judge(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> tuple[fl
     backend = make_backend(target)
     try:
         backend.generate([GenerationRequest(key="warm", messages=items[0].messages, temperature=0.0, max_new_tokens=2)])
+        schema = decoding_schema("contrastive") if judge.structured else None  # as the audit runs this judge
         reqs = [GenerationRequest(key=it.judgment_id + str(i), messages=it.messages, temperature=0.0,
-                                  max_new_tokens=args.judge_max_new_tokens, seed=0) for i, it in enumerate(items)]
+                                  max_new_tokens=args.judge_max_new_tokens, seed=0, json_schema=schema)
+                for i, it in enumerate(items)]
         t0 = time.perf_counter()
         results = backend.generate(reqs)
         dt = time.perf_counter() - t0
@@ -89,7 +92,8 @@ def run_judge(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> tuple[fl
         else:
             labels.append({"interpret": v.data["interpret"], "stereotype": v.data["stereotype"],
                            "framing": v.data["framing"], "abstain": "Yes" if v.data["decline_in_response_b"] else "No"})
-    return dt, labels, f"contrastive judge {args.judge_model} ({args.judge_backend})"
+    constrained = ", structured output" if judge.structured else ""
+    return dt, labels, f"contrastive judge {args.judge_model} ({args.judge_backend}{constrained})"
 
 
 def main(argv: list[str] | None = None) -> int:
