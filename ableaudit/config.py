@@ -26,7 +26,7 @@ VISION_SYSTEM_PROMPT = ""
 BACKENDS = ("transformers", "llamacpp", "openai", "vllm")
 VISION_BACKENDS = ("transformers", "openai")
 # Backends that can constrain a completion to a JSON schema (judges' structured output).
-STRUCTURED_OUTPUT_BACKENDS = ("llamacpp", "openai")
+STRUCTURED_OUTPUT_BACKENDS = ("llamacpp", "openai", "vllm")
 
 # The arm name under which the optional disability-assignment probe lands.
 ASSIGNMENT_ARM = "disability_assignment"
@@ -122,14 +122,15 @@ class Judge(_Strict):
     include_imported: bool = True          # judge imported responses too
     # Structured output: constrain the judge's completion to the verdict's JSON schema
     # (llama.cpp grammar; response_format on OpenAI-compatible servers such as vLLM).
-    # auto = on for llamacpp, off elsewhere (not every OpenAI-compatible server has it).
+    # auto = on for llamacpp and the vllm batch worker, off for openai (not every
+    # OpenAI-compatible server has it; vLLM's does: set on) and transformers (cannot).
     structured_output: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="after")
     def _structured_backend(self) -> "Judge":
         if self.structured_output == "on" and self.target.backend not in STRUCTURED_OUTPUT_BACKENDS:
             raise ValueError(f"judge {self.name!r}: structured_output: on needs backend "
-                             f"{' or '.join(STRUCTURED_OUTPUT_BACKENDS)}, not {self.target.backend!r}; "
+                             f"{', '.join(STRUCTURED_OUTPUT_BACKENDS)}, not {self.target.backend!r}; "
                              "set structured_output: off (verdicts are then parsed from free text)")
         return self
 
@@ -137,7 +138,7 @@ class Judge(_Strict):
     def structured(self) -> bool:
         """Whether the judge's output is constrained to the verdict schema."""
         if self.structured_output == "auto":
-            return self.target.backend == "llamacpp"
+            return self.target.backend in ("llamacpp", "vllm")
         return self.structured_output == "on"
 
 

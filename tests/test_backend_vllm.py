@@ -41,7 +41,8 @@ PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 def _row(key: str, **kw) -> dict:
     row = {"key": key, "messages_json": json.dumps([{"role": "user", "content": f"q {key}"}]), "temperature": 0.1,
-           "top_p": 1.0, "max_new_tokens": 16, "seed": 0, "model": "org/m", "revision": None, "adapter": None}
+           "top_p": 1.0, "max_new_tokens": 16, "seed": 0, "model": "org/m", "revision": None, "adapter": None,
+           "json_schema": None}
     row.update(kw)
     return row
 
@@ -55,7 +56,7 @@ def _req(key: str, text: str, **kw) -> GenerationRequest:
 
 
 def test_requests_round_trip_and_schema(tmp_path):
-    rows = [_row("a"), _row("b", seed=None, adapter="/lora/x", temperature=0.0)]
+    rows = [_row("a"), _row("b", seed=None, adapter="/lora/x", temperature=0.0, json_schema='{"type": "object"}')]
     p = write_requests(tmp_path / "req.parquet", rows)
     schema = pq.read_schema(p)
     assert schema.names == REQUEST_SCHEMA.names
@@ -73,6 +74,7 @@ def test_requests_round_trip_and_schema(tmp_path):
     ([_row("a", messages_json="{not json")], "not JSON"),
     ([_row("a", messages_json=json.dumps([{"content": "no role"}]))], "role, content"),
     ([_row("a"), _row("b", model="org/other")], "one model"),
+    ([_row("a", json_schema="[1, 2]")], "json_schema must be a JSON object"),
     ([_row("")], "null/empty"),
 ])
 def test_invalid_requests_are_rejected(tmp_path, bad, message):
@@ -232,8 +234,10 @@ FAKE_VLLM = {
         __version__ = "0.0-fake"
 
         class SamplingParams:
-            def __init__(self, temperature=1.0, top_p=1.0, max_tokens=16, seed=None):
+            def __init__(self, temperature=1.0, top_p=1.0, max_tokens=16, seed=None, structured_outputs=None):
                 self.temperature, self.top_p, self.max_tokens, self.seed = temperature, top_p, max_tokens, seed
+                if structured_outputs is not None:
+                    self.json_schema = structured_outputs.json
 
         class _Completion:
             def __init__(self, text, n, reason):
@@ -260,10 +264,18 @@ FAKE_VLLM = {
                     user = c[-1]["content"]
                     words = user.split()
                     tag = "[lora] " if lora_request else ""
+                    text = tag + user[::-1]
+                    if hasattr(p, "json_schema"):  # constrained: an object with the schema's required keys
+                        text = json.dumps({k: "x" for k in p.json_schema.get("required", [])})
                     out.append(_Output(len(json.dumps(c).split()),
-                                       _Completion(tag + user[::-1], min(len(words), p.max_tokens),
+                                       _Completion(text, min(len(words), p.max_tokens),
                                                    "length" if len(words) > p.max_tokens else "stop")))
                 return out
+    '''),
+    "vllm/sampling_params.py": textwrap.dedent('''
+        class StructuredOutputsParams:
+            def __init__(self, json=None):
+                self.json = json
     '''),
     "vllm/lora/__init__.py": "",
     "vllm/lora/request.py": textwrap.dedent('''
@@ -347,3 +359,23 @@ def test_worker_is_standalone_and_validates(tmp_path):
                             "print(sorted(m for m in ('torch', 'pydantic', 'vllm', 'ableaudit') if m in sys.modules))",
                             str(WORKER.parent)], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert probe.stdout.strip() == "[]", probe.stderr
+
+
+def test_real_worker_constrains_to_a_json_schema(fake_vllm, tmp_path):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    b = make_backend(Target(name="v", backend="vllm", model="org/m", options={"exchange_dir": str(tmp_path / "x")}))
+    res = b.generate([_req("s", "judge me", json_schema=schema), _req("f", "free")])
+    assert json.loads(res[0].text) == {"a": "x"} and res[1].text == "eerf"
+    calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
+    assert calls[1]["params"][0]["json_schema"] == schema and "json_schema" not in calls[1]["params"][1]
+    rows = read_requests(next((tmp_path / "x").glob("vllm-*/requests.parquet")))
+    assert json.loads(rows[0]["json_schema"]) == schema and rows[1]["json_schema"] is None
+
+
+def test_requests_files_without_the_json_schema_column_still_read(tmp_path):
+    row = _row("k")
+    del row["json_schema"]
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "old.parquet")
+    assert read_requests(tmp_path / "old.parquet")[0]["json_schema"] is None
+    with pytest.raises(ExchangeError, match="json_schema is not JSON"):
+        write_requests(tmp_path / "bad.parquet", [dict(row, json_schema="{nope")])

@@ -509,8 +509,6 @@ def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: 
     assert [r.json_schema for r in off.requests] == [None]
     rows = judgments(warehouse)
     assert len({r["judgment_id"] for r in rows}) == 2  # same pair, same model: constrained decoding is keyed apart
-    assert not cfg("auto").structured and Judge(
-        name="l", target=Target(name="l", backend="llamacpp", model="builtin:smollm2")).structured
     # the decoding schema is the validation schema's contract: labels first, prose bounded
     for kind in ("rubric", "contrastive"):
         d, v = decoding_schema(kind), SCHEMAS[kind]
@@ -518,7 +516,10 @@ def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: 
         assert set(d["properties"]) == set(v["properties"]) and d["required"] == v["required"]
 
 
-@pytest.mark.parametrize("backend", ["transformers", "vllm"])
-def test_structured_output_on_needs_a_backend_that_can(backend: str) -> None:
-    with pytest.raises(ValueError, match="structured_output: on needs backend llamacpp or openai"):
-        Judge(name="j", structured_output="on", target=Target(name="t", backend=backend, model="m"))
+def test_structured_output_on_needs_a_backend_that_can() -> None:
+    with pytest.raises(ValueError, match="structured_output: on needs backend llamacpp, openai, vllm, not 'transformers'"):
+        Judge(name="j", structured_output="on", target=Target(name="t", backend="transformers", model="m"))
+    for backend, auto in (("llamacpp", True), ("vllm", True), ("openai", False), ("transformers", False)):
+        judge = Judge(name="j", target=Target(name="t", backend=backend, model="m"))
+        assert judge.structured is auto, backend
+        assert Judge(name="j", structured_output="off", target=judge.target).structured is False

@@ -39,7 +39,7 @@ def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
 
     if req.json_schema is not None:
         raise ValueError(f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
-                         f"{' or '.join(STRUCTURED_OUTPUT_BACKENDS)} (or set the judge's structured_output: off)")
+                         f"{', '.join(STRUCTURED_OUTPUT_BACKENDS)} (or set the judge's structured_output: off)")
 
 
 def response_format(schema: dict) -> dict[str, Any]:

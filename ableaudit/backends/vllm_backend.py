@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult, refuse_json_schema
+from .base import BackendError, GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -83,7 +83,6 @@ class VllmBackend:
         self.last_run_dir: Path | None = None
 
     def _row(self, req: GenerationRequest) -> dict[str, Any]:
-        refuse_json_schema(req, "vllm")
         return {
             "key": req.key,
             "messages_json": json.dumps(openai_messages(req), ensure_ascii=False),
@@ -94,6 +93,7 @@ class VllmBackend:
             "model": self.model,
             "revision": self.revision,
             "adapter": self.adapter,
+            "json_schema": None if req.json_schema is None else json.dumps(req.json_schema, sort_keys=True),
         }
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

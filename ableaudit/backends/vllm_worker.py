@@ -57,6 +57,9 @@ requests.parquet, one row per generation:
   model           string                     the same on every row; must match --model if given
   revision        string, nullable           the same on every row
   adapter         string, nullable           a LoRA directory; rows may differ (vLLM multi-LoRA)
+  json_schema     string, nullable           a JSON Schema (as JSON text) the completion is constrained to
+                                             (structured output: vLLM's structured_outputs / guided_decoding);
+                                             optional: a file without the column reads as all null
 
 responses.parquet, one row per request key (a missing key counts as an error):
   key               string, not null
@@ -111,9 +114,12 @@ REQUEST_SCHEMA = pa.schema(
         pa.field("model", pa.string(), nullable=False),
         pa.field("revision", pa.string()),
         pa.field("adapter", pa.string()),
+        pa.field("json_schema", pa.string()),
     ],
     metadata={EXCHANGE_KEY: REQUESTS_TAG},
 )
+# Columns a file written before they existed may lack: read as null.
+OPTIONAL_REQUEST_COLUMNS = ("json_schema",)
 
 RESPONSE_SCHEMA = pa.schema(
     [
@@ -147,6 +153,9 @@ def _read_table(path: str | Path, schema: pa.Schema, what: str) -> pa.Table:
         table = pq.read_table(p)
     except Exception as e:  # ArrowInvalid, OSError, ... on a truncated or foreign file
         raise ExchangeError(f"{what} file {p} is not a readable Parquet file: {type(e).__name__}: {e}") from None
+    for name in OPTIONAL_REQUEST_COLUMNS if schema is REQUEST_SCHEMA else ():
+        if name not in table.column_names:
+            table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
     missing = [f.name for f in schema if f.name not in table.column_names]
     if missing:
         raise ExchangeError(f"{what} file {p} lacks column(s) {missing}; expected {schema.names}")
@@ -190,6 +199,12 @@ def validate_request_rows(rows: Sequence[dict[str, Any]], path: Any = "<rows>") 
             problems.append(f"{k}: max_new_tokens must be >= 1, got {n!r}")
         if not r.get("model"):
             problems.append(f"{k}: model is empty")
+        if r.get("json_schema") is not None:
+            try:
+                if not isinstance(json.loads(r["json_schema"]), dict):
+                    problems.append(f"{k}: json_schema must be a JSON object")
+            except (TypeError, json.JSONDecodeError) as e:
+                problems.append(f"{k}: json_schema is not JSON ({e})")
         if len(problems) >= 10:
             break
     if problems:
@@ -312,6 +327,23 @@ def run_batch(llm: Any, rows: Sequence[dict[str, Any]], make_params: Any, lora: 
     return result
 
 
+def structured_output_kwargs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The SamplingParams keyword that constrains a completion to a JSON schema, in this vLLM version."""
+    try:
+        from vllm.sampling_params import StructuredOutputsParams  # vLLM >= 0.10.2
+
+        return {"structured_outputs": StructuredOutputsParams(json=schema)}
+    except ImportError:
+        pass
+    try:
+        from vllm.sampling_params import GuidedDecodingParams  # vLLM 0.6 - 0.10
+
+        return {"guided_decoding": GuidedDecodingParams(json=schema)}
+    except ImportError:
+        raise RuntimeError("this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams: it cannot "
+                           "constrain output to a JSON schema; upgrade vllm or set the judge's structured_output: off") from None
+
+
 def _groups(rows: Iterable[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
     by: dict[str | None, list[dict[str, Any]]] = {}
     for r in rows:
@@ -386,8 +418,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 3
 
     def make_params(r: dict[str, Any]) -> Any:
+        constrained = structured_output_kwargs(json.loads(r["json_schema"])) if r.get("json_schema") else {}
         return SamplingParams(temperature=float(r["temperature"]), top_p=float(r["top_p"]),
-                              max_tokens=int(r["max_new_tokens"]), seed=r.get("seed"))
+                              max_tokens=int(r["max_new_tokens"]), seed=r.get("seed"), **constrained)
 
     out: list[dict[str, Any]] = []
     for adapter, group in _groups(rows).items():
