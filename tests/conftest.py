@@ -27,3 +27,14 @@ def warehouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "wh" / "ableaudit.duckdb"
     monkeypatch.setenv("ABLEAUDIT_WAREHOUSE", str(path))
     return path
+
+
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """Torch on one thread for a module's training tests (two cores, shared with llama.cpp and dbt)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -211,16 +211,6 @@ def tiny_bert(path: Path, max_positions: int = 64) -> Path:
 
 
 @pytest.fixture(scope="module")
-def torch_one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory, torch_one_thread) -> dict[str, Any]:
     """The judged warehouse, built once before any detector exists (no_adapter rows), then a tiny detector
     trained and the warehouse rebuilt."""

@@ -30,16 +30,6 @@ DIMS = ("interpret", "stereotype", "framing")
 
 
 @pytest.fixture(scope="module")
-def torch_one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
 def judged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wh = build_judged_warehouse(tmp_path_factory.mktemp("dpo") / "wh.duckdb", humans=False)
     run_dbt(["build", "--select", "+preference_pairs", "--vars", VARS], wh)

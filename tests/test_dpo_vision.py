@@ -35,16 +35,6 @@ PAIRS = [  # (image id, disability prompt, faithful description, flagged descrip
 ]
 
 
-@pytest.fixture(scope="module")
-def torch_one_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def write_images(root: Path) -> Path:
     for image_id, *_ in PAIRS:
         write_png(root / f"{image_id}.png", image_id)
