@@ -38,3 +38,16 @@ def torch_one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Prefect stops its temporary server at interpreter exit and logs that to a console
+    # stream pytest has already closed ("Logging error ... I/O operation on closed file").
+    # Detach Prefect's handlers once the session is over; its results are in already.
+    import logging
+
+    for name in list(logging.root.manager.loggerDict):
+        if name == "prefect" or name.startswith("prefect."):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = False
