@@ -30,6 +30,7 @@ build: $(BIN)/.installed
 
 lint: $(BIN)/.installed
 	$(BIN)/dbt parse --target ci >/dev/null
+	$(BIN)/sqlfluff lint models tests/dbt
 
 # Deployments: a process work pool, the `audit` deployment, and a worker serving it.
 deploy: $(BIN)/.installed

@@ -62,10 +62,10 @@ attached as (
 
     from verdict_subjects
     inner join generations
-        on generations.prompt_text = verdict_subjects.subject_prompt_text
-        and generations.response_text is not distinct from verdict_subjects.subject_response_text
-        and generations.condition = verdict_subjects.subject_condition
-        and generations.disability_id is not distinct from verdict_subjects.subject_disability_id
+        on verdict_subjects.subject_prompt_text = generations.prompt_text
+        and verdict_subjects.subject_response_text is not distinct from generations.response_text
+        and verdict_subjects.subject_condition = generations.condition
+        and verdict_subjects.subject_disability_id is not distinct from generations.disability_id
 
 ),
 

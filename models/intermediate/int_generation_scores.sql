@@ -118,7 +118,7 @@ judge_score_rows as (
             when generation_judgments.verdict_status = 'unparseable' then generation_judgments.parse_notes
         end as score_reason,
         generation_judgments.judge_model || '@' || coalesce(generation_judgments.judge_revision, '?')
-            || ' ' || generation_judgments.prompt_version as scorer_version,
+        || ' ' || generation_judgments.prompt_version as scorer_version,
         generation_judgments.judgment_id
 
     from generations

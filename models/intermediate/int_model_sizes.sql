@@ -24,10 +24,11 @@ run_targets as (
     select
         runs.run_id,
         runs.started_at,
-        unnest(cast(json_extract(runs.config_json, '$.targets') as json [])) as target
+        unnest(cast(json_extract(runs.config_json, '$.targets') as json[])) as target
 
     from runs
-    where json_valid(runs.config_json)
+    where
+        json_valid(runs.config_json)
         and json_type(runs.config_json, '$.targets') = 'ARRAY'
 
 ),
@@ -52,7 +53,8 @@ latest_config_sizes as (
         run_id
 
     from config_sizes
-    where model_id is not null
+    where
+        model_id is not null
         and params_b is not null
     qualify row_number() over (
         partition by model_id order by started_at desc, run_id desc
@@ -67,7 +69,8 @@ seed_sizes as (
         cast(params_b as double) as params_b
 
     from model_sizes_seed
-    where model_id is not null
+    where
+        model_id is not null
         and params_b is not null
 
 ),

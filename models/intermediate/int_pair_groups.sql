@@ -50,11 +50,23 @@ linguistic as (
 
 judge_dimensions as (
 
-    select *, 'interpret' as measure, interpret as label from pair_judgments
+    select
+        *,
+        'interpret' as measure,
+        interpret as label
+    from pair_judgments
     union all
-    select *, 'stereotype' as measure, stereotype as label from pair_judgments
+    select
+        *,
+        'stereotype' as measure,
+        stereotype as label
+    from pair_judgments
     union all
-    select *, 'framing' as measure, framing as label from pair_judgments
+    select
+        *,
+        'framing' as measure,
+        framing as label
+    from pair_judgments
     union all
     select
         *,

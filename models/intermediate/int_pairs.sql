@@ -57,8 +57,9 @@ paired as (
 final as (
 
     select
-        {{ hash_key(['task', 'model_id', 'arm', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index']) }}
-            as pair_id,
+        {{ hash_key([
+            'task', 'model_id', 'arm', 'query_set', 'query_id', 'disability_id', 'temperature', 'sample_index',
+        ]) }} as pair_id,
         task,
         model_id,
         arm,

@@ -79,7 +79,8 @@ judge_scores as (
         judgment_id as source_id
 
     from generation_judgments
-    where is_usable
+    where
+        is_usable
         and score is not null
 
 ),
@@ -102,16 +103,36 @@ contrastive_verdicts as (
 
 contrastive_long as (
 
-    select pair_id, judge_name, judgment_id, 'interpret' as dimension, interpret as value
+    select
+        pair_id,
+        judge_name,
+        judgment_id,
+        'interpret' as dimension,
+        interpret as value
     from contrastive_verdicts
     union all
-    select pair_id, judge_name, judgment_id, 'stereotype' as dimension, stereotype as value
+    select
+        pair_id,
+        judge_name,
+        judgment_id,
+        'stereotype' as dimension,
+        stereotype as value
     from contrastive_verdicts
     union all
-    select pair_id, judge_name, judgment_id, 'framing' as dimension, framing as value
+    select
+        pair_id,
+        judge_name,
+        judgment_id,
+        'framing' as dimension,
+        framing as value
     from contrastive_verdicts
     union all
-    select pair_id, judge_name, judgment_id, 'abstain' as dimension, abstain as value
+    select
+        pair_id,
+        judge_name,
+        judgment_id,
+        'abstain' as dimension,
+        abstain as value
     from contrastive_verdicts
 
 ),
@@ -138,16 +159,32 @@ judge_labels as (
 
 detector_long as (
 
-    select pair_id, adapter_id, 'interpret' as dimension, interpret as value
+    select
+        pair_id,
+        adapter_id,
+        'interpret' as dimension,
+        interpret as value
     from detector_verdicts
     union all
-    select pair_id, adapter_id, 'stereotype' as dimension, stereotype as value
+    select
+        pair_id,
+        adapter_id,
+        'stereotype' as dimension,
+        stereotype as value
     from detector_verdicts
     union all
-    select pair_id, adapter_id, 'framing' as dimension, framing as value
+    select
+        pair_id,
+        adapter_id,
+        'framing' as dimension,
+        framing as value
     from detector_verdicts
     union all
-    select pair_id, adapter_id, 'abstain' as dimension, abstain as value
+    select
+        pair_id,
+        adapter_id,
+        'abstain' as dimension,
+        abstain as value
     from detector_verdicts
 
 ),

@@ -59,18 +59,30 @@ per_generation as (
 
 grouped_generations as (
 
-    select *, disability_id as disability_group from per_generation
+    select
+        *,
+        disability_id as disability_group
+    from per_generation
     union all
-    select *, 'all' as disability_group from per_generation
+    select
+        *,
+        'all' as disability_group
+    from per_generation
 
 ),
 
 grouped_mismatches as (
 
-    select *, disability_id as disability_group from disability_mentions
+    select
+        *,
+        disability_id as disability_group
+    from disability_mentions
     where is_recommended and fit = 'mismatch'
     union all
-    select *, 'all' as disability_group from disability_mentions
+    select
+        *,
+        'all' as disability_group
+    from disability_mentions
     where is_recommended and fit = 'mismatch'
 
 ),

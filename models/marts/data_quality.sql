@@ -144,7 +144,8 @@ rubric_judgment_counts as (
     left join generation_judgments
         on generation_scores.generation_id = generation_judgments.generation_id
         and generation_scores.judge_name = generation_judgments.judge_name
-    where generation_scores.base_metric = 'judge_score'
+    where
+        generation_scores.base_metric = 'judge_score'
         and generations.status = 'ok'
     group by
         generations.run_id,

@@ -33,13 +33,25 @@ images as (
 
 name_terms as (
 
-    select disability_id, lower(display_name) as term from disabilities
+    select
+        disability_id,
+        lower(display_name) as term
+    from disabilities
     union
-    select disability_id, regexp_replace(lower(display_name), 's$', '') as term from disabilities
+    select
+        disability_id,
+        regexp_replace(lower(display_name), 's$', '') as term
+    from disabilities
     union
-    select disability_id, lower(short_name) as term from disabilities
+    select
+        disability_id,
+        lower(short_name) as term
+    from disabilities
     union
-    select disability_id, replace(lower(short_name), '&', 'and') as term from disabilities
+    select
+        disability_id,
+        replace(lower(short_name), '&', 'and') as term
+    from disabilities
     union
     select
         disability_id,
@@ -59,7 +71,8 @@ mentions as (
 
     from generations
     cross join name_terms
-    where generations.status = 'ok'
+    where
+        generations.status = 'ok'
         and regexp_matches(lower(generations.response_text), '\b' || name_terms.term || '\b')
     group by generations.generation_id, name_terms.disability_id
 
@@ -109,27 +122,55 @@ answers as (
 
 sliced as (
 
-    select *, 'overall' as slice, 'all' as slice_value from answers
+    select
+        *,
+        'overall' as slice,
+        'all' as slice_value
+    from answers
     union all
-    select *, 'gender' as slice, gender as slice_value from answers where gender is not null
+    select
+        *,
+        'gender' as slice,
+        gender as slice_value
+    from answers
+    where gender is not null
     union all
-    select *, 'race' as slice, race as slice_value from answers where race is not null
+    select
+        *,
+        'race' as slice,
+        race as slice_value
+    from answers
+    where race is not null
 
 ),
 
 possible_answers as (
 
-    select disability_id as answer, display_name as answer_label, sort_order from disabilities
+    select
+        disability_id as answer,
+        display_name as answer_label,
+        sort_order
+    from disabilities
     union all
-    select 'unrecognized' as answer, 'No category recognized' as answer_label, 10 as sort_order
+    select
+        'unrecognized' as answer,
+        'No category recognized' as answer_label,
+        10 as sort_order
     union all
-    select 'no_response' as answer, 'Failed or empty generation' as answer_label, 11 as sort_order
+    select
+        'no_response' as answer,
+        'Failed or empty generation' as answer_label,
+        11 as sort_order
 
 ),
 
 cells as (
 
-    select distinct model_id, query_set, slice, slice_value
+    select distinct
+        model_id,
+        query_set,
+        slice,
+        slice_value
     from sliced
 
 ),
@@ -182,8 +223,9 @@ final as (
         totals.n_generations,
         totals.n_recognized,
         100.0 * coalesce(tallied.n_answers, 0) / totals.n_generations as answer_pct,
-        case when possible_answers.sort_order <= 9
-            then 100.0 * coalesce(tallied.n_answers, 0) / nullif(totals.n_recognized, 0)
+        case
+            when possible_answers.sort_order <= 9
+                then 100.0 * coalesce(tallied.n_answers, 0) / nullif(totals.n_recognized, 0)
         end as share_of_recognized_pct
 
     from cells

@@ -25,11 +25,23 @@ bootstrap as (
 
 grouped as (
 
-    select *, 'gender' as grouping, gender as group_value from pair_groups
+    select
+        *,
+        'gender' as grouping,
+        gender as group_value
+    from pair_groups
     union all
-    select *, 'race' as grouping, race as group_value from pair_groups
+    select
+        *,
+        'race' as grouping,
+        race as group_value
+    from pair_groups
     union all
-    select *, 'gender_race' as grouping, gender_race as group_value from pair_groups
+    select
+        *,
+        'gender_race' as grouping,
+        gender_race as group_value
+    from pair_groups
 
 ),
 

@@ -16,11 +16,23 @@ pair_judgments as (
 
 dimension_labels as (
 
-    select *, 'interpret' as dimension, interpret as label from pair_judgments
+    select
+        *,
+        'interpret' as dimension,
+        interpret as label
+    from pair_judgments
     union all
-    select *, 'stereotype' as dimension, stereotype as label from pair_judgments
+    select
+        *,
+        'stereotype' as dimension,
+        stereotype as label
+    from pair_judgments
     union all
-    select *, 'framing' as dimension, framing as label from pair_judgments
+    select
+        *,
+        'framing' as dimension,
+        framing as label
+    from pair_judgments
     union all
     select
         *,

@@ -38,7 +38,10 @@ generations as (
 
 registered_dpo as (
 
-    select adapter_id, path from {{ source('raw', 'adapters') }}
+    select
+        adapter_id,
+        path
+    from {{ source('raw', 'adapters') }}
     where kind = 'dpo'
 
 ),
@@ -151,7 +154,12 @@ units as (
 
 arms_per_measure as (
 
-    select task, model_id, query_set, measure_id, count(distinct arm) as n_arms
+    select
+        task,
+        model_id,
+        query_set,
+        measure_id,
+        count(distinct arm) as n_arms
     from treated
     group by task, model_id, query_set, measure_id
 
@@ -178,7 +186,10 @@ unit_coverage as (
 
 has_dpo as (
 
-    select task, model_id, query_set
+    select
+        task,
+        model_id,
+        query_set
     from arm_kinds
     where arm_kind = 'dpo'
     group by task, model_id, query_set
@@ -237,19 +248,43 @@ scoped as (
 
 sliced as (
 
-    select *, 'overall' as slice, 'all' as slice_value from scoped
+    select
+        *,
+        'overall' as slice,
+        'all' as slice_value
+    from scoped
     union all
-    select *, 'domain' as slice, domain as slice_value from scoped
+    select
+        *,
+        'domain' as slice,
+        domain as slice_value
+    from scoped
     union all
-    select *, 'disability' as slice, disability_id as slice_value from scoped
+    select
+        *,
+        'disability' as slice,
+        disability_id as slice_value
+    from scoped
     union all
-    select *, 'gender' as slice, gender as slice_value from scoped
+    select
+        *,
+        'gender' as slice,
+        gender as slice_value
+    from scoped
     where gender is not null
     union all
-    select *, 'race' as slice, race as slice_value from scoped
+    select
+        *,
+        'race' as slice,
+        race as slice_value
+    from scoped
     where race is not null
     union all
-    select *, 'gender_race' as slice, gender_race as slice_value from scoped
+    select
+        *,
+        'gender_race' as slice,
+        gender_race as slice_value
+    from scoped
     where gender_race is not null
 
 ),

@@ -57,7 +57,8 @@ flagged as (
         ) as flagged_dimensions
 
     from pair_judgments
-    where included
+    where
+        included
         and (interpret = 'Yes' or stereotype = 'Yes' or framing = 'Yes')
 
 ),
@@ -66,7 +67,8 @@ faithful as (
 
     -- disability responses the judge found faithful: no shift, stereotype or framing, no decline
     select * from pair_judgments
-    where included
+    where
+        included
         and interpret = 'No'
         and stereotype = 'No'
         and framing = 'No'
@@ -108,8 +110,8 @@ picked as (
         coalesce(alternatives.alternative_generation_id, flagged.neutral_generation_id) as chosen_generation_id,
         coalesce('arm:' || alternatives.alternative_arm, 'neutral') as chosen_source
         {%- else -%}
-        flagged.neutral_generation_id as chosen_generation_id,
-        'neutral' as chosen_source
+            flagged.neutral_generation_id as chosen_generation_id,
+            'neutral' as chosen_source
         {%- endif %}
 
     from flagged

@@ -81,9 +81,15 @@ decisions as (
 
 grouped as (
 
-    select *, coalesce(disability_id, 'neutral') as disability_group from decisions
+    select
+        *,
+        coalesce(disability_id, 'neutral') as disability_group
+    from decisions
     union all
-    select *, 'all' as disability_group from decisions
+    select
+        *,
+        'all' as disability_group
+    from decisions
     where condition = 'disability'
 
 ),

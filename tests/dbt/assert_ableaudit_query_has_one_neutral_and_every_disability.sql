@@ -32,9 +32,10 @@ final as (
 
     select per_query.*
     from per_query
-    where n_neutral != 1
-        or n_disability != 9
-        or n_disability_ids != (select count(*) from disabilities)
+    where
+        per_query.n_neutral != 1
+        or per_query.n_disability != 9
+        or per_query.n_disability_ids != (select count(*) from disabilities)
 
 )
 

@@ -18,14 +18,20 @@ metrics as (
 final as (
 
     select
-        generation_scores.*,
+        generation_scores.generation_id,
+        generation_scores.metric,
+        generation_scores.base_metric,
+        generation_scores.judge_name,
+        generation_scores.score,
+        generation_scores.score_status,
         metrics.scale_min,
         metrics.scale_max
 
     from generation_scores
     left join metrics
         on generation_scores.base_metric = metrics.metric
-    where generation_scores.score is not null
+    where
+        generation_scores.score is not null
         and (
             metrics.metric is null
             or generation_scores.score < metrics.scale_min

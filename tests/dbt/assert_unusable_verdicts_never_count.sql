@@ -31,7 +31,8 @@ scores_from_unusable as (
     from generation_scores
     inner join judgments
         on generation_scores.judgment_id = judgments.judgment_id
-    where generation_scores.score is not null
+    where
+        generation_scores.score is not null
         and not judgments.is_usable
 
 ),
@@ -46,7 +47,8 @@ pairs_from_unusable as (
     from pair_judgments
     inner join judgments
         on pair_judgments.judgment_id = judgments.judgment_id
-    where (pair_judgments.included or pair_judgments.interpret is not null)
+    where
+        (pair_judgments.included or pair_judgments.interpret is not null)
         and not judgments.is_usable
 
 ),
