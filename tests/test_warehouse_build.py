@@ -184,19 +184,23 @@ def test_failing_dbt_raises_naming_the_node(built, tmp_path):
     assert isinstance(err.value, RuntimeError) and str(wh) in str(err.value)
 
 
+# the scorers, the marts the regard test reads and everything upstream of them (with their tests)
+BUILD_SCORES = ["build", "--select", "+degradation", "+data_quality", "response_scores_vader", "response_scores_verbosity"]
+
+
 def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, monkeypatch):
     model_dir = tmp_path / "regard-model"
     monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(model_dir))
     wh = fresh_warehouse(tmp_path / "ableaudit.duckdb", synthetic_generations(seed=1))
 
     # 1. classifier missing: every text is 'unavailable'
-    run_dbt(["build"], wh)
+    run_dbt(BUILD_SCORES, wh)
     first = read(wh, "select * from response_scores_regard")
     assert (first.status == "unavailable").all() and first.regard.isna().all()
 
     # 2. the same classifier reference now exists: the unavailable texts are retried
     make_tiny_regard_classifier(model_dir, max_positions=32)
-    run_dbt(["build"], wh)
+    run_dbt(BUILD_SCORES, wh)
     second = read(wh, "select * from response_scores_regard")
     assert len(second) == len(first) and set(second.status) == {"ok", "truncated"}
     texts = read(wh, "select distinct text_hash, response_text from stg_raw__generations where response_text is not null")
@@ -225,7 +229,7 @@ def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, mo
         new_rows.append(dict(row, generation_id=f"new-{i}", sample_index=1, status="ok",
                              response_text=f"brand new answer {i}: " + response(rng), error_message=None))
     land(wh, new_rows)
-    run_dbt(["build"], wh)
+    run_dbt(BUILD_SCORES, wh)
     for table, old in before.items():
         now = read(wh, f"select text_hash, scored_at from {table}")
         assert len(now) == len(old) + 3, table
