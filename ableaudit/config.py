@@ -27,6 +27,9 @@ BACKENDS = ("transformers", "llamacpp", "openai", "vllm")
 VISION_BACKENDS = ("transformers", "openai")
 # Backends that can constrain a completion to a JSON schema (judges' structured output).
 STRUCTURED_OUTPUT_BACKENDS = ("llamacpp", "openai", "vllm")
+# ... and those where a judge's structured_output: auto turns it on (an OpenAI-compatible
+# server may lack it: `on` there is the user's call).
+STRUCTURED_OUTPUT_BY_DEFAULT = ("llamacpp", "vllm")
 
 # The arm name under which the optional disability-assignment probe lands.
 ASSIGNMENT_ARM = "disability_assignment"
@@ -138,7 +141,7 @@ class Judge(_Strict):
     def structured(self) -> bool:
         """Whether the judge's output is constrained to the verdict schema."""
         if self.structured_output == "auto":
-            return self.target.backend in ("llamacpp", "vllm")
+            return self.target.backend in STRUCTURED_OUTPUT_BY_DEFAULT
         return self.structured_output == "on"
 
 

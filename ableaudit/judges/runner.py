@@ -63,8 +63,9 @@ def judge_identity(judge: Judge) -> dict[str, Any]:
         },
     }
     if judge.structured:
-        # constrained decoding changes the verdicts: a key of its own (free-text keys stay as they were)
-        identity["structured_output"] = True
+        # constrained decoding changes the verdicts: keys of their own, tied to the schemas decoded against
+        # (free-text keys stay as they were; a change of decoding_schema judges again)
+        identity["structured_output"] = content_key({k: decoding_schema(k) for k in KINDS})
     return identity
 
 
