@@ -149,6 +149,33 @@ class HFGenerationMixin:
                                "(adapter_config.json + adapter_model.safetensors) for this base model") from None
         return pm.merge_and_unload() if merge else pm
 
+    def _finish_setup(self, model: Any, target: "Target", local_only: bool, opts: dict[str, Any]) -> None:
+        """After loading: the adapter, the device, EOS and pad tokens (left padding), and a generation config
+        stripped of the vendor's sampling defaults (see the module docstring); sets model and model_revision."""
+        from transformers import GenerationConfig
+
+        if self.adapter:
+            model = self._load_adapter(model, self.adapter, local_only, bool(opts.get("merge_adapter", False)))
+        model.to(self.device)
+        model.eval()
+        self.model = model
+        gc = model.generation_config
+        eos = gc.eos_token_id if gc.eos_token_id is not None else self.tokenizer.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in eos_ids:
+            eos_ids.append(self.tokenizer.eos_token_id)
+        if not eos_ids:
+            raise BackendError(f"model {target.model!r} defines no EOS token; generation could never stop")
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(eos_ids[0])
+        self.tokenizer.padding_side = "left"
+        self.eos_ids = eos_ids
+        self.pad_id = self.tokenizer.pad_token_id
+        self.vendor_generation_config = gc
+        model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
+                                                   bos_token_id=gc.bos_token_id)
+        self.model_revision = model_revision_string(target.model, target.revision, self.adapter)
+
     # ------------------------------------------------------------------ generation
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
@@ -228,7 +255,7 @@ class TransformersBackend(HFGenerationMixin):
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         try:
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+            from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as e:  # pragma: no cover - the audit venv has them
             raise BackendError(f"the transformers backend needs torch and transformers ({e}); "
                                "install requirements.lock or use backend: llamacpp/openai") from None
@@ -268,29 +295,7 @@ class TransformersBackend(HFGenerationMixin):
             raise BackendError(f"model {target.model!r} has no chat template (a base model?); set "
                                "options.chat_template to a Jinja template or use an instruct model")
 
-        if self.adapter:
-            model = self._load_adapter(model, self.adapter, local_only, bool(opts.get("merge_adapter", False)))
-        model.to(self.device)
-        model.eval()
-        self.model = model
-
-        gc = model.generation_config
-        eos = gc.eos_token_id if gc.eos_token_id is not None else self.tokenizer.eos_token_id
-        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
-        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in eos_ids:
-            eos_ids.append(self.tokenizer.eos_token_id)
-        if not eos_ids:
-            raise BackendError(f"model {target.model!r} defines no EOS token; generation could never stop")
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(eos_ids[0])
-        self.tokenizer.padding_side = "left"
-        self.eos_ids = eos_ids
-        self.pad_id = self.tokenizer.pad_token_id
-        # Drop vendor sampling defaults; see module docstring.
-        self.vendor_generation_config = gc
-        model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
-                                                   bos_token_id=gc.bos_token_id)
-        self.model_revision = model_revision_string(target.model, target.revision, self.adapter)
+        self._finish_setup(model, target, local_only, opts)
 
     # ------------------------------------------------------------------ generation
 

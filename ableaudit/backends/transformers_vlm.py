@@ -51,7 +51,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._common import model_revision_string
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
 from .transformers_backend import HFGenerationMixin, _resolve_device, _resolve_dtype
 
@@ -233,7 +232,7 @@ class TransformersVLMBackend(HFGenerationMixin):
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         try:
             import torch
-            from transformers import AutoModelForImageTextToText, AutoTokenizer, GenerationConfig
+            from transformers import AutoModelForImageTextToText, AutoTokenizer
         except ImportError as e:  # pragma: no cover - the audit venv has them
             raise BackendError(f"the transformers VLM backend needs torch and transformers ({e})") from None
         self._torch = torch
@@ -308,28 +307,8 @@ class TransformersVLMBackend(HFGenerationMixin):
         else:
             self.tokenizer = self.processor.tokenizer
 
-        if self.adapter:
-            model = self._load_adapter(model, self.adapter, local_only, bool(opts.get("merge_adapter", False)))
-        model.to(self.device)
-        model.eval()
-        self.model = model
-        self.model_dtype = next(model.parameters()).dtype
-
-        gc = model.generation_config
-        eos = gc.eos_token_id if gc.eos_token_id is not None else self.tokenizer.eos_token_id
-        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
-        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in eos_ids:
-            eos_ids.append(self.tokenizer.eos_token_id)
-        if not eos_ids:
-            raise BackendError(f"model {target.model!r} defines no EOS token; generation could never stop")
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(eos_ids[0])
-        self.tokenizer.padding_side = "left"
-        self.eos_ids = eos_ids
-        self.pad_id = self.tokenizer.pad_token_id
-        model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
-                                                   bos_token_id=gc.bos_token_id)
-        self.model_revision = model_revision_string(target.model, target.revision, self.adapter)
+        self._finish_setup(model, target, local_only, opts)
+        self.model_dtype = next(self.model.parameters()).dtype
 
     # ------------------------------------------------------------------ setup
 
