@@ -149,6 +149,20 @@ class HFGenerationMixin:
                                "(adapter_config.json + adapter_model.safetensors) for this base model") from None
         return pm.merge_and_unload() if merge else pm
 
+    @staticmethod
+    def _locate(target: "Target", opts: dict[str, Any]) -> tuple[str, bool, bool, dict[str, Any]]:
+        """(model reference, is a local folder, hub cache only, from_pretrained kwargs); a missing path fails here."""
+        local_only = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") != "1"
+        model_ref = target.model
+        is_dir = Path(model_ref).expanduser().is_dir()
+        if is_dir:
+            model_ref = str(Path(model_ref).expanduser())
+        elif model_ref.startswith((".", "/", "~")):
+            raise BackendError(f"model path {target.model!r} does not exist; fix `model:` for target {target.name!r}")
+        common: dict[str, Any] = dict(revision=target.revision, local_files_only=local_only,
+                                      trust_remote_code=bool(opts.get("trust_remote_code", False)))
+        return model_ref, is_dir, local_only, common
+
     def _finish_setup(self, model: Any, target: "Target", local_only: bool, opts: dict[str, Any]) -> None:
         """After loading: the adapter, the device, EOS and pad tokens (left padding), and a generation config
         stripped of the vendor's sampling defaults (see the module docstring); sets model and model_revision."""
@@ -268,15 +282,7 @@ class TransformersBackend(HFGenerationMixin):
         self.device = _resolve_device(opts.get("device", "auto"))
         dtype = _resolve_dtype(opts.get("dtype"), self.device)
         self.ignore_eos = bool(opts.get("ignore_eos", False))
-        local_only = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") != "1"
-        model_ref = target.model
-        is_dir = Path(model_ref).expanduser().is_dir()
-        if is_dir:
-            model_ref = str(Path(model_ref).expanduser())
-        elif model_ref.startswith((".", "/", "~")):
-            raise BackendError(f"model path {target.model!r} does not exist; fix `model:` for target {target.name!r}")
-        common: dict[str, Any] = dict(revision=target.revision, local_files_only=local_only,
-                                      trust_remote_code=bool(opts.get("trust_remote_code", False)))
+        model_ref, is_dir, local_only, common = self._locate(target, opts)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_ref, **common)
             load_kw: dict[str, Any] = dict(common, dtype=dtype)

@@ -47,7 +47,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -253,15 +252,7 @@ class TransformersVLMBackend(HFGenerationMixin):
         if mode == "processor" and not pillow_available():
             raise BackendError("options.image_processing=processor needs Pillow; install it or use image_processing: builtin")
         self.mode = mode
-        local_only = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") != "1"
-        model_ref = target.model
-        is_dir = Path(model_ref).expanduser().is_dir()
-        if is_dir:
-            model_ref = str(Path(model_ref).expanduser())
-        elif model_ref.startswith((".", "/", "~")):
-            raise BackendError(f"model path {target.model!r} does not exist; fix `model:` for target {target.name!r}")
-        common: dict[str, Any] = dict(revision=target.revision, local_files_only=local_only,
-                                      trust_remote_code=bool(opts.get("trust_remote_code", False)))
+        model_ref, is_dir, local_only, common = self._locate(target, opts)
         try:
             load_kw: dict[str, Any] = dict(common, dtype=dtype)
             if opts.get("attn_implementation"):
