@@ -42,34 +42,13 @@ final as (
         parse_status,
         verdict_status,
         is_usable,
-        case
-            when is_usable and judge_kind = 'rubric'
-                then cast(json_extract(parsed_json, '$.score') as integer)
-        end as score,
-        case
-            when is_usable and judge_kind = 'rubric'
-                then cast(json_extract(parsed_json, '$.declined') as boolean)
-        end as declined,
-        case
-            when is_usable and judge_kind = 'contrastive'
-                then json_extract_string(parsed_json, '$.interpret')
-        end as interpret,
-        case
-            when is_usable and judge_kind = 'contrastive'
-                then json_extract_string(parsed_json, '$.stereotype')
-        end as stereotype,
-        case
-            when is_usable and judge_kind = 'contrastive'
-                then json_extract_string(parsed_json, '$.framing')
-        end as framing,
-        case
-            when is_usable and judge_kind = 'contrastive'
-                then cast(json_extract(parsed_json, '$.decline_in_response_a') as boolean)
-        end as decline_in_response_a,
-        case
-            when is_usable and judge_kind = 'contrastive'
-                then cast(json_extract(parsed_json, '$.decline_in_response_b') as boolean)
-        end as decline_in_response_b,
+        {{ verdict_field('rubric', 'score', 'integer') }} as score,
+        {{ verdict_field('rubric', 'declined', 'boolean') }} as declined,
+        {{ verdict_field('contrastive', 'interpret') }} as interpret,
+        {{ verdict_field('contrastive', 'stereotype') }} as stereotype,
+        {{ verdict_field('contrastive', 'framing') }} as framing,
+        {{ verdict_field('contrastive', 'decline_in_response_a', 'boolean') }} as decline_in_response_a,
+        {{ verdict_field('contrastive', 'decline_in_response_b', 'boolean') }} as decline_in_response_b,
         {{ count_note_code('parse_notes', 'span_not_found') }} as n_spans_not_found,
         {{ count_note_code('parse_notes', 'yes_without_spans') }} as n_yes_without_spans,
         {{ count_note_code('parse_notes', 'score_mismatch') }} as n_score_mismatch,
