@@ -149,6 +149,16 @@ class HFGenerationMixin:
                                "(adapter_config.json + adapter_model.safetensors) for this base model") from None
         return pm.merge_and_unload() if merge else pm
 
+    def _configure(self, target: "Target", adapter: str | None) -> tuple[dict[str, Any], Any]:
+        """The target's settings every transformers backend reads: (options, torch dtype)."""
+        opts = dict(target.options or {})
+        self.target = target
+        self.batch_size = int(target.batch_size)
+        self.adapter = adapter or target.adapter
+        self.device = _resolve_device(opts.get("device", "auto"))
+        self.ignore_eos = bool(opts.get("ignore_eos", False))
+        return opts, _resolve_dtype(opts.get("dtype"), self.device)
+
     @staticmethod
     def _locate(target: "Target", opts: dict[str, Any]) -> tuple[str, bool, bool, dict[str, Any]]:
         """(model reference, is a local folder, hub cache only, from_pretrained kwargs); a missing path fails here."""
@@ -275,13 +285,7 @@ class TransformersBackend(HFGenerationMixin):
                                "install requirements.lock or use backend: llamacpp/openai") from None
 
         self._torch = torch
-        opts = dict(target.options or {})
-        self.target = target
-        self.batch_size = int(target.batch_size)
-        self.adapter = adapter or target.adapter
-        self.device = _resolve_device(opts.get("device", "auto"))
-        dtype = _resolve_dtype(opts.get("dtype"), self.device)
-        self.ignore_eos = bool(opts.get("ignore_eos", False))
+        opts, dtype = self._configure(target, adapter)
         model_ref, is_dir, local_only, common = self._locate(target, opts)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_ref, **common)

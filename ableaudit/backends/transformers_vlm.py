@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
-from .transformers_backend import HFGenerationMixin, _resolve_device, _resolve_dtype
+from .transformers_backend import HFGenerationMixin
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -235,13 +235,7 @@ class TransformersVLMBackend(HFGenerationMixin):
         except ImportError as e:  # pragma: no cover - the audit venv has them
             raise BackendError(f"the transformers VLM backend needs torch and transformers ({e})") from None
         self._torch = torch
-        opts = dict(target.options or {})
-        self.target = target
-        self.batch_size = int(target.batch_size)
-        self.adapter = adapter or target.adapter
-        self.device = _resolve_device(opts.get("device", "auto"))
-        dtype = _resolve_dtype(opts.get("dtype"), self.device)
-        self.ignore_eos = bool(opts.get("ignore_eos", False))
+        opts, dtype = self._configure(target, adapter)
         mode = opts.get("image_processing", "auto")
         if mode not in ("auto", "processor", "builtin"):
             raise BackendError(f"options.image_processing={mode!r} is not one of auto, processor, builtin")
