@@ -91,15 +91,7 @@ def select_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, An
             )
         prompts = prompts.filter(prompts.query_set == cfg.query_set)
         sub = cfg.subset
-        _check_known(prompts, "domain", sub.domains)
-        _check_known(prompts, "query_id", sub.query_ids)
-        _check_known(prompts, "disability_id", sub.disabilities)
-        if sub.domains:
-            prompts = prompts.filter(prompts.domain.isin(sub.domains))
-        if sub.query_ids:
-            prompts = prompts.filter(prompts.query_id.isin(sub.query_ids))
-        if sub.disabilities:
-            prompts = prompts.filter(prompts.disability_id.isnull() | prompts.disability_id.isin(sub.disabilities))
+        prompts = filter_subset(prompts, sub, "subset")
         if sub.per_domain:
             # a deterministic, seed-dependent choice of neutral queries in each domain
             neutral = prompts.filter(prompts.condition == "neutral").select("query_id", "domain")
@@ -115,14 +107,26 @@ def select_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, An
     return rows
 
 
-def _check_known(prompts: ibis.Table, column: str, wanted: Iterable[str]) -> None:
-    wanted = list(wanted)
-    if not wanted:
-        return
-    known = set(prompts.select(column).distinct().to_pyarrow()[column].to_pylist())
-    unknown = sorted(set(wanted) - known)
-    if unknown:
-        raise ConfigError(f"subset.{column if column != 'disability_id' else 'disabilities'} names unknown values {unknown}; known: {sorted(k for k in known if k)}")
+def filter_subset(prompts: ibis.Table, sub: Any, field: str) -> ibis.Table:
+    """Keep the prompts of the subset's domains, queries and disabilities (the neutral prompt stays with
+    its query); a value the prompts do not have is a ConfigError naming ``field`` (subset, vision_subset)."""
+    for column, wanted, label in (("domain", sub.domains, "domains"), ("query_id", sub.query_ids, "query_ids"),
+                                  ("disability_id", sub.disabilities, "disabilities")):
+        if not wanted:
+            continue
+        known = set(prompts.select(column).distinct().to_pyarrow()[column].to_pylist())
+        unknown = sorted(set(wanted) - known)
+        if unknown:
+            shown = sorted(k for k in known if k)
+            raise ConfigError(f"{field}.{label} names unknown values {unknown}; known (first 20 of {len(shown)}): "
+                              f"{shown[:20]}")
+    if sub.domains:
+        prompts = prompts.filter(prompts.domain.isin(sub.domains))
+    if sub.query_ids:
+        prompts = prompts.filter(prompts.query_id.isin(sub.query_ids))
+    if sub.disabilities:
+        prompts = prompts.filter(prompts.disability_id.isnull() | prompts.disability_id.isin(sub.disabilities))
+    return prompts
 
 
 @dataclass(frozen=True)

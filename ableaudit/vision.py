@@ -29,7 +29,7 @@ import pandas as pd
 
 from ableaudit import PROJECT_ROOT, ibis_compat
 from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Target
-from ableaudit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan
+from ableaudit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan, filter_subset
 
 PROMPT_KINDS_BY_ARM = {
     "neutral_disability": ("neutral", "disability"),
@@ -80,17 +80,6 @@ def vision_temperatures(cfg: AuditConfig, target: Target) -> list[float]:
 # --------------------------------------------------------------------------- prompt selection
 
 
-def _check_known(prompts: ibis.Table, column: str, wanted: Iterable[str], label: str) -> None:
-    wanted = list(wanted)
-    if not wanted:
-        return
-    known = set(prompts.select(column).distinct().to_pyarrow()[column].to_pylist())
-    unknown = sorted(set(wanted) - known)
-    if unknown:
-        shown = sorted(k for k in known if k)[:20]
-        raise ConfigError(f"vision_subset.{label} names unknown values {unknown}; known (first 20): {shown}")
-
-
 def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
     """The image x prompt rows of the configured image set and vision_subset, from ``int_vision_prompts``.
 
@@ -110,15 +99,7 @@ def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[
             raise ConfigError(f"image set {cfg.image_set!r} has no image in the warehouse; load it with "
                               "`ableaudit import images` or let the audit flow load image_root")
         sub = cfg.vision_subset
-        _check_known(prompts, "domain", sub.domains, "domains")
-        _check_known(prompts, "query_id", sub.query_ids, "query_ids")
-        _check_known(prompts, "disability_id", sub.disabilities, "disabilities")
-        if sub.domains:
-            prompts = prompts.filter(prompts.domain.isin(sub.domains))
-        if sub.query_ids:
-            prompts = prompts.filter(prompts.query_id.isin(sub.query_ids))
-        if sub.disabilities:
-            prompts = prompts.filter(prompts.disability_id.isnull() | prompts.disability_id.isin(sub.disabilities))
+        prompts = filter_subset(prompts, sub, "vision_subset")
         if sub.per_domain:
             scen = prompts.select("domain", "scenario").distinct()
             shuffle = (ibis.literal(str(sub.seed)) + ":" + scen.domain + "/" + scen.scenario).hash()

@@ -142,3 +142,28 @@ def test_a_held_file_fails_clearly_after_the_wait(warehouse):
             connect(warehouse, wait_s=0.5)
     finally:
         holder.kill()
+
+
+def test_filter_subset_keeps_the_neutral_prompt_and_names_unknown_values(tmp_path):
+    import duckdb
+
+    from ableaudit import ibis_compat
+    from ableaudit.config import ConfigError, Subset
+    from ableaudit.planning import filter_subset
+
+    path = tmp_path / "p.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("create table prompts as select * from (values ('q1', 'finance', null), ('q1', 'finance', 'hearing'), "
+                "('q1', 'finance', 'vision'), ('q2', 'media', null), ('q2', 'media', 'hearing')) "
+                "as t(query_id, domain, disability_id)")
+    con.close()
+    ib = ibis_compat.connect(path, read_only=True)
+    try:
+        prompts = ib.table("prompts")
+        kept = filter_subset(prompts, Subset(domains=["finance"], disabilities=["hearing"]), "subset").to_pyarrow()
+        assert sorted(zip(kept["query_id"].to_pylist(), kept["disability_id"].to_pylist()),
+                      key=str) == [("q1", "hearing"), ("q1", None)]
+        with pytest.raises(ConfigError, match=r"vision_subset\.query_ids names unknown values \['q9'\]"):
+            filter_subset(prompts, Subset(query_ids=["q1", "q9"]), "vision_subset")
+    finally:
+        ib.disconnect()
