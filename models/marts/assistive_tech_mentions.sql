@@ -41,7 +41,7 @@ generation_groups as (
         arm,
         query_set,
         condition,
-        case when condition = 'neutral' then 'neutral' else disability_id end as disability_group,
+        {{ disability_group() }} as disability_group,
         disability_id,
         count(*) as n_generations,
         count(case when status = 'ok' then 1 end) as n_responses
@@ -59,7 +59,7 @@ not_matched as (
         arm,
         query_set,
         condition,
-        case when condition = 'neutral' then 'neutral' else disability_id end as disability_group,
+        {{ disability_group() }} as disability_group,
         count(*) as n_not_matched
 
     from generation_assistive_tech
@@ -97,7 +97,7 @@ mention_counts as (
         arm,
         query_set,
         condition,
-        case when condition = 'neutral' then 'neutral' else disability_id end as disability_group,
+        {{ disability_group() }} as disability_group,
         technology_id,
         count(*) as n_mentioning,
         count(case when is_recommended then 1 end) as n_recommending,

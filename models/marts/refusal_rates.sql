@@ -83,7 +83,7 @@ grouped as (
 
     select
         *,
-        coalesce(disability_id, 'neutral') as disability_group
+        {{ disability_group() }} as disability_group
     from decisions
     union all
     select
