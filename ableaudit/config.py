@@ -63,7 +63,7 @@ class Target(_Strict):
     system_prompt: str = PAPER_SYSTEM_PROMPT
     decoding: Decoding = Decoding()
     batch_size: int = Field(8, ge=1)
-    base_url: str | None = None            # openai backend; else OPENAI_BASE_URL
+    base_url: str | list[str] | None = None  # openai backend; a list: replicas of one model; else OPENAI_BASE_URL
     api_key_env: str = "OPENAI_API_KEY"    # name of the env var holding the key
     params_b: float | None = None          # parameter count in billions, for the scaling mart
     options: dict[str, Any] = {}           # backend-specific (device, dtype, n_ctx, n_threads, ...)
@@ -91,6 +91,30 @@ class Target(_Strict):
                 "serve the model with `vllm serve <model>` and use backend: openai with base_url"
             )
         return self
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
+        urls = [v] if isinstance(v, str) else v
+        if urls is None:
+            return v
+        if not urls or any(not u.strip() for u in urls):
+            raise ValueError("base_url must be a URL or a non-empty list of URLs (replicas serving the same model)")
+        if len(set(urls)) != len(urls):
+            raise ValueError(f"base_url lists a server twice: {urls}; list each replica once")
+        return v
+
+    @model_validator(mode="after")
+    def _base_url_backend(self) -> "Target":
+        if self.base_url is not None and self.backend != "openai":
+            raise ValueError(f"target {self.name!r}: base_url is for backend openai (a served model); backend "
+                             f"{self.backend!r} runs the model itself. Remove base_url or use backend: openai")
+        return self
+
+    @property
+    def base_urls(self) -> list[str]:
+        """The servers of an openai target (empty: OPENAI_BASE_URL or the OpenAI API)."""
+        return [] if self.base_url is None else [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
 
     @property
     def reported_model_id(self) -> str:
@@ -165,6 +189,9 @@ class AuditConfig(_Strict):
     targets: list[Target]
     judges: list[Judge] = []               # run after generation, inside the audit flow
     build: bool = True                     # run dbt build + publish after landing
+    # Targets generating at once (Prefect tasks on threads): > 1 suits served models
+    # (openai targets on their own servers); in-process models share this machine's cores.
+    parallel_targets: int = Field(1, ge=1)
     # Vision targets (task: vision) describe the images of one image set.
     image_set: str | None = None           # e.g. 'pairs': the query_set of vision generations
     image_root: str | None = None          # folder holding the images (PAIRS: its data/ folder)

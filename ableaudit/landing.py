@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ableaudit.backends.base import GenerationResult
 from ableaudit.planning import PlannedGeneration
-from ableaudit.warehouse import connect
+from ableaudit.warehouse import WRITE_LOCK, connect
 
 GENERATION_COLUMNS: dict[str, pa.DataType] = {
     "generation_id": pa.string(),
@@ -139,26 +139,27 @@ def land_keyed(
     batch = pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in unique], schema=schema)
     cols = ", ".join(columns)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
-    con = connect(warehouse)
-    try:
-        con.register("incoming", batch)
-        con.execute("begin transaction")
-        before = dict(
-            con.execute(f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})").fetchall()
-        )
-        con.execute(
-            f"insert into raw.{table} ({cols}) select {cols} from incoming "
-            f"on conflict ({key}) do update set {updates}, created_at = now() "
-            f"where raw.{table}.{status_column} = 'error'"
-        )
-        for statement in also:
-            con.execute(statement)
-        con.execute("commit")
-    except Exception:
-        con.execute("rollback")
-        raise
-    finally:
-        con.close()
+    with WRITE_LOCK:  # threads of this process take turns writing
+        con = connect(warehouse)
+        try:
+            con.register("incoming", batch)
+            con.execute("begin transaction")
+            before = dict(
+                con.execute(f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})").fetchall()
+            )
+            con.execute(
+                f"insert into raw.{table} ({cols}) select {cols} from incoming "
+                f"on conflict ({key}) do update set {updates}, created_at = now() "
+                f"where raw.{table}.{status_column} = 'error'"
+            )
+            for statement in also:
+                con.execute(statement)
+            con.execute("commit")
+        except Exception:
+            con.execute("rollback")
+            raise
+        finally:
+            con.close()
     for r in unique:
         prior = before.get(r[key])
         if prior is None:

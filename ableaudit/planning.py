@@ -146,7 +146,9 @@ def expand_plan(target: Target, arm_plans: Iterable[ArmPlan], *, task: str, temp
     The key hashes everything that determines the answer: task, backend, model
     fingerprint, adapter fingerprint, arm, prompt, system prompt, decoding,
     sample and backend options, plus the image's sha256 for a vision prompt
-    (one with ``rel_path`` and ``image_sha256``; ``image_root`` is then required).
+    (one with ``rel_path`` and ``image_sha256``; ``image_root`` is then required),
+    and the model_id the row reports (a row belongs to one model in the marts).
+    Not the server: replicas of one model (``base_url`` lists) share keys.
     """
     fingerprint = model_fingerprint(target.model, target.revision)
     root = str(Path(image_root).resolve()) if image_root is not None else None
@@ -166,6 +168,9 @@ def expand_plan(target: Target, arm_plans: Iterable[ArmPlan], *, task: str, temp
                 for p in ap.prompts:
                     identity = {
                         "task": task,
+                        # the name marts report: two targets of one model (or a renamed
+                        # target) land rows of their own, never each other's
+                        "model_id": target.reported_model_id,
                         "backend": target.backend,
                         "model": fingerprint,
                         "adapter": adapter_fp,

@@ -8,12 +8,17 @@ and is applied both by Python (before landing) and by the dbt-duckdb plugin
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
 import duckdb
 
 DEFAULT_WAREHOUSE = "warehouse/ableaudit.duckdb"
+
+# Threads of one process (targets generating in parallel) share one DuckDB database;
+# their writes to raw.* take turns, so two landings or two DDL runs never conflict.
+WRITE_LOCK = threading.RLock()
 
 RAW_DDL = """
 create schema if not exists raw;
@@ -195,5 +200,6 @@ def connect(
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
     if not read_only:
-        ensure_raw_schema(con)
+        with WRITE_LOCK:
+            ensure_raw_schema(con)
     return con

@@ -16,6 +16,7 @@ or directly (`ableaudit audit --config configs/default.yaml`).
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from tqdm import tqdm  # noqa: E402
 
 from ableaudit import PROJECT_ROOT  # noqa: E402
 from ableaudit.backends import make_backend  # noqa: E402
+from ableaudit.backends.base import requests_per_call  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.dbt_runner import run_dbt  # noqa: E402
 from ableaudit.images import land_images, load_image_set  # noqa: E402
@@ -136,7 +138,7 @@ def _generate_target(wh: str, target: Any, groups: list[tuple[str | None, list[P
             continue
         backend = make_backend(target, adapter=adapter)
         try:
-            chunk_size = max(1, target.batch_size)
+            chunk_size = requests_per_call(backend, target.batch_size)
             with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
                 for start in range(0, len(todo), chunk_size):
                     chunk = todo[start : start + chunk_size]
@@ -147,6 +149,43 @@ def _generate_target(wh: str, target: Any, groups: list[tuple[str | None, list[P
         finally:
             backend.close()
     return total
+
+
+@task(name="audit-target", cache_policy=NO_CACHE)
+def audit_target(wh: str, target: Any, groups: list[tuple[str | None, list[PlannedGeneration]]], run_id: str,
+                 gate: threading.Semaphore) -> dict[str, int]:
+    """One target's generations, run beside other targets (``parallel_targets``); ``gate`` bounds how many at once."""
+    with gate:
+        return _generate_target(wh, target, groups, run_id, get_run_logger()).__dict__
+
+
+def _generate_targets(wh: str, jobs: list[tuple[Any, list]], run_id: str, parallel: int, logger: Any) -> dict[str, Any]:
+    """Every target's generations, one after another or ``parallel`` at a time.
+
+    In parallel, a failing target does not stop the others: every target runs to
+    its end (what it landed stays landed), then the flow fails naming each failed
+    target.
+    """
+    totals: dict[str, Any] = {}
+    if parallel <= 1 or len(jobs) <= 1:
+        for target, groups in jobs:
+            totals[target.name] = _generate_target(wh, target, groups, run_id, logger).__dict__
+            logger.info("target %s: %s", target.name, json.dumps(totals[target.name]))
+        return totals
+    gate = threading.BoundedSemaphore(parallel)
+    logger.info("%d targets, %d at a time", len(jobs), parallel)
+    futures = [(target, audit_target.submit(wh, target, groups, run_id, gate)) for target, groups in jobs]
+    failed: list[str] = []
+    for target, future in futures:
+        try:
+            totals[target.name] = future.result()
+            logger.info("target %s: %s", target.name, json.dumps(totals[target.name]))
+        except Exception as err:
+            failed.append(f"{target.name}: {err}")
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(jobs)} targets failed (the others' generations are landed; "
+                           "a re-run generates only what is missing): " + "; ".join(failed))
+    return totals
 
 
 @flow(name="audit", log_prints=True)
@@ -170,12 +209,10 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
             # an arm with vision_prompt: mitigation is a vision arm; text targets skip it
             text_arms = [a for a in cfg.arms if a.vision_prompt == "neutral_disability"]
             text_cfg = cfg.model_copy(update={"arms": text_arms})
-            for target in cfg.text_targets:
-                groups = [(adapter, plan_generations(text_cfg.model_copy(update={"arms": arms}), target, prompts))
-                          for adapter, arms in arms_by_adapter(text_cfg, target).items()]
-                total = _generate_target(wh, target, groups, run_id, logger)
-                summary["targets"][target.name] = total.__dict__
-                logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
+            jobs = [(target, [(adapter, plan_generations(text_cfg.model_copy(update={"arms": arms}), target, prompts))
+                              for adapter, arms in arms_by_adapter(text_cfg, target).items()])
+                    for target in cfg.text_targets]
+            summary["targets"].update(_generate_targets(wh, jobs, run_id, cfg.parallel_targets, logger))
         if cfg.vision_targets:
             summary["images"] = load_images(wh, cfg)
             logger.info("images: %s", json.dumps(summary["images"]))
@@ -183,12 +220,10 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
             vprompts = select_vision(wh, cfg)
             logger.info("audit %s: %d image prompts of image set %r", cfg.name, len(vprompts), cfg.image_set)
             root = effective_image_root(cfg)
-            for target in cfg.vision_targets:
-                groups = [(adapter, plan_vision_generations(cfg, target, vprompts, root, arms, probe))
-                          for adapter, (arms, probe) in vision_adapter_groups(cfg, target).items()]
-                total = _generate_target(wh, target, groups, run_id, logger)
-                summary["targets"][target.name] = total.__dict__
-                logger.info("target %s: %s", target.name, json.dumps(total.__dict__))
+            jobs = [(target, [(adapter, plan_vision_generations(cfg, target, vprompts, root, arms, probe))
+                              for adapter, (arms, probe) in vision_adapter_groups(cfg, target).items()])
+                    for target in cfg.vision_targets]
+            summary["targets"].update(_generate_targets(wh, jobs, run_id, cfg.parallel_targets, logger))
         if cfg.judges and cfg.text_targets:
             summary["judges"] = judge(wh, cfg, run_id)
             logger.info("judges: %s", json.dumps(summary["judges"]))

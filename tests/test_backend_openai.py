@@ -41,8 +41,10 @@ class FakeOpenAIServer:
         self.headers: list[dict] = []
         self.fail_next = 0
         self.delay_s = 0.0
+        self.snapshot = SNAPSHOT_ID
         self.inflight = 0
         self.max_inflight = 0
+        self.spans: list[tuple[float, float]] = []  # (start, end) of every chat request, perf_counter
         self.lock = threading.Lock()
         server = self
 
@@ -69,6 +71,7 @@ class FakeOpenAIServer:
 
             def do_POST(self):
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                began = time.perf_counter()
                 with server.lock:
                     server.payloads.append(payload)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -93,7 +96,7 @@ class FakeOpenAIServer:
                     words = words[:limit]
                     prompt_words = sum(len(str(m["content"]).split()) for m in payload["messages"])
                     self._send(200, {
-                        "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": SNAPSHOT_ID,
+                        "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": server.snapshot,
                         "system_fingerprint": "fp_test",
                         "choices": [{"index": 0, "finish_reason": finish,
                                      "message": {"role": "assistant", "content": " ".join(words)}}],
@@ -103,6 +106,7 @@ class FakeOpenAIServer:
                 finally:
                     with server.lock:
                         server.inflight -= 1
+                        server.spans.append((began, time.perf_counter()))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -125,7 +129,7 @@ def server():
     s.close()
 
 
-def _target(base_url: str, **kw) -> Target:
+def _target(base_url: str | list[str], **kw) -> Target:
     kw.setdefault("api_key_env", "ABLEAUDIT_TEST_NO_SUCH_KEY")
     return Target(name="echo", backend="openai", model=kw.pop("model", SERVED_ID), base_url=base_url, **kw)
 
@@ -267,6 +271,94 @@ def test_against_llama_cpp_http_server():
         http.close()
     finally:
         llama.close()
+
+
+@pytest.fixture
+def replicas():
+    servers = [FakeOpenAIServer(), FakeOpenAIServer()]
+    yield servers
+    for s in servers:
+        s.close()
+
+
+def _answered(server: FakeOpenAIServer, prefix: str) -> int:
+    return sum(1 for p in server.payloads if prefix in json.dumps(p))
+
+
+def test_requests_spread_over_replicas_up_to_batch_size_each(replicas):
+    a, b = replicas
+    a.delay_s = b.delay_s = 0.2
+    backend = make_backend(_target([a.base_url, b.base_url], batch_size=2))
+    assert backend.concurrency == 4
+    t0 = time.perf_counter()
+    res = backend.generate([_req(f"k{i}", f"spread {i}") for i in range(8)])
+    elapsed = time.perf_counter() - t0
+    assert [r.text for r in res] == [f"echo: spread {i}" for i in range(8)]  # order kept across servers
+    assert _answered(a, "spread") + _answered(b, "spread") == 8
+    assert min(_answered(a, "spread"), _answered(b, "spread")) >= 2
+    assert a.max_inflight == b.max_inflight == 2
+    assert elapsed < 4 * 0.2  # 8 requests, 4 at a time: two rounds, not four
+    backend.close()
+
+
+def test_a_slow_replica_gets_less_work(replicas):
+    fast, slow = replicas
+    fast.delay_s, slow.delay_s = 0.01, 0.4
+    backend = make_backend(_target([slow.base_url, fast.base_url], batch_size=1))
+    res = backend.generate([_req(f"k{i}", f"load {i}") for i in range(12)])
+    assert all(r.status == "ok" for r in res)
+    assert _answered(fast, "load") + _answered(slow, "load") == 12
+    assert _answered(slow, "load") <= 2 < 10 <= _answered(fast, "load")
+    backend.close()
+
+
+def test_a_dead_replica_fails_over_and_all_failing_names_each(replicas):
+    alive, dying = replicas
+    backend = make_backend(_target([dying.base_url, alive.base_url], batch_size=1, options={"max_retries": 0}))
+    dying.close()  # it answered the model list, then went away
+    res = backend.generate([_req(f"k{i}", f"failover {i}") for i in range(6)])
+    assert [r.status for r in res] == ["ok"] * 6
+    assert _answered(alive, "failover") == 6
+    assert _answered(dying, "failover") == 0
+    # every replica failing: one error result naming each server's failure
+    alive.fail_next = 10
+    (r,) = backend.generate([_req("x", "nobody answers")])
+    assert r.status == "error" and r.error.startswith("all 2 servers failed: ")
+    assert alive.base_url in r.error and dying.base_url in r.error and "HTTP 500" in r.error
+    alive.fail_next = 0
+    # a 4xx is the request's fault: not retried elsewhere
+    (r,) = backend.generate([_req("y", "BAD_REQUEST again")])
+    assert r.status == "error" and "400" in r.error and not r.error.startswith("all ")
+    assert _answered(alive, "BAD_REQUEST again") == 1
+    backend.close()
+
+
+def test_replicas_checked_at_start_and_mixed_revisions_shown(replicas, caplog):
+    a, b = replicas
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    with pytest.raises(BackendError, match=r"server 2 of 2\).*remove it from `base_url:`"):
+        make_backend(_target([a.base_url, dead]))
+    b.snapshot = "echo-model-2025-06-01"
+    backend = make_backend(_target([a.base_url, b.base_url], batch_size=1))
+    assert backend.model_revision == SERVED_ID
+    with caplog.at_level("WARNING"):
+        backend.generate([_req(f"k{i}", f"rev {i}") for i in range(4)])
+    assert backend.model_revision == f"{SNAPSHOT_ID}@fp_test|echo-model-2025-06-01@fp_test"
+    assert "report different models" in caplog.text
+    backend.close()
+
+
+@pytest.mark.parametrize("base_url, message", [
+    (["http://a:1/v1", "http://a:1/v1"], "lists a server twice"),
+    ([], "non-empty list"),
+])
+def test_bad_server_lists_are_config_errors(base_url, message):
+    with pytest.raises(ValueError, match=message):
+        Target(name="t", backend="openai", model="m", base_url=base_url)
+    with pytest.raises(ValueError, match="base_url is for backend openai"):
+        Target(name="t", backend="llamacpp", model="builtin:smollm2", base_url="http://127.0.0.1:8000/v1")
 
 
 def test_structured_output_is_sent_as_response_format(server):

@@ -39,8 +39,14 @@ def test_keys_are_stable_and_depend_on_what_determines_the_generation():
     assert a == b
     other = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model", "decoding": {"max_new_tokens": 10}}])
     assert a.isdisjoint({p.generation_id for p in plan_generations(other, other.targets[0], PROMPTS)})
-    renamed = _cfg(targets=[{"name": "m2", "backend": "openai", "model": "served-model"}])
-    # the target's display name is not part of what determines the text
+    # the name marts report is part of the key: two targets of one model each land their own rows
+    # (else the second would find the first's rows "landed" and appear nowhere in the marts)
+    two = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model"},
+                        {"name": "m2", "backend": "openai", "model": "served-model"}])
+    assert a.isdisjoint({p.generation_id for p in plan_generations(two, two.targets[1], PROMPTS)})
+    # a target renamed with its old model_id keeps its rows; its servers are not part of the key
+    renamed = _cfg(targets=[{"name": "m2", "model_id": "m", "backend": "openai", "model": "served-model",
+                             "base_url": ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]}])
     assert a == {p.generation_id for p in plan_generations(renamed, renamed.targets[0], PROMPTS)}
 
 

@@ -4,6 +4,7 @@ target) finds nothing to say about the models and the dbt tests. Part of the def
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 def test_sqlfluff_lint_is_clean():
     out = subprocess.run([sys.executable, "-m", "sqlfluff", "lint", "models", "tests/dbt", "--format", "json",
-                          "--nocolor"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                          "--nocolor", "--processes", str(min(4, os.cpu_count() or 1))], cwd=ROOT, capture_output=True, text=True, timeout=600)
     start = out.stdout.find("[")
     assert start >= 0, f"sqlfluff printed no report (exit {out.returncode}):\n{out.stderr[-3000:]}"
     files = json.loads(out.stdout[start:])

@@ -33,6 +33,12 @@ class GenerationRequest:
     json_schema: dict | None = field(default=None, compare=False)
 
 
+def requests_per_call(backend: Any, batch_size: int) -> int:
+    """How many requests to hand a backend per ``generate`` call: its ``concurrency`` when it has one
+    (an openai target with several replicas keeps ``batch_size`` in flight on each), else the batch size."""
+    return max(1, int(getattr(backend, "concurrency", batch_size)))
+
+
 def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
     """Raise (failing that request) when a request asks for structured output this backend cannot give."""
     from ableaudit.config import STRUCTURED_OUTPUT_BACKENDS

@@ -5,18 +5,28 @@ the OpenAI API. The key comes from the env var named by ``target.api_key_env``
 (default ``OPENAI_API_KEY``); local servers get ``"EMPTY"`` when it is unset,
 since vLLM and llama.cpp accept any key unless started with one.
 
+Several servers: ``base_url`` may list replicas of one model (e.g. one
+``vllm serve`` per GPU). Each request goes to the replica with the fewest
+requests in flight, so a slow replica gets less work; ``batch_size`` requests
+run at once per replica. A request whose replica cannot be reached, times out
+or keeps answering 5xx after its retries moves to the next replica (the
+failed one is tried last from then on, until it answers again); only when
+every replica failed does it become an error result, naming each failure.
+
 Retries: the ``openai`` client's own ``max_retries`` (exponential backoff with
 jitter, 0.5 s doubling to 8 s, honouring ``Retry-After``) on connection errors,
 timeouts, 408/409/429 and 5xx. A request still failing after that, or failing
 with a 4xx (e.g. prompt longer than the context), becomes an error result; the
 rest of the batch goes on. Requests run concurrently on a thread pool of
-``target.batch_size`` workers, the server does the batching.
+``target.batch_size`` workers per server; the server does the batching.
 
-On construction the backend lists the server's models (``GET /models``) once:
+On construction the backend lists each server's models (``GET /models``) once:
 this fails fast on an unreachable server or a bad key, and tells us the served
 id. ``model_revision`` is the served model id, updated to the ``model`` the
 server reports in its replies (hosted APIs resolve aliases such as ``gpt-4o``
-to a dated snapshot there), plus ``system_fingerprint`` when given.
+to a dated snapshot there), plus ``system_fingerprint`` when given. Replicas reporting different
+revisions give all of them, sorted and joined by ``|`` (and a warning): a
+judge's verdict keys then say that its answers came from a mix.
 
 Images in ``request.images`` are sent as ``image_url`` parts with base64 data
 URLs on the last user message (the OpenAI vision format; vLLM accepts it too).
@@ -32,9 +42,11 @@ options (``target.options``):
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import is_local_url, normalize_finish_reason, openai_messages
@@ -42,6 +54,23 @@ from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, 
 
 if TYPE_CHECKING:
     from ..config import Target
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class _Server:
+    """One replica: its client and how busy and how healthy it is (guarded by the backend's lock)."""
+
+    url: str | None
+    client: Any
+    inflight: int = 0
+    served: int = 0
+    failing: bool = False
+
+    @property
+    def where(self) -> str:
+        return self.url or "the OpenAI API"
 
 
 class OpenAIBackend:
@@ -59,38 +88,50 @@ class OpenAIBackend:
         opts = dict(target.options or {})
         self.model = target.model
         self.batch_size = int(target.batch_size)
-        self.base_url = target.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        urls = target.base_urls or [os.environ.get("OPENAI_BASE_URL") or None]
         key = os.environ.get(target.api_key_env)
         if not key:
-            if self.base_url is None or not is_local_url(self.base_url):
-                raise BackendError(f"no API key: env var {target.api_key_env} is unset for {self.base_url or 'the OpenAI API'}; "
+            remote = [u or "the OpenAI API" for u in urls if u is None or not is_local_url(u)]
+            if remote:
+                raise BackendError(f"no API key: env var {target.api_key_env} is unset for {', '.join(remote)}; "
                                    f"export {target.api_key_env}=... or set `api_key_env:` in target {target.name!r}")
             key = "EMPTY"
         self.max_tokens_field = opts.get("max_tokens_field", "max_tokens")
         self.send_seed = bool(opts.get("send_seed", True))
         self.extra_body = dict(opts.get("extra_body") or {})
-        self.client = openai.OpenAI(base_url=self.base_url, api_key=key,
-                                    max_retries=int(opts.get("max_retries", 4)),
-                                    timeout=float(opts.get("timeout_s", 600)))
+        self.servers = [_Server(u, openai.OpenAI(base_url=u, api_key=key, max_retries=int(opts.get("max_retries", 4)),
+                                                 timeout=float(opts.get("timeout_s", 600))))
+                        for u in urls]
+        self.concurrency = self.batch_size * len(self.servers)
         self._lock = threading.Lock()
-        self.model_revision: str | None = self.model
+        self._revisions: dict[str | None, str] = {}
+        self._warned_mixed = False
         if opts.get("check_server", True):
-            self._check_server()
+            for i, server in enumerate(self.servers):
+                self._check_server(server, f" (server {i + 1} of {len(self.servers)})" if len(self.servers) > 1 else "")
 
-    def _check_server(self) -> None:
-        where = self.base_url or "the OpenAI API"
+    @property
+    def model_revision(self) -> str:
+        """The served model as the replicas report it ('|'-joined when they differ); the configured name before any reply."""
+        with self._lock:
+            revs = sorted(set(self._revisions.values()))
+        return "|".join(revs) if revs else self.model
+
+    def _check_server(self, server: _Server, which: str) -> None:
+        where = server.where + which
+        fix = " or remove it from `base_url:`" if which else ""
         try:
-            models = self.client.with_options(max_retries=1, timeout=10.0).models.list()
+            models = server.client.with_options(max_retries=1, timeout=10.0).models.list()
             ids = [m.id for m in models.data]
         except self._openai.APIConnectionError as e:
-            raise BackendError(f"cannot reach {where}: {e}. Start the server (e.g. `vllm serve {self.model}`) "
-                               "or fix `base_url:` / OPENAI_BASE_URL") from None
+            raise BackendError(f"cannot reach {where}: {e}. Start the server (e.g. `vllm serve {self.model}`), "
+                               f"fix `base_url:` / OPENAI_BASE_URL{fix}") from None
         except self._openai.AuthenticationError as e:
             raise BackendError(f"{where} rejected the API key ({e}); check the env var the target's `api_key_env` names") from None
         except self._openai.APIStatusError:
             return  # some servers have no /models; the chat calls will tell
         if ids and self.model not in ids:
-            raise BackendError(f"{where} does not serve model {self.model!r}; it serves {ids[:20]}. Fix `model:`")
+            raise BackendError(f"{where} does not serve model {self.model!r}; it serves {ids[:20]}. Fix `model:`{fix}")
 
     def _body(self, req: GenerationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -106,15 +147,54 @@ class OpenAIBackend:
             body["response_format"] = response_format(req.json_schema)
         return body
 
+    def _acquire(self, tried: list[_Server]) -> _Server | None:
+        """The least busy replica not tried yet for this request; failing replicas come last."""
+        with self._lock:
+            left = [s for s in self.servers if s not in tried]
+            if not left:
+                return None
+            server = min(left, key=lambda s: (s.failing, s.inflight, s.served))
+            server.inflight += 1
+            return server
+
+    def _release(self, server: _Server, ok: bool) -> None:
+        with self._lock:
+            server.inflight -= 1
+            server.served += ok
+            server.failing = not ok
+
     def _one(self, req: GenerationRequest) -> GenerationResult:
         sw = Stopwatch()
         try:
-            resp = self.client.chat.completions.create(**self._body(req), extra_body=self.extra_body or None)
-        except self._openai.APIStatusError as e:
-            return GenerationResult.failed(req.key, f"HTTP {e.status_code}: {e.message}", latency_ms=sw.ms())
-        except Exception as e:
+            body = self._body(req)
+        except Exception as e:  # e.g. an image that is not PNG/JPEG/GIF/WebP: never sent
             return GenerationResult.failed(req.key, e, latency_ms=sw.ms())
-        ms = sw.ms()
+        tried: list[_Server] = []
+        failures: list[str] = []
+        while (server := self._acquire(tried)) is not None:
+            tried.append(server)
+            try:
+                resp = server.client.chat.completions.create(**body, extra_body=self.extra_body or None)
+            except (self._openai.APIConnectionError, self._openai.InternalServerError) as e:
+                # the replica is down, too slow or broken: the next one may answer
+                self._release(server, ok=False)
+                failures.append(_describe(e))
+                continue
+            except self._openai.APIStatusError as e:
+                # the request's own fault (4xx): no other replica would answer it
+                self._release(server, ok=True)
+                return GenerationResult.failed(req.key, _describe(e), latency_ms=sw.ms())
+            except Exception as e:
+                self._release(server, ok=True)
+                return GenerationResult.failed(req.key, e, latency_ms=sw.ms())
+            self._release(server, ok=True)
+            return self._result(req, server, resp, sw.ms())
+        if len(tried) == 1:
+            return GenerationResult.failed(req.key, failures[0], latency_ms=sw.ms())
+        detail = "; ".join(f"{s.where}: {f}" for s, f in zip(tried, failures))
+        return GenerationResult.failed(req.key, f"all {len(tried)} servers failed: {detail}", latency_ms=sw.ms())
+
+    def _result(self, req: GenerationRequest, server: _Server, resp: Any, ms: float) -> GenerationResult:
         if not resp.choices:
             return GenerationResult.failed(req.key, "server reply has no choices", latency_ms=ms)
         choice = resp.choices[0]
@@ -123,7 +203,12 @@ class OpenAIBackend:
             fp = getattr(resp, "system_fingerprint", None)
             rev = f"{served}@{fp}" if fp else served
             with self._lock:
-                self.model_revision = rev
+                self._revisions[server.url] = rev
+                mixed = len(set(self._revisions.values())) > 1 and not self._warned_mixed
+                self._warned_mixed |= mixed
+            if mixed:
+                log.warning("the servers of %s report different models: %s; check that every replica serves "
+                            "the same checkpoint", self.model, self.model_revision)
         usage = resp.usage
         return GenerationResult.from_text(
             req.key, choice.message.content or "", finish_reason=normalize_finish_reason(choice.finish_reason),
@@ -131,10 +216,16 @@ class OpenAIBackend:
             latency_ms=ms)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        if len(requests) <= 1 or self.batch_size == 1:
+        if len(requests) <= 1 or self.concurrency == 1:
             return [self._one(r) for r in requests]
-        with ThreadPoolExecutor(min(self.batch_size, len(requests))) as pool:
+        with ThreadPoolExecutor(min(self.concurrency, len(requests))) as pool:
             return list(pool.map(self._one, requests))
 
     def close(self) -> None:
-        self.client.close()
+        for server in self.servers:
+            server.client.close()
+
+
+def _describe(e: Exception) -> str:
+    status = getattr(e, "status_code", None)
+    return f"HTTP {status}: {getattr(e, 'message', e)}" if status is not None else str(e)

@@ -32,7 +32,7 @@ import ibis
 from ibis.common.exceptions import TableNotFound
 
 from ableaudit import ibis_compat
-from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult
+from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, requests_per_call
 from ableaudit.config import AuditConfig, Judge
 from ableaudit.judges.landing import land_judgments, landed_judgment_keys
 from ableaudit.judges.parsing import Verdict, parse_verdict
@@ -339,7 +339,7 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
         b = lazy.get()
         revision = getattr(b, "model_revision", None) or model_fingerprint(judge.target.model, judge.target.revision)
         d = judge.target.decoding
-        size = max(1, judge.target.batch_size)
+        size = requests_per_call(b, judge.target.batch_size)
         for start in range(0, len(todo), size):
             chunk = todo[start:start + size]
             requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
