@@ -32,7 +32,7 @@ from tqdm import tqdm  # noqa: E402
 
 from ableaudit import PROJECT_ROOT  # noqa: E402
 from ableaudit.backends import make_backend  # noqa: E402
-from ableaudit.backends.base import requests_per_call  # noqa: E402
+from ableaudit.backends.base import requests_per_call, results_in_batches  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.dbt_runner import run_dbt  # noqa: E402
 from ableaudit.images import land_images, load_image_set  # noqa: E402
@@ -90,12 +90,23 @@ def pending(warehouse: str, planned: list[PlannedGeneration]) -> list[PlannedGen
 
 
 @task(name="generate", cache_policy=NO_CACHE)
-def generate(backend: Any, chunk: list[PlannedGeneration], run_id: str) -> list[dict[str, Any]]:
-    results = backend.generate([p.request() for p in chunk])
-    if len(results) != len(chunk):
-        raise RuntimeError(f"backend {backend.name} returned {len(results)} results for {len(chunk)} requests")
-    by_key = {r.key: r for r in results}
-    return [result_row(p, by_key[p.generation_id], run_id) for p in chunk]
+def generate(wh: str, backend: Any, target: Any, todo: list[PlannedGeneration], run_id: str) -> LandingReport:
+    """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight."""
+    logger = get_run_logger()
+    plans = {p.generation_id: p for p in todo}
+    total = LandingReport()
+    done = 0
+    size = requests_per_call(backend, target.batch_size)
+    with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
+        for results in results_in_batches(backend, [p.request() for p in todo], size):
+            unknown = [r.key for r in results if r.key not in plans]
+            if unknown:
+                raise RuntimeError(f"backend {backend.name} returned results for keys it was not asked for: {unknown[:3]}")
+            total += land(wh, [result_row(plans[r.key], r, run_id) for r in results])
+            done += len(results)
+            bar.update(len(results))
+            logger.info("%s: %d/%d landed", target.name, done, len(todo))
+    return total
 
 
 @task(name="land", cache_policy=NO_CACHE)
@@ -138,14 +149,7 @@ def _generate_target(wh: str, target: Any, groups: list[tuple[str | None, list[P
             continue
         backend = make_backend(target, adapter=adapter)
         try:
-            chunk_size = requests_per_call(backend, target.batch_size)
-            with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
-                for start in range(0, len(todo), chunk_size):
-                    chunk = todo[start : start + chunk_size]
-                    rows = generate(backend, chunk, run_id)
-                    total += land(wh, rows)
-                    bar.update(len(chunk))
-                    logger.info("%s: %d/%d landed", target.name, min(start + chunk_size, len(todo)), len(todo))
+            total += generate(wh, backend, target, todo, run_id)
         finally:
             backend.close()
     return total

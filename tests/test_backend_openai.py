@@ -80,7 +80,7 @@ class FakeOpenAIServer:
                     server.inflight += 1
                     server.max_inflight = max(server.max_inflight, server.inflight)
                 try:
-                    time.sleep(server.delay_s)
+                    time.sleep(server.delay_s + (0.5 if "SLOW" in json.dumps(payload) else 0.0))
                     if fail:
                         return self._send(500, {"error": {"message": "temporary overload", "type": "server_error"}},
                                           {"retry-after-ms": "20"})
@@ -348,6 +348,53 @@ def test_replicas_checked_at_start_and_mixed_revisions_shown(replicas, caplog):
     assert backend.model_revision == f"{SNAPSHOT_ID}@fp_test|echo-model-2025-06-01@fp_test"
     assert "report different models" in caplog.text
     backend.close()
+
+
+def test_stream_yields_in_completion_order_and_keeps_requests_in_flight(server):
+    from ableaudit.backends.base import results_in_batches
+
+    server.delay_s = 0.05
+    b = make_backend(_target(server.base_url, batch_size=2))
+    reqs = [_req("slow", "SLOW one")] + [_req(f"f{i}", f"fast {i}") for i in range(6)]
+    batches = list(results_in_batches(b, reqs, 2))
+    keys = [r.key for batch in batches for r in batch]
+    assert sorted(keys) == sorted(r.key for r in reqs) and [len(x) for x in batches] == [2, 2, 2, 1]
+    # one slot stayed on the slow request while the other served all six fast ones (in batches
+    # of generate calls, the slow answer would have come back in the first batch, holding f0)
+    assert keys[-1] == "slow" and server.max_inflight == 2
+    # closing the stream early cancels what has not started
+    server.delay_s = 0.1
+    stream = b.stream([_req(f"c{i}", f"cancel me {i}") for i in range(8)])
+    next(stream)
+    stream.close()
+    assert server.posts_for("cancel me") <= 3
+    b.close()
+
+
+def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
+    from ableaudit.backends.base import GenerationResult, results_in_batches
+
+    class Flaky:
+        name = "flaky"
+
+        def generate(self, requests):
+            if any("boom" in r.messages[-1]["content"] for r in requests):
+                raise RuntimeError("device lost")
+            return [GenerationResult.from_text(r.key, "ok") for r in requests]
+
+    reqs = [_req(f"k{i}", "boom" if i == 3 else "fine") for i in range(5)]
+    got = list(results_in_batches(Flaky(), reqs, 2, fail_batch=True))
+    assert [[r.key for r in batch] for batch in got] == [["k0", "k1"], ["k2", "k3"], ["k4"]]
+    assert [r.status for r in got[1]] == ["error", "error"] and "device lost" in got[1][0].error
+    with pytest.raises(RuntimeError, match="device lost"):
+        list(results_in_batches(Flaky(), reqs, 2))
+
+    class Short(Flaky):
+        def generate(self, requests):
+            return super().generate(requests)[:-1]
+
+    with pytest.raises(RuntimeError, match="returned 1 results for 2 requests"):
+        list(results_in_batches(Short(), reqs[:2], 2))
 
 
 @pytest.mark.parametrize("base_url, message", [

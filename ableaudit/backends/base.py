@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
 
 class BackendError(RuntimeError):
@@ -37,6 +37,41 @@ def requests_per_call(backend: Any, batch_size: int) -> int:
     """How many requests to hand a backend per ``generate`` call: its ``concurrency`` when it has one
     (an openai target with several replicas keeps ``batch_size`` in flight on each), else the batch size."""
     return max(1, int(getattr(backend, "concurrency", batch_size)))
+
+
+def results_in_batches(backend: Any, requests: Sequence[GenerationRequest], size: int,
+                       fail_batch: bool = False) -> Iterator[list[GenerationResult]]:
+    """Every request's result, handed back in lists of up to ``size`` for landing.
+
+    A backend with ``stream`` (the openai backend) keeps its requests in flight
+    continuously and its results come in the order they complete: no batch
+    waits for its slowest answer while the server idles. Others get ``generate``
+    calls of ``size`` requests, in order. ``fail_batch``: an exception of a
+    ``generate`` call becomes that batch's error results (else it propagates).
+    """
+    stream = getattr(backend, "stream", None)
+    if stream is not None:
+        batch: list[GenerationResult] = []
+        for result in stream(requests):
+            batch.append(result)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+        return
+    for start in range(0, len(requests), size):
+        chunk = requests[start:start + size]
+        try:
+            results = backend.generate(chunk)
+        except Exception as err:
+            if not fail_batch:
+                raise
+            results = [GenerationResult.failed(r.key, err) for r in chunk]
+        if len(results) != len(chunk):
+            raise RuntimeError(f"backend {getattr(backend, 'name', backend)} returned {len(results)} results "
+                               f"for {len(chunk)} requests")
+        yield results
 
 
 def refuse_json_schema(req: GenerationRequest, backend: str) -> None:

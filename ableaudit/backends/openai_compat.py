@@ -18,7 +18,9 @@ jitter, 0.5 s doubling to 8 s, honouring ``Retry-After``) on connection errors,
 timeouts, 408/409/429 and 5xx. A request still failing after that, or failing
 with a 4xx (e.g. prompt longer than the context), becomes an error result; the
 rest of the batch goes on. Requests run concurrently on a thread pool of
-``target.batch_size`` workers per server; the server does the batching.
+``target.batch_size`` workers per server; the server does the batching. The
+audit and the judges use ``stream``: requests stay in flight continuously and
+results land in the order they complete.
 
 On construction the backend lists each server's models (``GET /models``) once:
 this fails fast on an unreachable server or a bad key, and tells us the served
@@ -45,9 +47,9 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ._common import is_local_url, normalize_finish_reason, openai_messages
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
@@ -220,6 +222,23 @@ class OpenAIBackend:
             return [self._one(r) for r in requests]
         with ThreadPoolExecutor(min(self.concurrency, len(requests))) as pool:
             return list(pool.map(self._one, requests))
+
+    def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
+        """Results as they complete, ``concurrency`` requests in flight until the last one.
+
+        Unlike batches of ``generate``, no request waits for the slowest of its
+        batch before the next one starts: the servers stay busy and a fast
+        replica takes more. Closing the iterator early cancels what has not
+        started.
+        """
+        if not requests:
+            return
+        pool = ThreadPoolExecutor(min(self.concurrency, len(requests)))
+        try:
+            for future in as_completed([pool.submit(self._one, r) for r in requests]):
+                yield future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         for server in self.servers:

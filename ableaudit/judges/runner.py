@@ -32,7 +32,7 @@ import ibis
 from ibis.common.exceptions import TableNotFound
 
 from ableaudit import ibis_compat
-from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, requests_per_call
+from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, requests_per_call, results_in_batches
 from ableaudit.config import AuditConfig, Judge
 from ableaudit.judges.landing import land_judgments, landed_judgment_keys
 from ableaudit.judges.parsing import Verdict, parse_verdict
@@ -340,21 +340,19 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
         revision = getattr(b, "model_revision", None) or model_fingerprint(judge.target.model, judge.target.revision)
         d = judge.target.decoding
         size = requests_per_call(b, judge.target.batch_size)
-        for start in range(0, len(todo), size):
-            chunk = todo[start:start + size]
-            requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
-                                          temperature=0.0 if d.temperature is None else d.temperature,
-                                          top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed,
-                                          json_schema=decoding_schema(it.kind) if judge.structured else None)
-                        for it in chunk]
-            try:
-                results = {r.key: r for r in b.generate(requests)}
-            except Exception as err:  # a failed batch is a batch of error rows, retried next run
-                results = {it.judgment_id: GenerationResult.failed(it.judgment_id, err) for it in chunk}
-            report.called += len(chunk)
+        requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
+                                      temperature=0.0 if d.temperature is None else d.temperature,
+                                      top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed,
+                                      json_schema=decoding_schema(it.kind) if judge.structured else None)
+                    for it in todo]
+        by_key = {it.judgment_id: it for it in todo}
+        done_now = 0
+        # a failed call is a batch of error rows, retried next run
+        for results in results_in_batches(b, requests, size, fail_batch=True):
+            report.called += len(results)
             rows = []
-            for it in chunk:
-                row, verdict = _result_row(it, judge, revision, results.get(it.judgment_id), run_id)
+            for result in results:
+                row, verdict = _result_row(by_key[result.key], judge, revision, result, run_id)
                 rows.append(row)
                 if verdict is None:
                     report.errors += 1
@@ -364,8 +362,9 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
             landed = land_judgments(warehouse, rows)
             report.inserted += landed.inserted
             report.retried += landed.retried
+            done_now += len(results)
             if progress is not None:
-                progress(judge.name, kind, start + len(chunk), len(todo))
+                progress(judge.name, kind, done_now, len(todo))
     finally:
         if owned is not None:
             owned.close()
