@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -151,6 +152,12 @@ FAKE_WORKER = textwrap.dedent('''
                         ("completion_tokens", pa.int64()), ("latency_ms", pa.float64())],
                        metadata={{"ableaudit.exchange": "vllm-responses/1",
                                  "ableaudit.model_revision": "org/m@" + "f" * 40}})
+    if mode in ("midway", "hang_after_part"):  # one part of two rows, then it dies or hangs
+        pq.write_table(pa.Table.from_pylist(out[:2], schema=schema), resp + ".part-00000")
+        if mode == "hang_after_part":
+            time.sleep(60)
+        print("Segmentation fault in the engine", file=sys.stderr)
+        sys.exit(139)
     pq.write_table(pa.Table.from_pylist(out, schema=schema), resp)
 ''')
 
@@ -217,6 +224,24 @@ def test_worker_timeout_gives_error_results(tmp_path):
     assert res[0].status == "error" and "timeout_s=1s" in res[0].error
 
 
+def test_a_worker_dying_after_a_part_keeps_the_part_and_errors_the_rest(tmp_path):
+    b = _fake_backend(tmp_path, "midway", poll_s=0.05)
+    res = b.generate([_req(f"k{i}", f"q{i}") for i in range(4)])
+    assert [r.status for r in res] == ["ok", "ok", "error", "error"]
+    assert res[0].text == "vllm says: q0"
+    assert "exit code 139) stopped (2 of 4 missing)" in res[2].error and "Segmentation fault" in res[2].error
+
+
+def test_closing_the_stream_stops_the_worker(tmp_path):
+    b = _fake_backend(tmp_path, "hang_after_part", poll_s=0.05)
+    t0 = time.perf_counter()
+    stream = b.stream([_req(f"k{i}", f"q{i}") for i in range(4)])
+    first = next(stream)
+    stream.close()  # e.g. landing failed: the worker must not run on with nowhere to put its results
+    assert first.key == "k0" and first.status == "ok"
+    assert time.perf_counter() - t0 < 30  # the worker would hang 60 s
+
+
 def test_worker_configuration_errors(monkeypatch):
     monkeypatch.delenv("ABLEAUDIT_VLLM_PYTHON", raising=False)
     with pytest.raises(BackendError, match="ABLEAUDIT_VLLM_PYTHON"):
@@ -254,6 +279,8 @@ FAKE_VLLM = {
                     f.write(json.dumps({"init": kw}) + "\\n")
 
             def chat(self, convs, params, use_tqdm=True, lora_request=None):
+                import time
+                time.sleep(float(os.environ.get("FAKE_VLLM_DELAY", "0")))
                 with open(self.log, "a") as f:
                     f.write(json.dumps({"chat": len(convs), "lora": getattr(lora_request, "path", None),
                                         "params": [vars(p) for p in params]}) + "\\n")
@@ -317,6 +344,26 @@ def test_real_worker_module_end_to_end(fake_vllm, tmp_path):
     assert [c["chat"] for c in calls[1:]] == [3, 1, 1, 1]  # one batch, then one by one after its failure
     assert calls[1]["params"][2] == {"temperature": 0.7, "top_p": 0.8, "max_tokens": 8, "seed": 1}
     assert calls[1]["params"][0]["seed"] is None
+
+
+def test_real_worker_writes_parts_that_land_while_it_runs(fake_vllm, tmp_path, monkeypatch):
+    from ableaudit.backends.base import results_in_batches
+
+    monkeypatch.setenv("FAKE_VLLM_DELAY", "0.5")
+    b = make_backend(Target(name="v", backend="vllm", model="org/m", batch_size=2,
+                            options={"exchange_dir": str(tmp_path / "x"), "poll_s": 0.05}))
+    reqs = [_req(k, f"words of {k}", max_new_tokens=8) for k in "abcde"]
+    batches = results_in_batches(b, reqs, 2)
+    first = next(batches)
+    # the first part landed while the worker was still generating the rest
+    assert not (b.last_run_dir / "responses.parquet").exists()
+    rest = [r for batch in batches for r in batch]
+    assert sorted(r.key for r in first + rest) == list("abcde")
+    assert [r.key for r in first] == ["a", "b"] and all(r.status == "ok" for r in first + rest)
+    assert sorted(p.name for p in b.last_run_dir.glob("responses.parquet.part-*")) == [
+        f"responses.parquet.part-0000{i}" for i in range(3)]
+    calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
+    assert [c.get("chat") for c in calls] == [None, 2, 2, 1]  # the model loaded once, three parts
 
 
 def test_real_worker_with_adapter(fake_vllm, tmp_path):

@@ -1,17 +1,21 @@
 """The ``vllm`` backend: hands a batch to the offline vLLM worker in another venv, via Parquet.
 
 See ``ableaudit/backends/vllm_worker.py`` for why, the exchange format and how
-to set up the worker venv. Each ``generate()`` call is one worker run, which
-loads the model once (tens of seconds to minutes): give it all of a target's
-requests at once, not small chunks. The audit flow hands a backend
-``target.batch_size`` requests per call, so vllm targets want a large
-``batch_size`` (thousands); vLLM schedules the whole file itself.
+to set up the worker venv. One worker run loads the model once (tens of
+seconds to minutes) and generates every request it is given. The audit flow and
+the judges hand it all of a target's pending requests at once (``stream``); the
+worker writes its responses ``part_rows`` at a time (default: the target's
+``batch_size``), and each part lands while the worker goes on, so a long run
+lands progressively and a crash or kill loses only the part in progress.
+``generate()`` is the same run with its results returned in order.
 
 Failure mapping:
   * no worker configured, or its executable missing -> BackendError on construction;
-  * the worker exits without writing a responses file (vLLM not installed,
-    model not loadable, bad arguments) -> BackendError with the worker's last
-    stderr lines, because every later call would fail the same way;
+  * the worker exits without writing a responses file or any part (vLLM not
+    installed, model not loadable, bad arguments) -> BackendError with the
+    worker's last stderr lines, because every later call would fail the same way;
+    a worker that dies after some parts -> error results for the rest, with its
+    last lines;
   * a responses file that is unreadable or breaks the format -> every request
     becomes an error result naming the file and the problem;
   * a key missing from the responses, or a worker run past ``timeout_s`` ->
@@ -22,26 +26,32 @@ options (``target.options``):
               "$ABLEAUDIT_VLLM_PYTHON -m ableaudit.backends.vllm_worker"
   worker_args: extra worker arguments, e.g. ["--tensor-parallel-size", "2"]
   timeout_s: wall-clock limit for one worker run (default: none)
+  part_rows: responses per part file (default: the target's batch_size)
+  poll_s: how often to look for new parts (default 0.5 s)
   exchange_dir: keep requests/responses/worker log there (default: a temp dir, removed)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
 from .base import BackendError, GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
     from ..config import Target
+
+log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ableaudit.backends.vllm_worker"
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the dir holding `ableaudit/`
@@ -81,6 +91,9 @@ class VllmBackend:
         self.adapter = adapter or target.adapter
         self.model_revision: str | None = model_revision_string(self.model, self.revision, self.adapter)
         self.last_run_dir: Path | None = None
+        # responses per part file: results land this many at a time while the worker runs
+        self.part_rows = int(opts.get("part_rows", target.batch_size))
+        self.poll_s = float(opts.get("poll_s", 0.5))
 
     def _row(self, req: GenerationRequest) -> dict[str, Any]:
         return {
@@ -97,89 +110,138 @@ class VllmBackend:
         }
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        from .vllm_worker import ExchangeError, read_responses, write_requests
+        """One worker run over ``requests``; results in request order."""
+        got = {r.key: r for r in self.stream(requests)}
+        return [got.get(r.key) or GenerationResult.failed(r.key, "vllm backend lost this request") for r in requests]
 
-        results: dict[str, GenerationResult] = {}
+    def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
+        """One worker run over all ``requests`` (one model load); results as its parts arrive.
+
+        The worker writes ``part_rows`` responses at a time (``responses.parquet.part-NNNNN``);
+        each part is read and handed back while the worker goes on, so an audit lands
+        progressively and a crash or a kill loses only the part in progress.
+        """
+        from .vllm_worker import ExchangeError, write_requests
+
         rows = []
         for req in requests:
             try:
                 rows.append(self._row(req))
-            except Exception as e:  # e.g. an image in an unknown format
-                results[req.key] = GenerationResult.failed(req.key, e)
-        if rows:
-            if self.exchange_dir is not None:
-                run_dir = self.exchange_dir / f"vllm-{uuid.uuid4().hex[:8]}"
-                run_dir.mkdir(parents=True, exist_ok=True)
-                self._run(rows, run_dir, results, write_requests, read_responses, ExchangeError)
-            else:
-                with tempfile.TemporaryDirectory(prefix="ableaudit-vllm-") as tmp:
-                    self._run(rows, Path(tmp), results, write_requests, read_responses, ExchangeError)
-        return [results.get(r.key) or GenerationResult.failed(r.key, "vllm backend lost this request") for r in requests]
-
-    def _run(self, rows: list[dict[str, Any]], run_dir: Path, results: dict[str, GenerationResult],
-             write_requests: Any, read_responses: Any, exchange_error: type[Exception]) -> None:
-        self.last_run_dir = run_dir
-        req_path, resp_path, log_path = run_dir / "requests.parquet", run_dir / "responses.parquet", run_dir / "worker.log"
-        try:
-            write_requests(req_path, rows)
-        except exchange_error as e:  # duplicate keys etc.: a caller bug, but keep every request accounted for
-            for r in rows:
-                results[r["key"]] = GenerationResult.failed(r["key"], f"cannot write the vllm requests file: {e}")
+            except Exception as e:  # e.g. an image in an unknown format: never sent
+                yield GenerationResult.failed(req.key, e)
+        if not rows:
             return
+        if self.exchange_dir is not None:
+            run_dir = self.exchange_dir / f"vllm-{uuid.uuid4().hex[:8]}"
+            run_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            run_dir = Path(tempfile.mkdtemp(prefix="ableaudit-vllm-"))
+        self.last_run_dir = run_dir
+        try:
+            try:
+                write_requests(run_dir / "requests.parquet", rows)
+            except ExchangeError as e:  # duplicate keys etc.: a caller bug, but keep every request accounted for
+                for r in rows:
+                    yield GenerationResult.failed(r["key"], f"cannot write the vllm requests file: {e}")
+                return
+            yield from self._run(run_dir, [r["key"] for r in rows])
+        finally:
+            if self.exchange_dir is None:
+                shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _run(self, run_dir: Path, keys: list[str]) -> Iterator[GenerationResult]:
+        from .vllm_worker import ExchangeError, read_responses
+
+        req_path, resp_path, log_path = run_dir / "requests.parquet", run_dir / "responses.parquet", run_dir / "worker.log"
         argv = [*self.worker_cmd, str(req_path), str(resp_path), "--model", self.model]
         if self.revision:
             argv += ["--revision", self.revision]
-        argv += self.worker_args
+        argv += [*self.worker_args, "--part-rows", str(self.part_rows)]
         env = dict(os.environ)
         # So `-m ableaudit.backends.vllm_worker` resolves in a venv where ableaudit is not installed.
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
-        keys = [r["key"] for r in rows]
-        with open(log_path, "wb") as log:
+        wanted, done = set(keys), set()
+        seen_parts: set[Path] = set()
+
+        def results_of(path: Path) -> list[GenerationResult]:
+            resp_rows, meta = read_responses(path)
+            self._note_revision(meta)
+            fresh = [r for r in resp_rows if r["key"] in wanted and r["key"] not in done]
+            done.update(r["key"] for r in fresh)
+            return [_result(r) for r in fresh]
+
+        def new_parts() -> Iterator[GenerationResult]:
+            for part in sorted(run_dir.glob(resp_path.name + ".part-*")):
+                if part in seen_parts or part.name.endswith(".tmp"):
+                    continue
+                seen_parts.add(part)
+                try:
+                    yield from results_of(part)
+                except ExchangeError as e:  # a broken part: the full file at the end may still cover it
+                    log.warning("vllm worker part %s unreadable (%s); waiting for the full responses file", part.name, e)
+
+        with open(log_path, "wb") as worker_log:
             try:
-                proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=self.timeout_s)
-                rc: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                rc = None
+                proc = subprocess.Popen(argv, stdout=worker_log, stderr=subprocess.STDOUT, env=env)
             except OSError as e:
                 raise BackendError(f"cannot start the vllm worker {argv[0]!r}: {e}; fix options.worker_cmd") from None
-        if rc is None and not resp_path.exists():
-            for k in keys:
-                results[k] = GenerationResult.failed(k, f"vllm worker ran past timeout_s={self.timeout_s:g}s and was killed")
+            deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+            timed_out = False
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=self.poll_s)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    yield from new_parts()
+                    if deadline is not None and time.monotonic() > deadline:
+                        timed_out = True
+                        proc.kill()
+                        proc.wait()
+                        break
+            finally:
+                if proc.poll() is None:  # the consumer stopped early: the worker's results have nowhere to go
+                    proc.kill()
+                    proc.wait()
+        rc = proc.returncode
+        yield from new_parts()
+        if timed_out:
+            msg = f"vllm worker ran past timeout_s={self.timeout_s:g}s and was killed"
+            yield from (GenerationResult.failed(k, msg) for k in keys if k not in done)
             return
-        if not resp_path.exists():
+        if resp_path.exists():
+            try:
+                yield from results_of(resp_path)
+            except ExchangeError as e:
+                msg = f"vllm worker (exit code {rc}) wrote an invalid responses file: {e}"
+                yield from (GenerationResult.failed(k, msg) for k in keys if k not in done)
+                return
+        elif not done:
             raise BackendError(f"vllm worker exited with code {rc} without writing {resp_path.name}; "
                                f"its last output:\n{_tail(log_path)}\n(command: {shlex.join(argv)})")
-        try:
-            resp_rows, meta = read_responses(resp_path)
-        except exchange_error as e:
-            msg = f"vllm worker (exit code {rc}) wrote an invalid responses file: {e}"
-            for k in keys:
-                results[k] = GenerationResult.failed(k, msg)
-            return
+        missing = [k for k in keys if k not in done]
+        if missing:
+            how = "stopped" if not resp_path.exists() else "returned no response for this key"
+            msg = (f"vllm worker (exit code {rc}) {how} ({len(missing)} of {len(keys)} missing); "
+                   f"its last output:\n{_tail(log_path, 8)}")
+            yield from (GenerationResult.failed(k, msg) for k in missing)
+
+    def _note_revision(self, meta: dict[str, str]) -> None:
         if meta.get("ableaudit.model_revision"):
             rev = meta["ableaudit.model_revision"]
             if self.adapter and "+adapter:" in (self.model_revision or ""):
                 rev += "+adapter:" + self.model_revision.split("+adapter:", 1)[1]  # type: ignore[union-attr]
             self.model_revision = rev
-        wanted = set(keys)
-        for r in resp_rows:
-            k = r["key"]
-            if k not in wanted:
-                continue
-            if r["status"] == "error":
-                results[k] = GenerationResult(key=k, status="error", error=r.get("error") or "vllm worker error",
-                                              latency_ms=r.get("latency_ms"))
-            else:
-                results[k] = GenerationResult.from_text(
-                    k, r.get("text"), finish_reason=normalize_finish_reason(r.get("finish_reason")),
-                    prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"),
-                    latency_ms=r.get("latency_ms"))
-        missing = [k for k in keys if k not in results]
-        if missing:
-            msg = (f"vllm worker (exit code {rc}) returned no response for this key "
-                   f"({len(missing)} of {len(keys)} missing); its last output:\n{_tail(log_path, 8)}")
-            for k in missing:
-                results[k] = GenerationResult.failed(k, msg)
 
     def close(self) -> None:
         """Nothing held between calls: each generate() is its own worker process."""
+
+
+def _result(r: dict[str, Any]) -> GenerationResult:
+    if r["status"] == "error":
+        return GenerationResult(key=r["key"], status="error", error=r.get("error") or "vllm worker error",
+                                latency_ms=r.get("latency_ms"))
+    return GenerationResult.from_text(
+        r["key"], r.get("text"), finish_reason=normalize_finish_reason(r.get("finish_reason")),
+        prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"), latency_ms=r.get("latency_ms"))

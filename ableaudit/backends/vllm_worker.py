@@ -25,8 +25,8 @@ or per target in the audit config::
       backend: vllm
       model: Qwen/Qwen2.5-7B-Instruct
       revision: main
-      batch_size: 5000           # requests per generate() call = per worker run (one model load
-                                 # each): make it large; vLLM schedules the whole file itself
+      batch_size: 512            # responses per part: the worker loads the model once for all
+                                 # pending requests and writes a part every 512 (landed as it comes)
       options:
         worker_cmd: /opt/vllm-venv/bin/python -m ableaudit.backends.vllm_worker
         worker_args: ["--tensor-parallel-size", "2", "--max-model-len", "8192"]
@@ -38,7 +38,7 @@ Running the worker by hand (what the backend does)::
     /opt/vllm-venv/bin/python -m ableaudit.backends.vllm_worker requests.parquet responses.parquet \\
         --model Qwen/Qwen2.5-7B-Instruct [--revision REV] [--dtype bfloat16] \\
         [--tensor-parallel-size N] [--max-model-len N] [--gpu-memory-utilization 0.9] \\
-        [--max-lora-rank 64] [--llm-kwargs '{"enforce_eager": true}']
+        [--max-lora-rank 64] [--llm-kwargs '{"enforce_eager": true}'] [--part-rows 512]
 
     # or, with this file copied elsewhere:  python vllm_worker.py requests.parquet responses.parquet --model ...
     # check a requests file without loading vLLM:  ... vllm_worker requests.parquet out.parquet --validate-only
@@ -364,6 +364,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--gpu-memory-utilization", type=float)
     ap.add_argument("--max-lora-rank", type=int, default=64)
     ap.add_argument("--llm-kwargs", default="{}", help="JSON object of extra vllm.LLM(...) arguments")
+    ap.add_argument("--part-rows", type=int, default=0,
+                    help="also write every N responses to RESPONSES.part-NNNNN as they are done (0: only the full file)")
     ap.add_argument("--validate-only", action="store_true", help="check the requests file and exit")
     return ap.parse_args(argv)
 
@@ -423,14 +425,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                               max_tokens=int(r["max_new_tokens"]), seed=r.get("seed"), **constrained)
 
     out: list[dict[str, Any]] = []
+    step = args.part_rows if args.part_rows > 0 else len(rows)
+    parts = 0
     for adapter, group in _groups(rows).items():
         lora = None
         if adapter:
             from vllm.lora.request import LoRARequest
 
             lora = LoRARequest(Path(adapter).name or "adapter", adapters.index(adapter) + 1, adapter)
-        out += run_batch(llm, group, make_params, lora)
-        print(f"vllm_worker: {len(out)}/{len(rows)} done", file=sys.stderr, flush=True)
+        for start in range(0, len(group), step):
+            done = run_batch(llm, group[start:start + step], make_params, lora)
+            if args.part_rows > 0:  # the audit lands each part while the rest is generated
+                write_responses(f"{args.responses}.part-{parts:05d}", done, meta)
+                parts += 1
+            out += done
+            print(f"vllm_worker: {len(out)}/{len(rows)} done", file=sys.stderr, flush=True)
     write_responses(args.responses, out, meta)
     return 0
 
