@@ -235,7 +235,7 @@ class VllmBackend:
             self.model_revision = rev
 
     def close(self) -> None:
-        """Nothing held between calls: each generate() is its own worker process."""
+        """Nothing held between calls: each run is its own worker process (stopped when its stream closes)."""
 
 
 def _result(r: dict[str, Any]) -> GenerationResult:
