@@ -48,17 +48,28 @@ def results_in_batches(backend: Any, requests: Sequence[GenerationRequest], size
     waits for its slowest answer while the server idles. Others get ``generate``
     calls of ``size`` requests, in order. ``fail_batch``: an exception of a
     ``generate`` call becomes that batch's error results (else it propagates).
+    A result for a key not asked for, or a ``generate`` call returning another
+    number of results than asked, raises: every batch maps onto its requests.
     """
+    name = getattr(backend, "name", backend)
+    asked = {r.key for r in requests}
+
+    def checked(results: list[GenerationResult]) -> list[GenerationResult]:
+        unknown = [r.key for r in results if r.key not in asked]
+        if unknown:
+            raise RuntimeError(f"backend {name} returned results for keys it was not asked for: {unknown[:3]}")
+        return results
+
     stream = getattr(backend, "stream", None)
     if stream is not None:
         batch: list[GenerationResult] = []
         for result in stream(requests):
             batch.append(result)
             if len(batch) >= size:
-                yield batch
+                yield checked(batch)
                 batch = []
         if batch:
-            yield batch
+            yield checked(batch)
         return
     for start in range(0, len(requests), size):
         chunk = requests[start:start + size]
@@ -69,9 +80,8 @@ def results_in_batches(backend: Any, requests: Sequence[GenerationRequest], size
                 raise
             results = [GenerationResult.failed(r.key, err) for r in chunk]
         if len(results) != len(chunk):
-            raise RuntimeError(f"backend {getattr(backend, 'name', backend)} returned {len(results)} results "
-                               f"for {len(chunk)} requests")
-        yield results
+            raise RuntimeError(f"backend {name} returned {len(results)} results for {len(chunk)} requests")
+        yield checked(results)
 
 
 def refuse_json_schema(req: GenerationRequest, backend: str) -> None:

@@ -257,7 +257,7 @@ class JudgeReport:
         return dict(self.__dict__)
 
 
-def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: GenerationResult | None,
+def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: GenerationResult,
                 run_id: str | None) -> tuple[dict[str, Any], Verdict | None]:
     row: dict[str, Any] = {
         "judgment_id": item.judgment_id, "judge_kind": item.kind, "judge_name": judge.name,
@@ -266,9 +266,9 @@ def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: Gen
         "disability_generation_id": item.disability_generation_id, "subject_hash": item.subject_hash,
         "source": "judged", "run_id": run_id,
     }
-    if result is None or result.status == "error":
+    if result.status == "error":
         row.update(call_status="error", raw_output=None, parse_status=None, parsed_json=None, parse_notes=None,
-                   error_message=(result.error if result else "the backend returned no result for this request"))
+                   error_message=result.error)
         return row, None
     text = result.text or ""
     verdict = parse_verdict(item.kind, text, item.response_b)
