@@ -52,7 +52,18 @@ class FakeOpenAIServer:
             def log_message(self, *a):  # keep pytest output clean
                 pass
 
+            def _finish(self) -> None:
+                # the request stops counting as in flight before its reply is written: the client may
+                # send its next request the moment the reply arrives, before this thread runs again
+                began = getattr(self, "_began", None)
+                if began is not None:
+                    self._began = None
+                    with server.lock:
+                        server.inflight -= 1
+                        server.spans.append((began, time.perf_counter()))
+
             def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
+                self._finish()
                 body = json.dumps(obj).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -71,7 +82,7 @@ class FakeOpenAIServer:
 
             def do_POST(self):
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                began = time.perf_counter()
+                self._began = time.perf_counter()
                 with server.lock:
                     server.payloads.append(payload)
                     server.headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -104,9 +115,7 @@ class FakeOpenAIServer:
                                   "total_tokens": prompt_words + len(words)},
                     })
                 finally:
-                    with server.lock:
-                        server.inflight -= 1
-                        server.spans.append((began, time.perf_counter()))
+                    self._finish()
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -362,13 +371,16 @@ def test_stream_yields_in_completion_order_and_keeps_requests_in_flight(server):
     # one slot stayed on the slow request while the other served all six fast ones (in batches
     # of generate calls, the slow answer would have come back in the first batch, holding f0)
     assert keys[-1] == "slow" and server.max_inflight == 2
-    # closing the stream early cancels what has not started
+    b.close()
+    # closing the stream early cancels what has not started: one request in flight, so the first
+    # answer and at most the one its worker took up next (the other six are never sent)
     server.delay_s = 0.1
-    stream = b.stream([_req(f"c{i}", f"cancel me {i}") for i in range(8)])
+    one = make_backend(_target(server.base_url, batch_size=1))
+    stream = one.stream([_req(f"c{i}", f"cancel me {i}") for i in range(8)])
     next(stream)
     stream.close()
-    assert server.posts_for("cancel me") <= 3
-    b.close()
+    assert server.posts_for("cancel me") <= 2
+    one.close()
 
 
 def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
@@ -395,6 +407,13 @@ def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
 
     with pytest.raises(RuntimeError, match="returned 1 results for 2 requests"):
         list(results_in_batches(Short(), reqs[:2], 2))
+
+    class Stranger(Flaky):
+        def stream(self, requests):
+            yield GenerationResult.from_text("not-asked", "ok")
+
+    with pytest.raises(RuntimeError, match="keys it was not asked for: \\['not-asked'\\]"):
+        list(results_in_batches(Stranger(), reqs[:2], 2))
 
 
 @pytest.mark.parametrize("base_url, message", [
