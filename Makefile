@@ -13,9 +13,10 @@ export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 
 .PHONY: audit test build lint deploy worker clean
 
-$(BIN)/.installed: requirements.lock pyproject.toml
+$(BIN)/.installed: requirements.lock requirements-nodeps.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -r requirements-nodeps.lock
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
