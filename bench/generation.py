@@ -117,7 +117,7 @@ def plain_generate(model: Any, tok: Any, prompts: list[str], batch: int, max_new
 
 
 def backend_generate(backend: Any, prompts: list[str], max_new: int, device: str) -> tuple[float, int, list]:
-    from ableaudit.backends.base import GenerationRequest
+    from ableaudit.records import GenerationRequest
 
     reqs = [GenerationRequest(key=str(i), messages=({"role": "system", "content": "You are a helpful assistant."},
                                                     {"role": "user", "content": p}),

@@ -3,7 +3,7 @@
 # for, in one call, each under its own time limit, their output kept under $OUT.
 #   1. bench/generation.py: the transformers backend against plain HF generate, random-init
 #      Qwen2.5-0.5B architecture, bf16 (issue 2: report the ratio).
-#   2. ableaudit.dpo.train: TRL DPO with a LoRA on a random-init Qwen2.5-0.5B, 20 steps, with
+#   2. ableaudit.adapters.dpo.train: TRL DPO with a LoRA on a random-init Qwen2.5-0.5B, 20 steps, with
 #      load/train seconds, steps/s and peak GPU memory (issue 6: DPO at a real model size).
 # Before: `bash bench/gpu_wheels.sh` here. Then: run(command="bash bench/gpu_checks.sh",
 # carry=[".whl"], timeout_s=600). A CPU dry run of the same script (no install, tiny sizes):
@@ -40,9 +40,9 @@ echo "== bench/generation.py --device $DEVICE $GEN_ARGS" | tee "$OUT/generation.
 # shellcheck disable=SC2086  # the argument strings split on purpose
 timeout "${GEN_TIMEOUT:-280}" "$PY" bench/generation.py --device "$DEVICE" $GEN_ARGS 2>&1 | tee -a "$OUT/generation.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed=$((failed + 1))
-echo "== python -m ableaudit.dpo.train --device $DEVICE $DPO_ARGS" | tee "$OUT/dpo.txt"
+echo "== python -m ableaudit.adapters.dpo.train --device $DEVICE $DPO_ARGS" | tee "$OUT/dpo.txt"
 # shellcheck disable=SC2086
-timeout "${DPO_TIMEOUT:-220}" "$PY" -m ableaudit.dpo.train --device "$DEVICE" $DPO_ARGS 2>&1 | tee -a "$OUT/dpo.txt"
+timeout "${DPO_TIMEOUT:-220}" "$PY" -m ableaudit.adapters.dpo.train --device "$DEVICE" $DPO_ARGS 2>&1 | tee -a "$OUT/dpo.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed=$((failed + 1))
 rm -rf "$work"
 echo "gpu checks: $failed failed (output in $OUT)"

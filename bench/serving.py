@@ -100,7 +100,7 @@ def _backend(urls: list[str], batch: int):
 
 
 def _requests(n: int):
-    from ableaudit.backends.base import GenerationRequest
+    from ableaudit.records import GenerationRequest
 
     return [GenerationRequest(key=f"r{i}", messages=({"role": "user", "content": f"question {i}"},), max_new_tokens=8)
             for i in range(n)]

@@ -1,6 +1,6 @@
 """The `train-detector` flow: judge verdicts (+ human labels) -> LoRA detector -> raw.adapters -> detector_verdicts.
 
-Thin wiring over ableaudit.detector: the warehouse is built up to the judged
+Thin wiring over ableaudit.adapters.detector: the warehouse is built up to the judged
 pairs, the detector is trained on a split by query and validated on the
 held-out queries, registered with its base, data snapshot, split and metrics,
 and (unless build=False) dbt builds detector_verdicts and everything after it
@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ableaudit import prefect_env
+from ableaudit.audit import prefect_env
 
 prefect_env.configure()
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from ableaudit.dbt_runner import run_dbt  # noqa: E402
-from ableaudit.detector.model import DEFAULT_BASE  # noqa: E402
-from ableaudit.detector.train import DetectorTrainConfig, train_detector  # noqa: E402
-from ableaudit.publish import publish  # noqa: E402
+from ableaudit.dbt.runner import run_dbt  # noqa: E402
+from ableaudit.adapters.detector.model import DEFAULT_BASE  # noqa: E402
+from ableaudit.adapters.detector.train import DetectorTrainConfig, train_detector  # noqa: E402
+from ableaudit.warehouse.publish import publish  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """The `train-dpo` flow: preference_pairs -> TRL files -> DPO LoRA -> raw.adapters, ready to run as an arm.
 
-Thin wiring over ableaudit.dpo: dbt builds preference_pairs (flagged pairs,
+Thin wiring over ableaudit.adapters.dpo: dbt builds preference_pairs (flagged pairs,
 chosen = neutral or a faithful mitigation-arm response, split by query), the
 'ok' rows are exported in TRL's conversational layout (train / heldout files
 and a manifest naming the held-out queries), a peft LoRA is fine-tuned with
@@ -23,16 +23,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ableaudit import prefect_env
+from ableaudit.audit import prefect_env
 
 prefect_env.configure()
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from ableaudit.dbt_runner import run_dbt  # noqa: E402
-from ableaudit.dpo.export import export_preference_pairs  # noqa: E402
-from ableaudit.dpo.train import DPOTrainConfig, train_dpo  # noqa: E402
+from ableaudit.dbt.runner import run_dbt  # noqa: E402
+from ableaudit.adapters.dpo.export import export_preference_pairs  # noqa: E402
+from ableaudit.adapters.dpo.train import DPOTrainConfig, train_dpo  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 

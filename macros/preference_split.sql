@@ -4,7 +4,7 @@
     below var('preference_heldout_share') x 10000, else 'train'. Whole queries
     fall on one side, so preference_pairs (what DPO trains on) and
     mitigation_effect (where DPO is compared) split the same way, and so does
-    ableaudit.dpo.export.split_of in Python.
+    ableaudit.adapters.dpo.export.split_of in Python.
 -#}
 {% macro preference_heldout_share() -%}
     {%- set share = var('preference_heldout_share', 0.2) | float -%}

@@ -14,8 +14,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from ableaudit.annotations import AnnotationError, export_annotation_sample, import_annotations
-from ableaudit.dbt_runner import run_dbt
+from ableaudit.ingest.annotations import AnnotationError, export_annotation_sample, import_annotations
+from ableaudit.dbt.runner import run_dbt
 from ableaudit.warehouse import connect
 from warehouse_fixtures import land, read, synthetic_generations
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from ableaudit import PROJECT_ROOT
-from ableaudit.dbt_runner import run_dbt
+from ableaudit.dbt.runner import run_dbt
 from ableaudit.warehouse import connect
 from warehouse_fixtures import DISABILITIES, land, read
 

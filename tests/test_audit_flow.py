@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from ableaudit import PROJECT_ROOT
-from ableaudit.cli import _load_flow
+from ableaudit.audit.flow import audit as audit_flow
 from independent import degradation_vader
 
 CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_llamacpp.yaml"  # with both judges
@@ -37,7 +37,7 @@ def _read(path: Path, sql: str) -> pd.DataFrame:
 def audited(tmp_path_factory) -> dict:
     wh = tmp_path_factory.mktemp("flow") / "ableaudit.duckdb"
     os.environ["ABLEAUDIT_REGARD_MODEL"] = str(wh.parent / "no-regard-model-here")
-    summary = _load_flow()(config=str(CONFIG), warehouse=str(wh))
+    summary = audit_flow(config=str(CONFIG), warehouse=str(wh))
     return {"summary": summary, "warehouse": wh}
 
 
@@ -100,7 +100,7 @@ def test_published_copy_is_readable_without_project_code(audited):
 
 
 def test_rerun_generates_nothing_new(audited):
-    summary = _load_flow()(config=str(CONFIG), warehouse=str(audited["warehouse"]), build=False)
+    summary = audit_flow(config=str(CONFIG), warehouse=str(audited["warehouse"]), build=False)
     assert summary["targets"] == {} or all(v["inserted"] == 0 for v in summary["targets"].values())
     g = _read(audited["warehouse"], "select count(*) as n from raw.generations")
     assert g.n[0] == N_JUDGED

@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ableaudit.backends import BackendError, make_backend  # noqa: E402
-from ableaudit.backends.base import GenerationRequest  # noqa: E402
+from ableaudit.records import GenerationRequest  # noqa: E402
 from ableaudit.config import Target  # noqa: E402
 
 SERVED_ID = "echo-model"
@@ -384,7 +384,8 @@ def test_stream_yields_in_completion_order_and_keeps_requests_in_flight(server):
 
 
 def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
-    from ableaudit.backends.base import GenerationResult, results_in_batches
+    from ableaudit.backends.base import results_in_batches
+    from ableaudit.records import GenerationResult
 
     class Flaky:
         name = "flaky"

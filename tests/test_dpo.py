@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
 
-from ableaudit.dbt_runner import run_dbt
-from ableaudit.dpo.export import split_of
+from ableaudit.dbt.runner import run_dbt
+from ableaudit.adapters.dpo.export import split_of
 from test_detector import JUDGE, KeywordJudge, build_judged_warehouse, judge_cfg, labels_of, read
 from tiny_models import tiny_chat_model_dir  # noqa: F401  (session fixture)
 
@@ -103,7 +102,7 @@ def test_preference_pairs_match_an_independent_computation(judged, chosen_rule):
 def small(tmp_path_factory) -> Path:
     """A text pair whose neutral answer declines, and a vision pair with its image in raw.images."""
     from ableaudit.judges.runner import judge_contrastive, select_pairs
-    from ableaudit.landing import land_generations
+    from ableaudit.warehouse.landing import land_generations
     from ableaudit.warehouse import connect
     from test_detector import gen
     from tiny_vlm import png_bytes
@@ -142,7 +141,7 @@ def small(tmp_path_factory) -> Path:
 
 def test_a_declining_neutral_is_no_chosen_response(small, tmp_path):
     """A neutral answer that declines is kept as a row with status chosen_declines, never exported."""
-    from ableaudit.dpo.export import export_preference_pairs
+    from ableaudit.adapters.dpo.export import export_preference_pairs
 
     mart = read(small, "select status, flagged_dimensions from preference_pairs where task = 'text'")
     assert mart.to_dict("records") == [{"status": "chosen_declines", "flagged_dimensions": "interpret,framing"}]
@@ -153,7 +152,7 @@ def test_a_declining_neutral_is_no_chosen_response(small, tmp_path):
 def test_vision_pairs_carry_their_image_into_trl_layout(small, tmp_path):
     from datasets import load_dataset
 
-    from ableaudit.dpo.export import PreferenceExportError, export_preference_pairs
+    from ableaudit.adapters.dpo.export import PreferenceExportError, export_preference_pairs
 
     mart = read(small, "select * from preference_pairs where task = 'vision'")
     assert len(mart) == 1
@@ -179,7 +178,7 @@ def test_vision_pairs_carry_their_image_into_trl_layout(small, tmp_path):
 
 @pytest.fixture(scope="module")
 def exported(judged, tmp_path_factory):
-    from ableaudit.dpo.export import export_preference_pairs
+    from ableaudit.adapters.dpo.export import export_preference_pairs
 
     out = tmp_path_factory.mktemp("prefs")
     return export_preference_pairs(judged, out, heldout_share=SHARE)
@@ -206,7 +205,7 @@ def test_export_is_trl_conversational_and_readable_by_datasets(judged, exported)
     held = sorted(q for s, q in zip(queries.query_set, queries.query_id) if split_of(s, q, SHARE) == "heldout")
     assert manifest["reaudit_subset"]["query_ids"] == held == ["q03", "q04", "q05", "q08", "q11"]
     assert manifest["judge"] == JUDGE and manifest["counts"] == exported.counts
-    from ableaudit.dpo.export import PreferenceExportError, export_preference_pairs
+    from ableaudit.adapters.dpo.export import PreferenceExportError, export_preference_pairs
 
     with pytest.raises(PreferenceExportError, match="another preference_heldout_share"):
         export_preference_pairs(judged, exported.out_dir / "other", heldout_share=0.9)
@@ -214,7 +213,7 @@ def test_export_is_trl_conversational_and_readable_by_datasets(judged, exported)
 
 @pytest.fixture(scope="module")
 def dpo_trained(judged, exported, tiny_chat_model_dir, torch_one_thread, tmp_path_factory):  # noqa: F811
-    from ableaudit.dpo.train import DPOTrainConfig, train_dpo
+    from ableaudit.adapters.dpo.train import DPOTrainConfig, train_dpo
 
     root = tmp_path_factory.mktemp("adapters")
     cfg = DPOTrainConfig(model=str(tiny_chat_model_dir), data=str(exported.out_dir), max_steps=2, batch_size=2,
@@ -249,8 +248,8 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(judged, dpo_trai
     from ableaudit.backends.transformers_backend import TransformersBackend
     from ableaudit.config import Arm, AuditConfig, Decoding, Target
     from ableaudit.judges.runner import judge_contrastive, select_pairs
-    from ableaudit.landing import land_generations, result_row
-    from ableaudit.planning import arms_by_adapter, plan_generations
+    from ableaudit.warehouse.landing import land_generations, result_row
+    from ableaudit.audit.planning import arms_by_adapter, plan_generations
 
     held = ["q03", "q04", "q05", "q08", "q11"]
     base = read(judged, "select * from raw.generations where arm = 'baseline'")
@@ -317,7 +316,7 @@ def test_train_dpo_flow(judged, tiny_chat_model_dir, tmp_path, torch_one_thread)
 
 
 def test_export_summary_says_when_nothing_was_flagged(tmp_path):
-    from ableaudit.dpo.export import ExportReport
+    from ableaudit.adapters.dpo.export import ExportReport
 
     empty = ExportReport(out_dir=tmp_path, judge=None, counts={"train": 0, "heldout": 0}).summary()
     assert "judge none: no contrastive judge flagged a pair" in empty and "nothing to train on" in empty

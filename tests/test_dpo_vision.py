@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ableaudit.dpo.export import preference_record, split_of
+from ableaudit.adapters.dpo.export import preference_record, split_of
 from tiny_vlm import IMAGE_SIZE, PATCH_SIZE, tiny_vlm_dir, write_png  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ def write_images(root: Path) -> Path:
 
 
 def vision_records(image_root: Path) -> list[dict]:
-    """The export's own records (ableaudit.dpo.export.preference_record) for PAIRS."""
+    """The export's own records (ableaudit.adapters.dpo.export.preference_record) for PAIRS."""
     return [preference_record({"task": "vision", "system_prompt": "", "prompt_text": prompt, "chosen_text": chosen,
                                "rejected_text": rejected, "image_rel_path": f"{image_id}.png", "pair_id": f"p{i}",
                                "query_id": image_id, "preference_id": f"pref{i}", "query_set": "pairs"}, image_root)
@@ -64,7 +64,7 @@ def pairs_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(pairs_dir, tiny_vlm_dir, torch_one_thread, tmp_path_factory):  # noqa: F811
-    from ableaudit.dpo.train import DPOTrainConfig, train_dpo
+    from ableaudit.adapters.dpo.train import DPOTrainConfig, train_dpo
 
     root = tmp_path_factory.mktemp("vdpo_run")
     cfg = DPOTrainConfig(model=str(tiny_vlm_dir), data=str(pairs_dir), name="vdpo", max_steps=2, batch_size=2,
@@ -128,7 +128,7 @@ def test_trl_collator_gets_each_pairs_own_picture(pairs_dir, tiny_vlm_dir):  # n
     from transformers import AutoProcessor
     from trl.trainer.dpo_trainer import DataCollatorForVisionPreference
 
-    from ableaudit.dpo.train import load_preference_dataset
+    from ableaudit.adapters.dpo.train import load_preference_dataset
 
     ds = load_preference_dataset(pairs_dir)
     assert ds.column_names == ["prompt", "chosen", "rejected", "images"] and len(ds) == len(PAIRS)
@@ -147,7 +147,7 @@ def test_trl_collator_gets_each_pairs_own_picture(pairs_dir, tiny_vlm_dir):  # n
 def test_lora_targets_stay_in_the_language_model_unless_configured(tiny_vlm_dir):  # noqa: F811
     from transformers import AutoModelForImageTextToText
 
-    from ableaudit.dpo.train import DPOTrainError, vision_lora_targets
+    from ableaudit.adapters.dpo.train import DPOTrainError, vision_lora_targets
 
     model = AutoModelForImageTextToText.from_pretrained(str(tiny_vlm_dir))
     assert set(vision_lora_targets(model, None)[1]) == LM_MODULES
@@ -183,7 +183,7 @@ def test_the_adapter_runs_as_a_vision_arm_and_prefers_the_faithful_description(t
     from PIL import Image
 
     from ableaudit.backends import make_backend
-    from ableaudit.backends.base import GenerationRequest
+    from ableaudit.records import GenerationRequest
     from ableaudit.backends.transformers_vlm import TransformersVLMBackend
     from ableaudit.config import Target
 
@@ -224,7 +224,7 @@ def test_the_adapter_runs_as_a_vision_arm_and_prefers_the_faithful_description(t
 
 
 def test_a_missing_or_unreadable_image_is_one_clear_error_and_registers_nothing(trained, tmp_path):
-    from ableaudit.dpo.train import DPOTrainError, train_dpo
+    from ableaudit.adapters.dpo.train import DPOTrainError, train_dpo
 
     wh, cfg, res = trained
     records = vision_records(write_images(tmp_path / "images"))
@@ -249,7 +249,7 @@ def test_a_file_mixing_text_and_vision_pairs_is_one_clear_error(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ableaudit.dpo.train import DPOTrainError, load_preference_dataset
+    from ableaudit.adapters.dpo.train import DPOTrainError, load_preference_dataset
 
     vision = vision_records(write_images(tmp_path / "images"))[:2]
     text = preference_record({"task": "text", "system_prompt": "You are a helpful assistant.", "prompt_text": "q?",
@@ -276,7 +276,7 @@ def test_a_file_mixing_text_and_vision_pairs_is_one_clear_error(tmp_path):
 def vision_warehouse(tmp_path_factory) -> tuple[Path, Path]:
     """Landed vision generations (neutral + disability description per image), raw.images, keyword verdicts."""
     from ableaudit.judges.runner import judge_contrastive, select_pairs
-    from ableaudit.landing import land_generations
+    from ableaudit.warehouse.landing import land_generations
     from ableaudit.warehouse import connect
     from test_detector import KeywordJudge, gen, judge_cfg
 

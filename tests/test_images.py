@@ -12,17 +12,8 @@ import duckdb
 import numpy as np
 import pytest
 
-from ableaudit.images import (
-    ImageSetError,
-    decode_png,
-    image_dimensions,
-    land_images,
-    load_manifest_csv,
-    load_pairs_tree,
-    parse_pairs_name,
-    read_image_bytes,
-    resolve_under,
-)
+from ableaudit.ingest.images import land_images, load_manifest_csv, load_pairs_tree, parse_pairs_name
+from ableaudit.media import ImageSetError, decode_png, image_dimensions, read_image_bytes, resolve_under
 from tiny_vlm import FAKE_PAIRS, make_pairs_tree, png_bytes, synthetic_pixels, write_png
 
 

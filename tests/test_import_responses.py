@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from ableaudit.cli import main
-from ableaudit.dbt_runner import run_dbt
-from ableaudit.importing import ResponseImportError, import_responses
+from ableaudit.dbt.runner import run_dbt
+from ableaudit.ingest.responses import ResponseImportError, import_responses
 
 pytestmark = pytest.mark.slow
 

@@ -27,11 +27,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ableaudit.backends.base import GenerationRequest, GenerationResult
+from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
-from ableaudit.dbt_runner import run_dbt
+from ableaudit.dbt.runner import run_dbt
 from ableaudit.judges.runner import judge_contrastive, judge_rubric, select_pairs, select_rubric_subjects
-from ableaudit.refusals import detect_refusal
+from ableaudit.scorers.refusals import detect_refusal
 from ableaudit.warehouse import connect
 from warehouse_fixtures import PAIR_KEYS, SLICES, land, read
 

@@ -11,11 +11,11 @@ from typing import Any, Sequence
 import duckdb
 import pytest
 
-from ableaudit.backends.base import GenerationRequest, GenerationResult
+from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import AuditConfig, Decoding, Judge, Target
-from ableaudit.judges import cli as judge_cli
-from ableaudit.judges.importing import JudgmentImportError, import_judgments
-from ableaudit.judges.landing import land_judgments
+from ableaudit.cli import judges as judge_cli
+from ableaudit.ingest.judgments import JudgmentImportError, import_judgments
+from ableaudit.warehouse.landing import land_judgments
 from ableaudit.judges.runner import (
     LazyBackend,
     judge_contrastive,
@@ -26,7 +26,7 @@ from ableaudit.judges.runner import (
     select_pairs,
     select_rubric_subjects,
 )
-from ableaudit.landing import GENERATION_COLUMNS, land_generations
+from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 
 from tiny_models import tiny_chat_model_dir  # noqa: F401  (session fixture)
 

@@ -3,10 +3,10 @@
 import duckdb
 import pytest
 
-from ableaudit.backends.base import GenerationResult
+from ableaudit.records import GenerationResult
 from ableaudit.config import parse_config
-from ableaudit.landing import land_generations, landed_keys, result_row
-from ableaudit.planning import plan_generations
+from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
+from ableaudit.audit.planning import plan_generations
 
 PROMPTS = [
     {"prompt_id": "s:q1:neutral", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": None,
@@ -153,9 +153,9 @@ def test_a_held_file_fails_clearly_after_the_wait(warehouse):
 def test_filter_subset_keeps_the_neutral_prompt_and_names_unknown_values(tmp_path):
     import duckdb
 
-    from ableaudit import ibis_compat
+    from ableaudit.warehouse import ibis_compat
     from ableaudit.config import ConfigError, Subset
-    from ableaudit.planning import filter_subset
+    from ableaudit.audit.planning import filter_subset
 
     path = tmp_path / "p.duckdb"
     con = duckdb.connect(str(path))

@@ -10,7 +10,7 @@ import duckdb
 import pytest
 import yaml
 
-from ableaudit.cli import _load_flow
+from ableaudit.audit.flow import audit as audit_flow
 from test_backend_openai import SERVED_ID, FakeOpenAIServer
 
 N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
@@ -61,7 +61,7 @@ def test_targets_run_side_by_side_and_a_failing_one_stops_no_other(tmp_path, ser
     wh = tmp_path / "wh.duckdb"
     broken = {"name": "broken", "model": "not-served", "base_url": a.base_url}
     with pytest.raises(Exception, match=r"1 of 3 targets failed.*broken: .*does not serve model 'not-served'"):
-        _load_flow()(config=_config(tmp_path, servers, parallel=3, extra_targets=[broken]), warehouse=str(wh))
+        audit_flow(config=_config(tmp_path, servers, parallel=3, extra_targets=[broken]), warehouse=str(wh))
     assert _landed(wh) == {"one": N_PROMPTS, "two": N_PROMPTS}
     # both targets were generating at the same time, and target two used both its replicas
     one = (min(s for s, _ in a.spans), max(e for _, e in a.spans))

@@ -16,8 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ableaudit import querysets
-from ableaudit.querysets import (
+from ableaudit.ingest import querysets
+from ableaudit.ingest.querysets import (
     LoadedQuerySet,
     QuerySetError,
     disability_from_text,
@@ -267,10 +267,10 @@ def con(warehouse):
     c.close()
 
 
-def test_landing_writes_every_row_and_is_idempotent(con, sample):
-    assert land_query_set(con, sample) == 170
+def test_landing_writes_every_row_and_is_idempotent(warehouse, con, sample):
+    assert land_query_set(warehouse, sample) == 170
     first = _snapshot(con)
-    assert land_query_set(con, sample) == 170
+    assert land_query_set(warehouse, sample) == 170
     assert _count(con, "accesseval") == 170
     assert _snapshot(con) == first
     n_neutral = con.execute(
@@ -279,32 +279,32 @@ def test_landing_writes_every_row_and_is_idempotent(con, sample):
     assert {r[6] for r in first} == {str(SAMPLE)}
 
 
-def test_landing_replaces_only_its_own_query_set(con, sample):
-    land_query_set(con, sample, query_set="other", source_file="x.csv")
-    land_query_set(con, sample)
+def test_landing_replaces_only_its_own_query_set(warehouse, con, sample):
+    land_query_set(warehouse, sample, query_set="other", source_file="x.csv")
+    land_query_set(warehouse, sample)
     smaller = LoadedQuerySet(rows=sample.rows[:10], report=sample.report)
-    assert land_query_set(con, smaller) == 10
+    assert land_query_set(warehouse, smaller) == 10
     assert _count(con, "accesseval") == 10
     assert _count(con, "other") == 170
     assert con.execute("select distinct source_file from raw.external_queries where query_set = 'other'").fetchall() == [("x.csv",)]
 
 
-def test_a_failed_landing_leaves_the_previous_rows_intact(con, sample):
-    land_query_set(con, sample)
+def test_a_failed_landing_leaves_the_previous_rows_intact(warehouse, con, sample):
+    land_query_set(warehouse, sample)
     before = _snapshot(con)
     broken = [dict(r) for r in sample.rows]
     broken[-1]["prompt_text"] = None          # violates NOT NULL after the delete has run
     with pytest.raises(duckdb.ConstraintException):
-        land_query_set(con, LoadedQuerySet(rows=broken, report=sample.report))
+        land_query_set(warehouse, LoadedQuerySet(rows=broken, report=sample.report))
     assert _snapshot(con) == before
     # the connection is usable afterwards (no transaction left open)
-    assert land_query_set(con, sample) == 170
+    assert land_query_set(warehouse, sample) == 170
 
 
-def test_duplicate_keys_are_refused_before_anything_is_written(con, sample):
-    land_query_set(con, sample)
+def test_duplicate_keys_are_refused_before_anything_is_written(warehouse, con, sample):
+    land_query_set(warehouse, sample)
     before = _snapshot(con)
     doubled = LoadedQuerySet(rows=sample.rows + sample.rows[:1], report=sample.report)
     with pytest.raises(QuerySetError, match="duplicate"):
-        land_query_set(con, doubled)
+        land_query_set(warehouse, doubled)
     assert _snapshot(con) == before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ableaudit.refusals import RULES, RULESET_VERSION, WINDOW, detect_refusal, refusal_rule, refusal_rules_batch
+from ableaudit.scorers.refusals import RULES, RULESET_VERSION, WINDOW, detect_refusal, refusal_rule, refusal_rules_batch
 
 LONG_ANSWER = (
     "1. Contact the disability services office at your school and ask for an intake meeting. "
@@ -102,7 +102,7 @@ def test_arrow_form_for_a_duckdb_udf() -> None:
     import duckdb
     import pyarrow as pa
 
-    from ableaudit.refusals import refusal_rules_arrow
+    from ableaudit.scorers.refusals import refusal_rules_arrow
 
     con = duckdb.connect()
     con.create_function("refusal_rule", refusal_rules_arrow, [duckdb.sqltype("VARCHAR")], duckdb.sqltype("VARCHAR"), type="arrow",

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from ableaudit.duckdb_plugin import Plugin, register_udfs, scorer_version
+from ableaudit.dbt.plugin import Plugin, register_udfs, scorer_version
 from ableaudit.scorers import regard, vader, verbosity
 from warehouse_fixtures import make_tiny_regard_classifier, manual_regard
 

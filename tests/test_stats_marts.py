@@ -28,8 +28,8 @@ from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 from statsmodels.stats.multitest import multipletests
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from ableaudit.annotations import import_annotations
-from ableaudit.dbt_runner import run_dbt
+from ableaudit.ingest.annotations import import_annotations
+from ableaudit.dbt.runner import run_dbt
 from ableaudit.warehouse import connect
 from warehouse_fixtures import DISABILITIES, generation_id, read
 

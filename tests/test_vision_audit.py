@@ -15,8 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
-import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,7 +24,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ableaudit.cli import _load_flow
+from ableaudit.audit.flow import audit as audit_flow
 from independent import degradation_vader, vader
 from tiny_vlm import make_pairs_tree, tiny_vlm_dir  # noqa: F401
 
@@ -169,7 +167,7 @@ def audited(tmp_path_factory, tiny_vlm_dir):
         }
         cfg_path = tmp / "vision.yaml"
         cfg_path.write_text(yaml.safe_dump(config))
-        flow = _load_flow()
+        flow = audit_flow
         summary = flow(config=str(cfg_path), warehouse=str(wh))
         rerun = flow(config=str(cfg_path), warehouse=str(wh), build=False)
         images_seen = dict(server.images_seen)
@@ -382,7 +380,7 @@ def test_disability_assignment_tallies_the_probe(audited):
 
 def test_vision_subset_keeps_whole_scenarios(audited):
     from ableaudit.config import ConfigError, parse_config
-    from ableaudit.vision import select_vision_prompts
+    from ableaudit.audit.vision import select_vision_prompts
 
     base = {"image_set": "pairs", "image_root": ".", "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"}]}
     cfg = parse_config(dict(base, vision_subset={"per_domain": 1, "disabilities": ["speech"], "seed": 3}))

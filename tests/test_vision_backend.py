@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ableaudit.backends import make_backend
-from ableaudit.backends.base import GenerationRequest
+from ableaudit.records import GenerationRequest
 from ableaudit.backends.transformers_vlm import BuiltinImageProcessor, TransformersVLMBackend, _chat_messages
 from ableaudit.config import ConfigError, Target, parse_config
 from tiny_vlm import CLIP_MEAN, CLIP_STD, IMAGE_TOKEN, png_bytes, synthetic_pixels, tiny_vlm_dir  # noqa: F401
@@ -88,7 +88,7 @@ def _numpy_inputs(model_dir, image: bytes, prompt: str, system: str | None = Non
     """Inputs built without the backend or any processor: NumPy pixels, the placeholder expanded by hand."""
     import torch
 
-    from ableaudit.images import decode_png
+    from ableaudit.media import decode_png
 
     _, tok = _model_and_tokenizer(str(model_dir))
     pixels = decode_png(image).astype(np.float64) / 255.0           # 32 x 32 x 3: no resize, no crop needed
@@ -292,7 +292,7 @@ def _vision_cfg(**kw):
 
 
 def test_vision_plan_arms_probe_and_keys(tmp_path):
-    from ableaudit.vision import plan_vision_generations
+    from ableaudit.audit.vision import plan_vision_generations
 
     cfg = _vision_cfg(probe_disability_assignment=True)
     plan = plan_vision_generations(cfg, cfg.targets[0], _prompts(), tmp_path)
@@ -320,8 +320,8 @@ def test_vision_plan_arms_probe_and_keys(tmp_path):
 def test_planned_vision_request_carries_the_checked_image(tmp_path):
     import hashlib
 
-    from ableaudit.images import ImageSetError
-    from ableaudit.vision import plan_vision_generations
+    from ableaudit.media import ImageSetError
+    from ableaudit.audit.vision import plan_vision_generations
 
     data = _image("on-disk")
     (tmp_path / "status" / "phone").mkdir(parents=True)
@@ -330,7 +330,7 @@ def test_planned_vision_request_carries_the_checked_image(tmp_path):
     plan = plan_vision_generations(cfg, cfg.targets[0], _prompts(hashlib.sha256(data).hexdigest()), tmp_path)
     req = plan[0].request()
     assert req.images == (data,) and req.messages == ({"role": "user", "content": plan[0].prompt_text},)
-    assert "image_root" not in __import__("ableaudit.landing", fromlist=["x"]).GENERATION_COLUMNS
+    assert "image_root" not in __import__("ableaudit.warehouse.landing", fromlist=["x"]).GENERATION_COLUMNS
     stale = plan_vision_generations(cfg, cfg.targets[0], _prompts("c" * 64), tmp_path)[0]
     with pytest.raises(ImageSetError, match="changed since it was loaded"):
         stale.request()
@@ -338,7 +338,7 @@ def test_planned_vision_request_carries_the_checked_image(tmp_path):
 
 def test_text_targets_plan_as_before():
     """A text-only config plans exactly what it planned before vision existed (same keys)."""
-    from ableaudit.planning import plan_generations
+    from ableaudit.audit.planning import plan_generations
 
     cfg = parse_config({"targets": [{"name": "t", "backend": "openai", "model": "m"}], "samples": 1})
     prompt = {"prompt_id": "ableaudit:q1:neutral", "prompt_text": "Hello?", "query_set": "ableaudit", "query_id": "q1",

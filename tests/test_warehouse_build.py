@@ -20,8 +20,8 @@ import pandas as pd
 import pytest
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from ableaudit.dbt_runner import DbtError, run_dbt
-from ableaudit.publish import mart_names, publish
+from ableaudit.dbt.runner import DbtError, run_dbt
+from ableaudit.warehouse.publish import mart_names, publish
 from ableaudit.warehouse import connect
 from warehouse_fixtures import (
     independent_degradation,

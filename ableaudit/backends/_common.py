@@ -6,38 +6,18 @@ an environment where the heavy local-inference stack is absent or slow to load.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ableaudit.media import image_bytes, image_data_url
+
 from .base import GenerationRequest
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-
-
-def image_mime(data: bytes) -> str:
-    """The MIME type of an encoded image, from its magic bytes.
-
-    Servers reject a data URL whose declared type does not match the bytes, so
-    we sniff instead of assuming PNG.
-    """
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    raise ValueError("image bytes are not PNG, JPEG, GIF or WebP (checked the file signature)")
-
-
-def image_data_url(data: bytes) -> str:
-    return f"data:{image_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 def openai_messages(request: GenerationRequest) -> list[dict[str, Any]]:
@@ -56,7 +36,7 @@ def openai_messages(request: GenerationRequest) -> list[dict[str, Any]]:
     i = user_idx[-1]
     content = msgs[i].get("content")
     parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    parts += [{"type": "image_url", "image_url": {"url": image_data_url(img)}} for img in request.images]
+    parts += [{"type": "image_url", "image_url": {"url": image_data_url(image_bytes(img))}} for img in request.images]
     msgs[i]["content"] = parts
     return msgs
 
@@ -80,27 +60,6 @@ def normalize_finish_reason(reason: str | None) -> str | None:
     if r in ("length", "max_tokens", "max_new_tokens"):
         return "length"
     return r
-
-
-_hash_cache: dict[tuple[str, int, int], str] = {}
-
-
-def file_sha256(path: str | Path, chunk: int = 1 << 22) -> str:
-    """Full sha256 of a file, cached per (path, size, mtime) for the process.
-
-    A GGUF is a few hundred MB to tens of GB; hashing it once per run (not once
-    per backend instance) keeps repeated arms cheap.
-    """
-    p = Path(path).resolve()
-    st = p.stat()
-    key = (str(p), st.st_size, st.st_mtime_ns)
-    if key not in _hash_cache:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            while block := f.read(chunk):
-                h.update(block)
-        _hash_cache[key] = h.hexdigest()
-    return _hash_cache[key]
 
 
 def dir_fingerprint(path: str | Path, weight_suffixes: Sequence[str] = (".safetensors", ".bin", ".pt")) -> str:

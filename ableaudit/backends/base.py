@@ -14,23 +14,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
 
+from ableaudit.records import GenerationRequest, GenerationResult
+
 
 class BackendError(RuntimeError):
-    """A backend cannot be used at all: the message says what to fix."""
+    """A backend cannot be used at all: the message says what to fix.
 
+    ``transient`` marks a failure that may pass on its own (a server still
+    starting, a dropped connection): the audit retries those with backoff.
+    """
 
-@dataclass(frozen=True)
-class GenerationRequest:
-    key: str                      # the generation_id; results carry it back
-    messages: tuple[dict, ...]    # chat messages: ({"role": "system", ...}, {"role": "user", ...})
-    temperature: float = 0.1
-    top_p: float = 1.0
-    max_new_tokens: int = 1048
-    seed: int | None = None
-    images: tuple[bytes, ...] = ()  # encoded images (PNG/JPEG) for vision targets
-    # Structured output: a JSON Schema the backend must constrain the completion to
-    # (judges' verdicts). Backends that cannot do so fail the request, never ignore it.
-    json_schema: dict | None = field(default=None, compare=False)
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def requests_per_call(backend: Any, batch_size: int) -> int:
@@ -96,29 +92,6 @@ def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
 def response_format(schema: dict) -> dict[str, Any]:
     """The OpenAI-style response_format for a JSON Schema (llama.cpp, vLLM and OpenAI read it alike)."""
     return {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
-
-
-@dataclass
-class GenerationResult:
-    key: str
-    status: str                   # 'ok' | 'empty' | 'error'
-    text: str | None = None
-    finish_reason: str | None = None
-    error: str | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    latency_ms: float | None = None
-
-    @classmethod
-    def from_text(cls, key: str, text: str | None, **kw: Any) -> "GenerationResult":
-        """A successful call: 'empty' when the model said nothing but whitespace."""
-        status = "ok" if text is not None and text.strip() else "empty"
-        return cls(key=key, status=status, text=text if text is not None else "", **kw)
-
-    @classmethod
-    def failed(cls, key: str, exc: BaseException | str, latency_ms: float | None = None) -> "GenerationResult":
-        msg = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-        return cls(key=key, status="error", error=msg, latency_ms=latency_ms)
 
 
 @runtime_checkable

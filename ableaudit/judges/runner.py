@@ -31,10 +31,10 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import ibis
 from ibis.common.exceptions import TableNotFound
 
-from ableaudit import ibis_compat
+from ableaudit.warehouse import ibis_compat
 from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, requests_per_call, results_in_batches
 from ableaudit.config import AuditConfig, Judge
-from ableaudit.judges.landing import land_judgments, landed_judgment_keys
+from ableaudit.warehouse.landing import land_judgments, landed_judgment_keys, update_judgment_parses
 from ableaudit.judges.parsing import Verdict, parse_verdict
 from ableaudit.judges.prompts import contrastive_messages, rubric_messages
 from ableaudit.judges.schemas import decoding_schema
@@ -450,10 +450,7 @@ def reparse_judgments(warehouse: str | Path) -> dict[str, int]:
             v.notes += [n for n in old_notes if n.startswith("judge_truncated:")]
             if (v.parse_status, v.parsed_json, v.notes_json) != (status, parsed, notes):
                 changed.append((v.parse_status, v.parsed_json, v.notes_json, jid))
-        if changed:
-            con.execute("begin transaction")
-            con.executemany("update raw.judgments set parse_status = ?, parsed_json = ?, parse_notes = ? where judgment_id = ?", changed)
-            con.execute("commit")
     finally:
         con.close()
+    update_judgment_parses(warehouse, changed)
     return {"checked": len(rows), "changed": len(changed)}

@@ -35,6 +35,6 @@ def pending_texts(
 
 def ibis_connection(session) -> "ibis.BaseBackend":
     """Wrap the DuckDB connection dbt hands a Python model (or any DuckDB connection)."""
-    from ableaudit import ibis_compat
+    from ableaudit.warehouse import ibis_compat
 
     return ibis_compat.from_connection(getattr(session, "_cursor", session))

@@ -1,5 +1,5 @@
 {#
-    The refusal rule set (ableaudit.refusals) per distinct response text and
+    The refusal rule set (ableaudit.scorers.refusals) per distinct response text and
     rule-set version, through the refusal_rule UDF. Incremental like the
     scorers: a build checks only texts without a row for the current
     RULESET_VERSION, and bumping that version re-checks every text.

@@ -1,6 +1,6 @@
 """Bootstrap CIs of group_bias's deltas (rate of a group minus the rate over all pairs).
 
-Thin wiring over ableaudit.vision.group_delta_ci: the included vision pairs of
+Thin wiring over ableaudit.audit.vision.group_delta_ci: the included vision pairs of
 int_pair_groups with known identity, per task, model, arm, image set,
 temperature and measure; whole images are resampled var('bootstrap_samples')
 times, seeded by var('bootstrap_seed'). The mart group_bias joins these CIs to
@@ -10,8 +10,8 @@ the rates and deltas it computes in SQL.
 import pandas as pd
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
-from ableaudit.vision import GROUP_CI_SCHEMA, GROUPINGS, group_delta_ci
+from ableaudit.warehouse.ibis_compat import from_connection
+from ableaudit.audit.vision import GROUP_CI_SCHEMA, GROUPINGS, group_delta_ci
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}
 COLUMNS = ["task", "model_id", "arm", "query_set", "temperature", "measure_id", "query_id", "outcome", *GROUPINGS]

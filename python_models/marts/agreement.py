@@ -7,7 +7,7 @@ ordered labels) come from ableaudit.stats.SCALES.
 
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import PAIRWISE_SCHEMA, SCALES, pairwise_agreement
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

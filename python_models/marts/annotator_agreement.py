@@ -9,7 +9,7 @@ of that kind for the dimension).
 import pandas as pd
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import ANNOTATOR_SCHEMA, SCALES, annotator_agreement
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

@@ -1,14 +1,14 @@
 """Mart `detector_verdicts`: the chosen LoRA detector applied to every pair of int_pairs.
 
-Thin wiring over ableaudit.detector.infer. The adapter is var('detector_adapter'):
+Thin wiring over ableaudit.adapters.detector.infer. The adapter is var('detector_adapter'):
 an adapter_id of raw.adapters, 'latest' (the newest detector, the default), or
 '' / 'none' (no detector). Incremental on (pair_id, adapter_id): a pair is
 scored once per adapter and pair of generations; rows whose status is not final
 (no_adapter, incomplete_pair, error) are tried again by the next build.
 """
 
-from ableaudit.detector.infer import FINAL_STATUSES, verdict_table
-from ableaudit.detector.registry import list_adapters, resolve_adapter
+from ableaudit.adapters.detector.infer import FINAL_STATUSES, verdict_table
+from ableaudit.adapters.registry import list_adapters, resolve_adapter
 from ableaudit.scorers.pending import ibis_connection
 
 

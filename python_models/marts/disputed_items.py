@@ -8,7 +8,7 @@ sample sd of its annotators' scores exceeds var('disputed_sd_threshold')
 
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import DISPUTED_SCHEMA, SCALES, disputed_items
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

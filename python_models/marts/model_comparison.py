@@ -8,7 +8,7 @@ query set and metric, over the included pairs of int_pair_scores.
 import pandas as pd
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import MODEL_COMPARISON_SCHEMA, model_comparison
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import SCALING_SCHEMA, scaling, scaling_points
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

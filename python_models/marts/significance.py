@@ -11,7 +11,7 @@ var('bootstrap_seed'). Query sets are never pooled, as in `degradation`.
 import pandas as pd
 import pyarrow as pa
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import SIGNIFICANCE_SCHEMA, significance
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

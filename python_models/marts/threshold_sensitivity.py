@@ -11,7 +11,7 @@ import json
 import pyarrow as pa
 import yaml
 
-from ableaudit.ibis_compat import from_connection
+from ableaudit.warehouse.ibis_compat import from_connection
 from ableaudit.stats import DEFAULT_THRESHOLDS, THRESHOLD_SENSITIVITY_SCHEMA, threshold_sensitivity
 
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}

@@ -44,8 +44,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ableaudit.detector.registry import AdapterRecord, adapters_root, register_adapter, staging_dir
+from ableaudit.adapters.registry import AdapterRecord, adapters_root, register_adapter, staging_dir
 from ableaudit.keys import model_fingerprint, resolve_builtin
+from ableaudit.media import file_sha256
 
 
 class DPOTrainError(ValueError):
@@ -222,7 +223,7 @@ def check_images(f: Path, rows: list[dict[str, Any]]) -> dict[str, str]:
             except Exception as e:  # noqa: BLE001 - PIL raises several kinds for a bad file
                 problems.append(f"{_row_name(f, i, r)}: image {p} cannot be decoded ({type(e).__name__}: {e})")
                 continue
-            digests[str(p)] = _file_sha256(p)
+            digests[str(p)] = file_sha256(p)
         r["images"] = resolved
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
@@ -264,14 +265,6 @@ def _load_pairs(f: Path) -> tuple[Any, dict[str, str] | None]:
     digests = check_images(f, rows)
     ds = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected", "images")} for r in rows])
     return ds.cast_column("images", List(Image(mode="RGB"))), digests
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def language_model_path(model: Any) -> str:
@@ -429,7 +422,7 @@ def train_dpo(warehouse: str | os.PathLike | None, cfg: DPOTrainConfig) -> DPOTr
     import shutil
 
     shutil.rmtree(out / "trainer", ignore_errors=True)
-    snapshot = {"sha256": _file_sha256(data_file), "n_rows": len(dataset), "file": str(data_file),
+    snapshot = {"sha256": file_sha256(data_file), "n_rows": len(dataset), "file": str(data_file),
                 "task": "vision" if vision else "text"}
     if vision:   # the file holds paths: the pictures' bytes are part of the data too
         lines = "\n".join(f"{p}\t{d}" for p, d in sorted((image_digests or {}).items()))
@@ -516,7 +509,7 @@ def synthetic_preferences(out_dir: str | os.PathLike, n: int, seed: int = 0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m ableaudit.dpo.train: DPO on exported data, or a size check on a random-init model."""
+    """python -m ableaudit.adapters.dpo.train: DPO on exported data, or a size check on a random-init model."""
     import argparse
     import tempfile
 

@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from ableaudit.detector.data import DIMENSIONS, LABELS
-from ableaudit.detector.model import LoadedDetector, count_tokens, encode, load_detector
+from ableaudit.adapters.detector.data import DIMENSIONS, LABELS
+from ableaudit.adapters.detector.model import LoadedDetector, count_tokens, encode, load_detector
 
 SCORED_STATUSES = ("scored", "truncated")
 # final: a later build does not redo them for the same adapter and generations

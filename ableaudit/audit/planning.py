@@ -6,71 +6,16 @@ ibis expression so the same selection runs on any backend ibis supports.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 import ibis
 
-from ableaudit import ibis_compat
-from ableaudit.backends.base import GenerationRequest
+from ableaudit.warehouse import ibis_compat
 from ableaudit.config import Arm, AuditConfig, ConfigError, Target
 from ableaudit.keys import canonical_json, content_key, model_fingerprint
-
-
-@dataclass(frozen=True)
-class PlannedGeneration:
-    """One row of raw.generations before the model has answered."""
-
-    generation_id: str
-    task: str
-    target: str
-    model_id: str
-    backend: str
-    model_revision: str
-    adapter: str | None
-    arm: str
-    query_set: str
-    query_id: str
-    domain: str | None
-    disability_id: str | None
-    condition: str
-    prompt_id: str
-    system_prompt: str
-    prompt_text: str
-    temperature: float
-    top_p: float
-    max_new_tokens: int
-    seed: int | None
-    sample_index: int
-    decoding_json: str
-    # Vision generations: the image sent beside the prompt (read at request time,
-    # checked against its sha256). Not landed: prompt_id and the key name it.
-    image_root: str | None = None
-    image_rel_path: str | None = None
-    image_sha256: str | None = None
-
-    def request(self) -> GenerationRequest:
-        messages: tuple[dict, ...] = ({"role": "user", "content": self.prompt_text},)
-        if self.system_prompt:
-            messages = ({"role": "system", "content": self.system_prompt},) + messages
-        images: tuple[bytes, ...] = ()
-        if self.image_rel_path is not None:
-            from ableaudit.images import read_image_bytes
-
-            images = (read_image_bytes(self.image_root or ".", self.image_rel_path, self.image_sha256),)
-        return GenerationRequest(
-            key=self.generation_id,
-            messages=messages,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            seed=self.seed,
-            images=images,
-        )
-
-    def as_row(self) -> dict[str, Any]:
-        return asdict(self)
+from ableaudit.records import PlannedGeneration
 
 
 def select_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
@@ -234,3 +179,29 @@ def arms_by_adapter(cfg: AuditConfig, target: Target) -> dict[str | None, list[A
     for arm in cfg.arms:
         groups.setdefault(arm.adapter or target.adapter, []).append(arm)
     return groups
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """What one target must generate, grouped by the adapter each group loads."""
+
+    target: Target
+    """The target of the config."""
+    groups: list[tuple[str | None, list[PlannedGeneration]]]
+    """(adapter, its planned generations): each model variant loads once."""
+
+
+def plan_task(cfg: AuditConfig, task: str, prompts: list[dict[str, Any]],
+              image_root: str | Path | None = None) -> list[TargetPlan]:
+    """Every target of ``task`` ('text' | 'vision') with its planned generations."""
+    if task == "vision":
+        from ableaudit.audit.vision import plan_vision_generations, vision_adapter_groups
+
+        return [TargetPlan(target, [(adapter, plan_vision_generations(cfg, target, prompts, image_root, arms, probe))
+                                    for adapter, (arms, probe) in vision_adapter_groups(cfg, target).items()])
+                for target in cfg.vision_targets]
+    # an arm with vision_prompt: mitigation is a vision arm; text targets skip it
+    text_cfg = cfg.model_copy(update={"arms": [a for a in cfg.arms if a.vision_prompt == "neutral_disability"]})
+    return [TargetPlan(target, [(adapter, plan_generations(text_cfg.model_copy(update={"arms": arms}), target, prompts))
+                                for adapter, arms in arms_by_adapter(text_cfg, target).items()])
+            for target in cfg.text_targets]

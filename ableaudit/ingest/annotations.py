@@ -32,11 +32,12 @@ from typing import Any, Iterable, Sequence
 import duckdb
 import pandas as pd
 
-from ableaudit import ibis_compat
+from ableaudit.warehouse import ibis_compat
 from ableaudit.judges.prompts import load_prompt
 from ableaudit.keys import canonical_json, sha256_hex
 from ableaudit.stats import SCALES, normalize_labels, sample_shortfall, stratified_sample, validate_annotations
 from ableaudit.warehouse import connect, warehouse_path
+from ableaudit.warehouse.landing import land_annotations
 
 KINDS = ("rubric", "contrastive")
 DIMENSIONS: dict[str, tuple[str, ...]] = {
@@ -503,35 +504,7 @@ def import_annotations(file: str | Path, warehouse: str | Path | None = None) ->
                 "dimension": rec["dimension"], "annotator_id": rec["rater_id"], "value": value,
                 "value_num": value_num, "batch_id": batch_id, "source_file": str(path),
             })
-        con.register("annotation_incoming", pd.DataFrame(landing))
-        con.execute("begin transaction")
-        try:
-            existing = dict(con.execute(
-                "select a.annotation_id, a.value from raw.annotations a "
-                "inner join annotation_incoming i on i.annotation_id = a.annotation_id").fetchall())
-            new = [r for r in landing if r["annotation_id"] not in existing]
-            changed = [r for r in landing if r["annotation_id"] in existing and existing[r["annotation_id"]] != r["value"]]
-            report.inserted = len(new)
-            report.unchanged = len(landing) - len(new) - len(changed)
-            report.replaced = [{"item_id": r["item_id"], "dimension": r["dimension"], "annotator_id": r["annotator_id"],
-                                "old_value": existing[r["annotation_id"]], "new_value": r["value"]} for r in changed]
-            new_ids = [r["annotation_id"] for r in new]
-            changed_ids = [r["annotation_id"] for r in changed]
-            if new_ids:
-                con.execute("insert into raw.annotations by name "
-                            "select i.*, current_timestamp as loaded_at from annotation_incoming i "
-                            "where i.annotation_id in (select unnest(?::varchar[]))", [new_ids])
-            if changed_ids:
-                con.execute("update raw.annotations as a set value = i.value, value_num = i.value_num, "
-                            "batch_id = i.batch_id, source_file = i.source_file, loaded_at = current_timestamp "
-                            "from annotation_incoming i where a.annotation_id = i.annotation_id "
-                            "and a.annotation_id in (select unnest(?::varchar[]))", [changed_ids])
-            con.execute("commit")
-        except BaseException:
-            con.execute("rollback")
-            raise
-        finally:
-            con.unregister("annotation_incoming")
     finally:
         con.close()
+    report.inserted, report.unchanged, report.replaced = land_annotations(warehouse, landing)
     return report

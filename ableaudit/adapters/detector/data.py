@@ -30,7 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ableaudit import ibis_compat
+from ableaudit.warehouse import ibis_compat
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect, warehouse_path
 

@@ -26,7 +26,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Sequence
 
-from ableaudit.detector.data import DIMENSIONS, LABELS
+from ableaudit.adapters.detector.data import DIMENSIONS, LABELS
 from ableaudit.keys import model_fingerprint
 
 DETECTOR_FORMAT = "ableaudit-detector/1"

@@ -1,4 +1,4 @@
-"""Command-line entry points of the judges, for ``ableaudit/cli.py`` to wire.
+"""Command-line entry points of the judges, for ``ableaudit/cli/main.py`` to wire.
 
 ``ableaudit judge --config FILE`` runs the config's judges alone, on what has
 already landed (no generation, no dbt build). ``ableaudit import judgments FILE``
@@ -34,7 +34,7 @@ def judge_command(config: str | Path, warehouse: str | Path | None = None, run_i
 
 
 def import_judgments_command(file: str | Path, warehouse: str | Path | None = None):
-    from ableaudit.judges.importing import import_judgments
+    from ableaudit.ingest.judgments import import_judgments
 
     return import_judgments(file, warehouse_path(warehouse), run_id=f"import-{uuid.uuid4()}")
 

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 
 from ableaudit.keys import canonical_json, content_key
-from ableaudit.landing import LandingReport, land_generations
+from ableaudit.warehouse.landing import LandingReport, land_generations
 from ableaudit.warehouse import connect
 
 REQUIRED = ("model_id", "query_id", "disability", "response_text")

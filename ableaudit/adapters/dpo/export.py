@@ -32,7 +32,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from ableaudit import PROJECT_ROOT, ibis_compat
+from ableaudit import PROJECT_ROOT
+from ableaudit.warehouse import ibis_compat
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect, warehouse_path
 

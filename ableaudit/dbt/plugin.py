@@ -1,6 +1,6 @@
 """dbt-duckdb plugin: the raw layer and the scorer UDFs on every dbt connection.
 
-profiles.yml lists ``plugins: [{module: ableaudit.duckdb_plugin}]``. This module
+profiles.yml lists ``plugins: [{module: ableaudit.dbt.plugin}]``. This module
 only wires: the scoring logic lives in ``ableaudit.scorers``.
 """
 
@@ -12,11 +12,11 @@ from typing import Any
 import duckdb
 from dbt.adapters.duckdb.plugins import BasePlugin
 
-from ableaudit import refusals
+from ableaudit.scorers import refusals
 from ableaudit.scorers import regard, vader, verbosity
 from ableaudit.warehouse import ensure_raw_schema
 
-# "refusal" is the refusal rule set (ableaudit.refusals): versioned and cached per text like a scorer.
+# "refusal" is the refusal rule set (ableaudit.scorers.refusals): versioned and cached per text like a scorer.
 _VERSIONS = {
     "vader": vader.SCORER_VERSION,
     "verbosity": verbosity.SCORER_VERSION,

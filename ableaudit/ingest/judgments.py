@@ -28,12 +28,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ableaudit.importing import ResponseImportError, read_table
-from ableaudit.judges.landing import land_judgments
+from ableaudit.ingest.responses import ResponseImportError, read_table
+from ableaudit.warehouse.landing import land_judgments
 from ableaudit.judges.parsing import parse_verdict
 from ableaudit.judges.runner import contrastive_subject, judgment_key, rubric_subject
 from ableaudit.keys import content_key
-from ableaudit.landing import LandingReport
+from ableaudit.warehouse.landing import LandingReport
 from ableaudit.warehouse import connect
 
 REQUIRED = ("judge_name", "judge_model", "kind", "raw_output")

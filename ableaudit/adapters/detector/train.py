@@ -25,9 +25,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from ableaudit.detector.data import DIMENSIONS, LABELS, DetectorDataError, Example, load_examples, split_examples
-from ableaudit.detector.infer import predict_logits
-from ableaudit.detector.model import (
+from ableaudit.adapters.detector.data import DIMENSIONS, LABELS, DetectorDataError, Example, load_examples, split_examples
+from ableaudit.adapters.detector.infer import predict_logits
+from ableaudit.adapters.detector.model import (
     DEFAULT_BASE,
     OVERFLOW_RULES,
     LoadedDetector,
@@ -38,7 +38,7 @@ from ableaudit.detector.model import (
     resolve_device,
     save_detector,
 )
-from ableaudit.detector.registry import AdapterRecord, register_adapter, staging_dir
+from ableaudit.adapters.registry import AdapterRecord, register_adapter, staging_dir
 
 
 @dataclass
@@ -217,7 +217,7 @@ def fit(detector: Any, tokenizer: Any, examples: Sequence[Example], cfg: Detecto
 
 
 def _lengths(tokenizer: Any, examples: Sequence[Example]) -> list[int]:
-    from ableaudit.detector.model import count_tokens
+    from ableaudit.adapters.detector.model import count_tokens
 
     return count_tokens(tokenizer, [(e.response_a, e.response_b) for e in examples])
 

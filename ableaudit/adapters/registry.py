@@ -26,6 +26,7 @@ import duckdb
 from ableaudit import PROJECT_ROOT
 from ableaudit.keys import canonical_json
 from ableaudit.warehouse import connect, warehouse_path
+from ableaudit.warehouse.landing import add_adapter
 
 KINDS = ("detector", "dpo")
 
@@ -154,19 +155,10 @@ def register_adapter(
     src = Path(files)
     if not src.is_dir():
         raise RegistryError(f"adapter files {src} are not a folder")
-    con = connect(warehouse)
-    try:
-        con.execute("begin transaction")
-        kinds = {k for (k,) in con.execute("select distinct kind from raw.adapters where name = ?", [name]).fetchall()}
-        if kinds - {kind}:
-            con.execute("rollback")
-            raise RegistryError(f"adapter name {name!r} is already used by a {sorted(kinds)[0]} adapter; choose another name")
-        (latest,) = con.execute("select coalesce(max(version), 0) from raw.adapters where name = ?", [name]).fetchone()
-        version = int(latest) + 1
+    def place(version: int) -> tuple[dict[str, Any], Any]:
         adapter_id = f"{name}-v{version}"
         dest = adapters_root(root) / kind / adapter_id
         if dest.exists():
-            con.execute("rollback")
             raise RegistryError(f"{dest} exists but is not registered in this warehouse; move it away or set "
                                 "ABLEAUDIT_ADAPTERS to a root that belongs to this warehouse")
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -178,20 +170,9 @@ def register_adapter(
             metrics_json=canonical_json(metrics) if metrics is not None else None,
             params_json=canonical_json(params) if params is not None else None,
         )
-        try:
-            con.execute(
-                f"insert into raw.adapters ({', '.join(COLUMNS[:-1])}) values ({', '.join('?' * (len(COLUMNS) - 1))})",
-                [getattr(record, c) for c in COLUMNS[:-1]],
-            )
-            con.execute("commit")
-        except Exception:
-            con.execute("rollback")
-            shutil.move(str(dest), str(src))
-            raise
-        (created,) = con.execute("select created_at from raw.adapters where adapter_id = ?", [adapter_id]).fetchone()
-    finally:
-        con.close()
-    return AdapterRecord(**{**record.__dict__, "created_at": created})
+        return record.__dict__, lambda: shutil.move(str(dest), str(src))
+
+    return AdapterRecord(**add_adapter(warehouse, name, kind, place))
 
 
 def staging_dir(kind: str, root: str | os.PathLike | None = None) -> Path:

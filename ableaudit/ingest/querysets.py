@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 
-from ableaudit.warehouse import ensure_raw_schema
+from ableaudit import PROJECT_ROOT
+from ableaudit.warehouse.landing import replace_query_set
 
 DEFAULT_HUB_ID = "Srikant86/AccessEval"
-SEEDS_DIR = Path(__file__).resolve().parent.parent / "seeds"
+SEEDS_DIR = PROJECT_ROOT / "seeds"
 
 # Normalised header -> role. Headers are compared lower-case with runs of
 # spaces, underscores and hyphens collapsed to one space.
@@ -429,7 +429,7 @@ def read_accesseval(
 # --- landing -------------------------------------------------------------------
 
 def land_query_set(
-    con: duckdb.DuckDBPyConnection,
+    warehouse: str | Path | None,
     loaded: LoadedQuerySet,
     query_set: str = "accesseval",
     source_file: str | None = None,
@@ -438,8 +438,8 @@ def land_query_set(
 
     The table has no primary key (a neutral row's disability_id is NULL), so
     uniqueness of (query_id, disability_id) is checked here before anything is
-    written, and the delete + insert run in one transaction: a failure leaves
-    the previous version of the set in place, and reloading is idempotent.
+    written; the landing layer replaces the set in one transaction, so a failure
+    leaves the previous version of the set in place, and reloading is idempotent.
     Rows are written under ``query_set`` whatever their own ``query_set`` key says.
     """
     if not query_set:
@@ -449,21 +449,4 @@ def land_query_set(
     if dupes:
         raise QuerySetError(f"{len(dupes)} duplicate (query_id, disability_id) key(s), e.g. {dupes[:3]}; nothing landed")
     source = source_file if source_file is not None else loaded.report.get("source")
-
-    ensure_raw_schema(con)
-    con.execute("begin transaction")
-    try:
-        con.execute("delete from raw.external_queries where query_set = ?", [query_set])
-        if loaded.rows:
-            con.executemany(
-                "insert into raw.external_queries "
-                "(query_set, query_id, domain, persona, disability_id, prompt_text, source_file) "
-                "values (?, ?, ?, ?, ?, ?, ?)",
-                [[query_set, r.get("query_id"), r.get("domain"), r.get("persona"),
-                  r.get("disability_id"), r.get("prompt_text"), source] for r in loaded.rows],
-            )
-        con.execute("commit")
-    except BaseException:
-        con.execute("rollback")
-        raise
-    return len(loaded.rows)
+    return replace_query_set(warehouse, query_set, loaded.rows, source)

@@ -7,13 +7,12 @@ warehouse/ableaudit.duckdb). Errors a user can cause print one message and exit 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT
-from ableaudit.judges.cli import add_import_judgments_parser, add_judge_parser
+from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.warehouse import warehouse_path
 
 EXAMPLE_QUERIES = """\
@@ -31,16 +30,9 @@ select * from data_quality;
 """
 
 
-def _load_flow():
-    spec = importlib.util.spec_from_file_location("ableaudit_flows_audit", PROJECT_ROOT / "flows" / "audit.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module.audit
-
-
 def cmd_audit(args: argparse.Namespace) -> int:
-    flow = _load_flow()
+    from ableaudit.audit.flow import audit as flow
+
     wh = warehouse_path(args.warehouse)
     summary = flow(config=str(args.config), warehouse=str(wh), build=False if args.no_build else None)
     print()
@@ -56,8 +48,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from ableaudit.dbt_runner import run_dbt
-    from ableaudit.publish import publish
+    from ableaudit.dbt.runner import run_dbt
+    from ableaudit.warehouse.publish import publish
 
     wh = warehouse_path(args.warehouse)
     extra = ["--vars", args.vars] if args.vars else []
@@ -69,21 +61,21 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from ableaudit.publish import publish
+    from ableaudit.warehouse.publish import publish
 
     print(publish(warehouse_path(args.warehouse)))
     return 0
 
 
 def _ensure_prompts(wh: Path) -> None:
-    from ableaudit.dbt_runner import run_dbt
+    from ableaudit.dbt.runner import run_dbt
 
     run_dbt(["seed"], wh)
     run_dbt(["build", "--select", "+int_prompts"], wh)
 
 
 def cmd_import_responses(args: argparse.Namespace) -> int:
-    from ableaudit.importing import import_responses
+    from ableaudit.ingest.responses import import_responses
 
     wh = warehouse_path(args.warehouse)
     _ensure_prompts(wh)
@@ -94,23 +86,18 @@ def cmd_import_responses(args: argparse.Namespace) -> int:
 
 
 def cmd_import_queries(args: argparse.Namespace) -> int:
-    from ableaudit.querysets import land_query_set, read_accesseval
-    from ableaudit.warehouse import connect
+    from ableaudit.ingest.querysets import land_query_set, read_accesseval
 
     wh = warehouse_path(args.warehouse)
     loaded = read_accesseval(args.file, strict=not args.lenient)
     print(loaded.summary())
-    con = connect(wh)
-    try:
-        n = land_query_set(con, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None)
-    finally:
-        con.close()
+    n = land_query_set(wh, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None)
     print(f"Landed {n} prompts as query_set {args.query_set!r} in {wh}. Audit them with `query_set: {args.query_set}` in a config.")
     return 0
 
 
 def cmd_export_annotation_sample(args: argparse.Namespace) -> int:
-    from ableaudit.annotations import export_annotation_sample
+    from ableaudit.ingest.annotations import export_annotation_sample
 
     sample = export_annotation_sample(
         warehouse_path(args.warehouse), args.out_dir, size_per_domain=args.size_per_domain, seed=args.seed,
@@ -124,7 +111,7 @@ def cmd_export_annotation_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_import_annotations(args: argparse.Namespace) -> int:
-    from ableaudit.annotations import import_annotations
+    from ableaudit.ingest.annotations import import_annotations
 
     report = import_annotations(args.file, warehouse_path(args.warehouse))
     print(report)
@@ -133,7 +120,7 @@ def cmd_import_annotations(args: argparse.Namespace) -> int:
 
 
 def cmd_import_images(args: argparse.Namespace) -> int:
-    from ableaudit.images import ImageSetError, land_images, load_manifest_csv, load_pairs_tree
+    from ableaudit.ingest.images import ImageSetError, land_images, load_manifest_csv, load_pairs_tree
 
     wh = warehouse_path(args.warehouse)
     src = Path(args.source).expanduser()
@@ -156,7 +143,7 @@ def cmd_import_images(args: argparse.Namespace) -> int:
 
 
 def cmd_export_preference_pairs(args: argparse.Namespace) -> int:
-    from ableaudit.dpo.export import export_preference_pairs
+    from ableaudit.adapters.dpo.export import export_preference_pairs
 
     report = export_preference_pairs(
         warehouse_path(args.warehouse), args.out_dir, judge=args.judge, task=args.task, arms=args.arm or None,
@@ -233,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ableaudit import prefect_env
+    from ableaudit.audit import prefect_env
 
     prefect_env.configure()
     args = build_parser().parse_args(argv)

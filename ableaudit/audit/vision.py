@@ -27,9 +27,10 @@ import ibis
 import numpy as np
 import pandas as pd
 
-from ableaudit import PROJECT_ROOT, ibis_compat
+from ableaudit import PROJECT_ROOT
+from ableaudit.warehouse import ibis_compat
 from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Target
-from ableaudit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan, filter_subset
+from ableaudit.audit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan, filter_subset
 
 PROMPT_KINDS_BY_ARM = {
     "neutral_disability": ("neutral", "disability"),
@@ -55,7 +56,7 @@ def resolve_image_root(cfg: AuditConfig) -> Path:
 
 def effective_image_root(cfg: AuditConfig) -> Path:
     """The folder rel_path is relative to: image_root for a manifest; for PAIRS, the folder of its categories."""
-    from ableaudit.images import find_pairs_root
+    from ableaudit.ingest.images import find_pairs_root
 
     root = resolve_image_root(cfg)
     return root if cfg.image_manifest else find_pairs_root(root)

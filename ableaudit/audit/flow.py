@@ -1,0 +1,89 @@
+"""The `audit` flow: prompts -> generations -> raw.generations -> judges -> dbt build -> publish.
+
+Text targets answer the prompts of int_prompts; vision targets describe the
+images of the config's image set under the prompts of int_vision_prompts. Both
+land in raw.generations and meet in the same marts. Every step is a task of
+``ableaudit.audit.tasks``; this module only wires them.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ableaudit.audit import prefect_env
+
+prefect_env.configure()
+
+from prefect import flow, get_run_logger  # noqa: E402
+from prefect.context import get_run_context  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+
+from ableaudit.audit import tasks  # noqa: E402
+from ableaudit.audit.planning import TargetPlan, plan_task  # noqa: E402
+from ableaudit.audit.runs import finish_run, start_run  # noqa: E402
+from ableaudit.config import load_config  # noqa: E402
+from ableaudit.warehouse import warehouse_path  # noqa: E402
+
+
+@flow(name="audit-targets")
+def audit_targets(wh: str, plans: list[TargetPlan], run_id: str) -> dict[str, Any]:
+    """Every target's generations, as many at once as the task runner allows (``parallel_targets``).
+
+    A failing target stops no other: each runs to its end (what it landed stays
+    landed), then the flow fails naming each failed target.
+    """
+    futures = [(plan.target.name, tasks.audit_target.submit(wh, plan, run_id)) for plan in plans]
+    totals, failed = {}, []
+    for name, future in futures:
+        try:
+            totals[name] = future.result()
+            get_run_logger().info("target %s: %s", name, json.dumps(totals[name]))
+        except Exception as err:
+            failed.append(f"{name}: {err}")
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
+                           "a re-run generates only what is missing): " + "; ".join(failed))
+    return totals
+
+
+@flow(name="audit", log_prints=True)
+def audit(config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None) -> dict[str, Any]:
+    """Audit every target of the config on the selected prompts; land, judge, build, publish."""
+    cfg = load_config(tasks.resolve_config_path(config))
+    wh = str(warehouse_path(warehouse))
+    run_id = _run_id()
+    start_run(wh, run_id, cfg)
+    summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
+    status = "failed"
+    try:
+        kinds = [k for k, targets in (("text", cfg.text_targets), ("vision", cfg.vision_targets)) if targets]
+        runner = audit_targets.with_options(task_runner=ThreadPoolTaskRunner(max_workers=cfg.parallel_targets))
+        for kind in kinds:
+            image_root = None
+            if kind == "vision":
+                from ableaudit.audit.vision import effective_image_root
+
+                summary["images"] = tasks.load_images(wh, cfg)
+                image_root = effective_image_root(cfg)
+            prompts = tasks.prepare_prompts(wh, cfg, kind)
+            get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
+            summary["targets"].update(runner(wh, plan_task(cfg, kind, prompts, image_root), run_id))
+        for kind in kinds if cfg.judges else []:
+            # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
+            scoped = cfg if kind == "text" else cfg.model_copy(update={"query_set": cfg.image_set})
+            summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(wh, scoped, run_id)
+        if cfg.build if build is None else build:
+            summary["published"] = tasks.build_warehouse(wh)
+        status = "completed"
+    finally:
+        finish_run(wh, run_id, status)
+    return summary
+
+
+def _run_id() -> str:
+    try:
+        return str(get_run_context().flow_run.id)
+    except Exception:  # called outside a flow run (tests of the wiring)
+        return str(uuid.uuid4())

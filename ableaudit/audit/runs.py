@@ -1,0 +1,16 @@
+"""raw.runs: one row per audit run, with the config that produced it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ableaudit.config import AuditConfig
+from ableaudit.warehouse import landing
+
+
+def start_run(warehouse: str | Path, run_id: str, cfg: AuditConfig) -> None:
+    landing.start_run(warehouse, run_id, cfg.model_dump_json())
+
+
+def finish_run(warehouse: str | Path, run_id: str, status: str) -> None:
+    landing.finish_run(warehouse, run_id, status)

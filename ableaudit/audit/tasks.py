@@ -1,0 +1,136 @@
+"""The audit's Prefect tasks: each one step, each opening its own connection.
+
+The flow (``ableaudit.audit.flow``) only wires these. Calls that go over the
+network (a target's generations, the judges) retry with backoff when the
+failure may pass (a server still starting, a dropped connection); a mistake in
+the config or a missing model fails at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from tqdm import tqdm
+
+from ableaudit.audit.planning import TargetPlan, select_prompts
+from ableaudit.backends import make_backend
+from ableaudit.backends.base import BackendError, requests_per_call, results_in_batches
+from ableaudit.config import AuditConfig, ConfigError
+from ableaudit.dbt.runner import run_dbt
+from ableaudit.records import LandingReport, PlannedGeneration
+from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
+from ableaudit.warehouse.publish import publish
+
+RETRY_DELAYS = [2, 10, 30]
+
+
+def transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a network step unless its error says the config or the model is wrong."""
+    try:
+        state.result()
+    except (ConfigError, BackendError) as err:
+        return bool(getattr(err, "transient", False))
+    except Exception:
+        return True
+    return False
+
+
+@task(name="prepare-prompts", cache_policy=NO_CACHE)
+def prepare_prompts(warehouse: str, cfg: AuditConfig, kind: str) -> list[dict[str, Any]]:
+    """Build the prompts of ``kind`` ('text' | 'vision') from the seeds, then select the config's subset."""
+    model = "int_vision_prompts" if kind == "vision" else "int_prompts"
+    run_dbt(["seed"], warehouse)
+    run_dbt(["build", "--select", f"+{model}"], warehouse)
+    if kind == "vision":
+        from ableaudit.audit.vision import select_vision_prompts
+
+        return select_vision_prompts(warehouse, cfg)
+    return select_prompts(warehouse, cfg)
+
+
+@task(name="load-images", cache_policy=NO_CACHE)
+def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
+    """Land the audit's image set in raw.images (idempotent: unchanged files change nothing)."""
+    from ableaudit.audit.vision import effective_image_root, resolve_manifest
+    from ableaudit.ingest.images import land_images, load_image_set
+
+    loaded = load_image_set(cfg.image_set, effective_image_root(cfg), resolve_manifest(cfg))
+    report = land_images(warehouse, loaded)
+    return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
+
+
+def _generate(wh: str, backend: Any, target: Any, todo: list[PlannedGeneration], run_id: str) -> LandingReport:
+    """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight."""
+    logger = get_run_logger()
+    plans = {p.generation_id: p for p in todo}
+    revision = getattr(backend, "model_revision", None)
+    total = LandingReport()
+    done = 0
+    size = requests_per_call(backend, target.batch_size)
+    with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
+        for results in results_in_batches(backend, [p.request() for p in todo], size):
+            rows = []
+            for r in results:
+                row = result_row(plans[r.key], r, run_id)
+                if not r.model_revision and revision:
+                    row["model_revision"] = revision
+                rows.append(row)
+            total += land_generations(wh, rows)
+            done += len(results)
+            bar.update(len(results))
+            logger.info("%s: %d/%d landed", target.name, done, len(todo))
+    return total
+
+
+@task(name="audit-target", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS), retry_delay_seconds=RETRY_DELAYS,
+      retry_condition_fn=transient)
+def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
+    """One target's generations: what is not landed yet, one backend per adapter group.
+
+    A retry (or a resumed audit) plans the same keys and asks only for those still missing.
+    """
+    logger = get_run_logger()
+    total = LandingReport()
+    for adapter, planned in plan.groups:
+        done = landed_keys(wh, [p.generation_id for p in planned])
+        todo = [p for p in planned if p.generation_id not in done]
+        logger.info("target %s (adapter %s): %d planned, %d landed already, %d to generate",
+                    plan.target.name, adapter, len(planned), len(planned) - len(todo), len(todo))
+        if not todo:
+            continue
+        backend = make_backend(plan.target, adapter=adapter)
+        try:
+            total += _generate(wh, backend, plan.target, todo, run_id)
+        finally:
+            backend.close()
+    return total.__dict__
+
+
+@task(name="judge", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS), retry_delay_seconds=RETRY_DELAYS,
+      retry_condition_fn=transient)
+def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
+    """Every judge of the config on every landed subject; cached verdicts cost nothing."""
+    from ableaudit.judges.runner import progress_bars, run_judges
+
+    with progress_bars(get_run_logger().info) as progress:
+        return run_judges(warehouse, cfg, run_id, progress=progress)
+
+
+@task(name="build-warehouse", cache_policy=NO_CACHE)
+def build_warehouse(warehouse: str) -> str:
+    run_dbt(["seed"], warehouse)
+    run_dbt(["build"], warehouse)
+    return str(publish(warehouse))
+
+
+def resolve_config_path(config: str | Path) -> Path:
+    """A config path as given, else relative to the project (deployments run from elsewhere)."""
+    from ableaudit import PROJECT_ROOT
+
+    path = Path(config)
+    if not path.is_absolute() and not path.exists():
+        path = PROJECT_ROOT / path
+    return path

@@ -1,0 +1,5 @@
+"""The ``ableaudit`` command line."""
+
+from ableaudit.cli.main import main
+
+__all__ = ["main"]
