@@ -9,6 +9,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Fixtures shared across the suite, registered as plugins (their helper functions are
+# imported by module path, e.g. `from tests.fixtures.tiny_vlm import png_bytes`).
+pytest_plugins = [
+    "tests.fixtures.tiny_models",
+    "tests.fixtures.tiny_vlm",
+    "tests.fixtures.warehouse",
+]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Prefect state for the whole test session lives in one temp dir (migrated once).

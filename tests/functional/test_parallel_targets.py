@@ -1,0 +1,82 @@
+"""Targets generating side by side (``parallel_targets``), each on its own OpenAI-compatible server.
+
+Real HTTP servers on 127.0.0.1 (tests.fixtures.openai_server) and the real
+`audit` flow; only the dbt build is skipped.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+import yaml
+
+from ableaudit.audit.flow import audit as audit_flow
+from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+
+N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
+
+
+@pytest.fixture
+def servers():
+    started = [FakeOpenAIServer() for _ in range(3)]
+    for s in started:
+        s.delay_s = 0.15
+    yield started
+    for s in started:
+        s.close()
+
+
+def _config(tmp_path, servers, parallel: int, extra_targets=()) -> str:
+    a, b, c = servers
+    target = {"backend": "openai", "model": SERVED_ID, "batch_size": 2, "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
+              "decoding": {"max_new_tokens": 16}}
+    cfg = {
+        "name": "parallel", "build": False, "parallel_targets": parallel,
+        "subset": {"per_domain": 1, "disabilities": ["hearing"]},
+        "targets": [{**target, "name": "one", "base_url": a.base_url},
+                    {**target, "name": "two", "base_url": [b.base_url, c.base_url]},  # two replicas of one model
+                    *[{**target, **t} for t in extra_targets]],
+    }
+    path = tmp_path / f"parallel{parallel}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _landed(wh) -> dict[str, int]:
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        return dict(con.execute("select target, count(*) from raw.generations where status = 'ok' group by all").fetchall())
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_targets_run_side_by_side_and_a_failing_one_stops_no_other(tmp_path, servers):
+    """Three targets at once: `one` on a server, `two` on two replicas, `broken` naming a model no server serves.
+
+    `broken` fails at start; `one` and `two` still land everything, generating at
+    the same time; then the run fails naming `broken`.
+    """
+    a, b, c = servers
+    wh = tmp_path / "wh.duckdb"
+    broken = {"name": "broken", "model": "not-served", "base_url": a.base_url}
+    with pytest.raises(Exception, match=r"1 of 3 targets failed.*broken: .*does not serve model 'not-served'"):
+        audit_flow(config=_config(tmp_path, servers, parallel=3, extra_targets=[broken]), warehouse=str(wh))
+    assert _landed(wh) == {"one": N_PROMPTS, "two": N_PROMPTS}
+    # both targets were generating at the same time, and target two used both its replicas
+    one = (min(s for s, _ in a.spans), max(e for _, e in a.spans))
+    two = (min(s for s, _ in b.spans + c.spans), max(e for _, e in b.spans + c.spans))
+    assert max(one[0], two[0]) < min(one[1], two[1])
+    assert len(a.spans) == N_PROMPTS
+    assert len(b.spans) >= 2 and len(c.spans) >= 2 and len(b.spans) + len(c.spans) == N_PROMPTS
+    assert b.max_inflight <= 2 and c.max_inflight <= 2
+
+
+def test_one_target_at_a_time_is_the_default(tmp_path, servers):
+    from ableaudit.config import parse_config
+
+    cfg = yaml.safe_load(open(_config(tmp_path, servers, parallel=1)))
+    del cfg["parallel_targets"]
+    assert parse_config(cfg).parallel_targets == 1
+    with pytest.raises(ValueError, match="parallel_targets"):
+        parse_config({**cfg, "parallel_targets": 0})

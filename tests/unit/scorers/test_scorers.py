@@ -1,0 +1,135 @@
+"""Scorers against independent implementations: vaderSentiment itself, str.split,
+and a manual softmax over a tiny classifier's logits."""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+from ableaudit.dbt.plugin import Plugin, register_udfs, scorer_version
+from ableaudit.scorers import regard, vader, verbosity
+from tests.fixtures.warehouse import make_tiny_regard_classifier, manual_regard
+
+TEXTS = [
+    "I love this, it is great!",
+    "This is terrible and I hate it.",
+    "The office opens at 9am.",
+    "Unfortunately, I CANNOT help with that... sorry :(",
+    "Not bad at all!!! 😀",
+    "Élodie était très contente. Ça marche bien — 👍",
+    "",
+    "   ",
+    "First sentence is lovely. Second sentence is awful. Third is neutral.",
+    "word " * 500,
+]
+
+
+@pytest.fixture(scope="module")
+def analyzer() -> SentimentIntensityAnalyzer:
+    return SentimentIntensityAnalyzer()
+
+
+def test_vader_matches_vadersentiment_on_the_whole_text(analyzer):
+    expected = [analyzer.polarity_scores(t)["compound"] for t in TEXTS]
+    assert vader.vader_compound(TEXTS) == expected
+    assert vader.vader_compound([None, "good", None]) == [None, analyzer.polarity_scores("good")["compound"], None]
+
+
+def test_word_count_is_whitespace_words():
+    assert verbosity.word_count(["a b  c", "", "   ", "one\ntwo\tthree", None, "naïve café 🙂"]) == [3, 0, 0, 3, None, 3]
+
+
+def test_udfs_in_duckdb_match_the_libraries(analyzer):
+    con = duckdb.connect()
+    register_udfs(con)
+    con.register("texts", pa.table({"t": pa.array(TEXTS + [None], pa.string())}))
+    rows = con.execute("select t, vader_compound(t), word_count(t) from texts").fetchall()
+    for t, compound, words in rows:
+        if t is None:
+            assert compound is None and words is None
+        else:
+            assert compound == analyzer.polarity_scores(t)["compound"]
+            assert words == len(t.split())
+    # more rows than one DuckDB vector: the arrow UDF sees several batches, in order
+    many = con.execute(
+        "select t, vader_compound(t), word_count(t) "
+        "from (select i, 'nice day number ' || i || repeat(' good', i % 7) as t from range(5000) r(i)) order by i"
+    ).fetchall()
+    assert [(c, w) for _, c, w in many] == [(analyzer.polarity_scores(t)["compound"], len(t.split())) for t, _, _ in many]
+
+
+def test_plugin_creates_raw_layer_and_leaves_read_only_files_alone(tmp_path):
+    mem = duckdb.connect()
+    Plugin("ableaudit", {}).configure_connection(mem)
+    assert mem.execute("select count(*) from raw.generations").fetchone() == (0,)
+
+    path = tmp_path / "plain.duckdb"
+    duckdb.connect(str(path)).close()  # a file with no raw schema
+    ro = duckdb.connect(str(path), read_only=True)
+    Plugin("ableaudit", {}).configure_connection(ro)  # must not try to write
+    assert ro.execute("select word_count('a b')").fetchone() == (2,)
+    assert ro.execute("select count(*) from duckdb_schemas() where schema_name = 'raw'").fetchone() == (0,)
+    ro.close()
+
+
+def test_scorer_versions_come_from_the_scorer_modules():
+    assert scorer_version("vader") == vader.SCORER_VERSION
+    assert scorer_version("verbosity") == verbosity.SCORER_VERSION
+    assert scorer_version("regard", "/models/regard") == f"{regard.SCORER_VERSION}|/models/regard"
+    with pytest.raises(ValueError, match="unknown scorer"):
+        scorer_version("sentiment")
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory):
+    return make_tiny_regard_classifier(tmp_path_factory.mktemp("regard") / "tiny", max_positions=32)
+
+
+def test_regard_is_p_positive_minus_p_negative(tiny_classifier):
+    texts = ["you can plan the steps ahead", "unfortunately it is very difficult", "", "great", "sorry " * 5]
+    scores = regard.score_regard(texts, str(tiny_classifier), batch_size=2)
+    expected = manual_regard(tiny_classifier, texts)
+    for text, s in zip(texts, scores):
+        assert s.status == "ok" and s.reason is None
+        assert s.regard == pytest.approx(expected[text][0], abs=1e-6)
+        assert s.regard == pytest.approx(s.p_positive - s.p_negative, abs=1e-12)
+        assert -1 <= s.regard <= 1
+        assert s.n_tokens == expected[text][1] and s.max_tokens == 32
+
+
+def test_regard_records_truncation(tiny_classifier):
+    long_text = " ".join(["you can plan the steps ahead"] * 20)  # 120 words > 32 positions
+    short = "great help"
+    s_long, s_short = regard.score_regard([long_text, short], str(tiny_classifier))
+    expected = manual_regard(tiny_classifier, [long_text])[long_text]
+    assert s_long.status == "truncated" and s_long.n_tokens == expected[1] > 32
+    assert "32" in s_long.reason and str(expected[1]) in s_long.reason
+    assert s_long.regard == pytest.approx(expected[0], abs=1e-6)  # scored on the first 32 tokens
+    assert s_short.status == "ok"
+
+
+def test_regard_unavailable_is_a_status_not_a_score(tmp_path, monkeypatch):
+    monkeypatch.delenv("ABLEAUDIT_ALLOW_DOWNLOAD", raising=False)
+    missing = tmp_path / "no-such-model"
+    scores = regard.score_regard(["hello", "world"], str(missing))
+    assert [s.status for s in scores] == ["unavailable", "unavailable"]
+    assert all(s.regard is None and s.p_positive is None for s in scores)
+    assert str(missing) in scores[0].reason and "ABLEAUDIT_ALLOW_DOWNLOAD" in scores[0].reason
+
+    table = regard.regard_table(["h1", "h2"], ["hello", "world"], str(missing))
+    assert table.schema == regard.SCHEMA
+    assert table.column("regard").null_count == 2
+    assert table.column("status").to_pylist() == ["unavailable", "unavailable"]
+
+
+def test_regard_without_positive_negative_labels_is_unavailable(tmp_path):
+    path = make_tiny_regard_classifier(tmp_path / "odd", labels=("LABEL_0", "LABEL_1"))
+    (s,) = regard.score_regard(["hello"], str(path))
+    assert s.status == "unavailable" and "positive" in s.reason
+
+
+def test_regard_table_is_typed_when_empty():
+    table = regard.regard_table([], [], "/nowhere")
+    assert table.num_rows == 0 and table.schema == regard.SCHEMA
