@@ -37,18 +37,19 @@ def _env(**values: str) -> Iterator[None]:
 
 
 def _release_duckdb() -> None:
-    # dbt-duckdb keeps its DuckDB connection open in a class attribute for the
-    # life of the process; close it so the caller (and other processes) can
-    # open the warehouse again after the run.
-    try:
-        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
-    except ImportError:  # pragma: no cover - dbt-duckdb is a dependency
-        return
-    with DuckDBConnectionManager._LOCK:
-        env = DuckDBConnectionManager._ENV
-        if env is not None:
-            env.close()
-            DuckDBConnectionManager._ENV = None
+    """Let go of the warehouse file after a run.
+
+    dbt-duckdb keeps one DuckDB environment per process for the life of the
+    process; its public ``close_all_connections`` drops it, and collecting the
+    garbage closes the file, so the caller (and other processes) can open the
+    warehouse again.
+    """
+    import gc
+
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+
+    DuckDBConnectionManager.close_all_connections()
+    gc.collect()
 
 
 def _failures(result) -> list[str]:
