@@ -1,7 +1,7 @@
 """Content-addressed keys.
 
 A generation's key is a hash of everything that determines it, so re-running an
-audit finds what has landed and never generates it twice (DESIGN principle 3).
+audit finds what has landed and never generates it twice.
 """
 
 from __future__ import annotations

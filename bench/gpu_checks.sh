@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine (the device tool's nvidia-h200): the two GPU measurements the issues ask
-# for, in one call, each under its own time limit, their output kept under $OUT.
+# Runs on a machine with one GPU: the GPU measurements in one go, each under its own time
+# limit, their output kept under $OUT (default: /tmp/ableaudit-gpu-checks).
 #   1. bench/generation.py: the transformers backend against plain HF generate, random-init
-#      Qwen2.5-0.5B architecture, bf16 (issue 2: report the ratio).
+#      Qwen2.5-0.5B architecture, bf16: the ratio of their throughputs.
 #   2. ableaudit.adapters.dpo.train: TRL DPO with a LoRA on a random-init Qwen2.5-0.5B, 20 steps, with
-#      load/train seconds, steps/s and peak GPU memory (issue 6: DPO at a real model size).
-# Before: `bash bench/gpu_wheels.sh` here. Then: run(command="bash bench/gpu_checks.sh",
-# carry=[".whl"], timeout_s=600). A CPU dry run of the same script (no install, tiny sizes):
+#      load/train seconds, steps/s and peak GPU memory: DPO at a real model size.
+# Before, on a machine with the network: `bash bench/gpu_wheels.sh` (wheels the GPU image lacks, in
+# .whl/); copy .whl/ along and run `bash bench/gpu_checks.sh` there. A CPU dry run of the same script (no install, tiny sizes):
 #   PY=.venv/bin/python DEVICE=cpu NO_INSTALL=1 GEN_ARGS="--small --n-prompts 8 --batch 4 \
 #   --max-new-tokens 8 --baseline-prompts 2 --repeat 1" DPO_ARGS="--random-init tiny --synthetic 8 \
 #   --max-steps 2 --batch-size 2 --max-length 128" bash bench/gpu_checks.sh

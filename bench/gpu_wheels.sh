@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Run HERE (not on the device) before the device checks: download the wheels the GPU image lacks
+# Run on a machine with the network before the GPU checks: download the wheels the GPU image lacks
 # (its python3 is 3.12 with torch, transformers, peft, accelerate, pyarrow, pandas, pillow; no
 # pydantic, duckdb, trl or datasets) into .whl/, at the versions of requirements.lock.
-# Then, with the device tool: run(command="bash bench/gpu_checks.sh", carry=[".whl"], timeout_s=600).
+# Then copy .whl/ to the GPU machine with the checkout and run `bash bench/gpu_checks.sh` there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude

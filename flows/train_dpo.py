@@ -6,7 +6,7 @@ chosen = neutral or a faithful mitigation-arm response, split by query), the
 and a manifest naming the held-out queries), a peft LoRA is fine-tuned with
 TRL's DPOTrainer on the train split and registered (kind 'dpo'). Re-audit the
 held-out queries with the adapter as an arm to compare base, prompt
-mitigation and DPO in mitigation_effect (README: the mitigation loop).
+mitigation and DPO in mitigation_effect (docs/mitigation.md).
 
     prefect deployment run 'train-dpo/train-dpo' --param model=/models/Qwen2.5-0.5B-Instruct
 

@@ -23,7 +23,7 @@ def judge_command(config: str | Path, warehouse: str | Path | None = None, run_i
 
     cfg = load_config(config)
     if not cfg.judges:
-        raise ConfigError(f"{config} lists no `judges:`; add one (see README, 'Judges') to run the judges")
+        raise ConfigError(f"{config} lists no `judges:`; add one (see docs/judges.md) to run the judges")
     wh, run = warehouse_path(warehouse), run_id or f"judge-{uuid.uuid4()}"
     with progress_bars() as progress:
         counts = run_judges(wh, cfg, run, progress=progress)

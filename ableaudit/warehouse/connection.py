@@ -58,7 +58,7 @@ def connect(
             if "lock" not in str(err).lower() or time.monotonic() > deadline:
                 raise RuntimeError(
                     f"the warehouse {p} is held by another process ({err}). Close other DuckDB "
-                    "clients of this file (BI tools must read the published copy, see README)"
+                    "clients of this file (BI tools must read the published copy, see docs/bi.md)"
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 2.0)

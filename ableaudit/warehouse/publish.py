@@ -1,6 +1,6 @@
 """Publish the warehouse for BI: a read-only copy and Parquet files of the marts.
 
-BI tools never read the live file (DESIGN principle 7): DuckDB lets one process
+BI tools never read the live file: DuckDB lets one process
 write, and a reader would block the next build. After each build, ``publish``
 writes ``published/<warehouse name>.duckdb`` (``published/ableaudit.duckdb`` for
 the default warehouse) and ``published/parquet/<mart>.parquet``, each first

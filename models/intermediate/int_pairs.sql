@@ -1,5 +1,5 @@
 {#
-    Pairing happens here, once (DESIGN principle 4). Each disability-aware
+    Pairing happens here, once. Each disability-aware
     generation is paired with the neutral generation of the same task, model,
     arm, query, temperature and sample. Every disability-aware generation gets a
     row, complete or not: an incomplete pair carries a status instead of vanishing.

@@ -1,5 +1,5 @@
 {#
-    Where every row went (DESIGN principle 2): per run, task, model, arm and
+    Where every row went (nothing is silently dropped): per run, task, model, arm and
     query set, the count of generations by status, of pairs by pair status, of
     generation scores by metric and score status (Regard unavailable or
     truncated included), of pairs in or out of each metric's rate, by reason,

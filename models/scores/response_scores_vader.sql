@@ -1,7 +1,7 @@
 {#
     VADER compound per distinct response text and scorer version. Incremental:
     a build scores only texts that have no row yet for the current version, so
-    a rebuild recomputes nothing unchanged (DESIGN principle 8).
+    a rebuild recomputes nothing unchanged.
 #}
 {{
     config(

@@ -1,4 +1,4 @@
-"""The assistive-technology map and marts (issue #6): seed sanity, the matcher
+"""The assistive-technology map and marts: seed sanity, the matcher
 on tricky texts, and the marts on a temporary warehouse checked against an
 independent computation.
 

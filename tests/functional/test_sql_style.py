@@ -1,4 +1,4 @@
-"""SQL style (STYLE.md): sqlfluff with `.sqlfluff` (duckdb dialect, dbt templater on the in-memory `ci`
+"""SQL style: sqlfluff with `.sqlfluff` (duckdb dialect, dbt templater on the in-memory `ci`
 target) finds nothing to say about the models and the dbt tests. Part of the default run, so CI lints."""
 
 from __future__ import annotations

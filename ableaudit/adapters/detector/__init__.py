@@ -1,4 +1,4 @@
-"""The LoRA detector (issue 6): a small encoder with a peft LoRA, trained on the contrastive
+"""The LoRA detector: a small encoder with a peft LoRA, trained on the contrastive
 judge's verdicts (and human labels), that predicts interpret, stereotype, framing and
 abstain for every (neutral, disability) pair far faster than the judge.
 
