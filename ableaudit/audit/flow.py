@@ -77,6 +77,9 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)
         status = "completed"
+    except (KeyboardInterrupt, SystemExit):
+        status = "interrupted"
+        raise
     finally:
         finish_run(wh, run_id, status)
     return summary

@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse.connection import wait_until_free
 
 _FAILED = {"error", "fail", "runtime error"}
 
@@ -80,6 +81,7 @@ def run_dbt(
     wh = warehouse_path(warehouse)
     wh.parent.mkdir(parents=True, exist_ok=True)
     argv = [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
+    wait_until_free(wh)  # dbt-duckdb opens the file itself and would fail at once on a busy file
     with _env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(project)):
         try:
             res = dbtRunner().invoke(argv)

@@ -9,6 +9,7 @@ dbt connects, so a plain ``dbt build`` on a fresh file works.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -32,8 +33,33 @@ def warehouse_path(path: str | os.PathLike | None = None) -> Path:
 
 
 def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the raw tables if they are missing (idempotent)."""
+    """Create the raw tables if they are missing, and add columns a newer version declares
+    to an older warehouse's tables (idempotent)."""
     con.execute(raw_schema.ddl())
+    existing = set(con.execute(
+        "select table_name, column_name from information_schema.columns where table_schema = 'raw'"
+    ).fetchall())
+    for statement in raw_schema.migrations(existing):
+        con.execute(statement)
+
+
+def lock_holder(err: BaseException) -> str:
+    """Which process holds the file, from DuckDB's lock error ('... (PID 123)'), with its command line."""
+    match = re.search(r"PID (\d+)", str(err))
+    if not match:
+        return "another process"
+    pid = int(match.group(1))
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        cmd = ""
+    return f"process {pid}" + (f" ({cmd[:200]})" if cmd else "")
+
+
+def wait_until_free(path: str | os.PathLike | None = None, wait_s: float = 120.0) -> None:
+    """Wait (up to ``wait_s``) until this process can open the warehouse for writing, as ``connect`` does:
+    dbt, which opens the file itself, waits here first."""
+    connect(path, wait_s=wait_s).close()
 
 
 def connect(
@@ -57,8 +83,8 @@ def connect(
         except duckdb.IOException as err:
             if "lock" not in str(err).lower() or time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"the warehouse {p} is held by another process ({err}). Close other DuckDB "
-                    "clients of this file (BI tools must read the published copy, see docs/bi.md)"
+                    f"the warehouse {p} is held by {lock_holder(err)} (waited {wait_s:.0f} s). Stop it, or if it "
+                    "is a BI tool or SQL client, point it at the published copy instead (see docs/bi.md)"
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 2.0)

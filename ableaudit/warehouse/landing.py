@@ -13,6 +13,8 @@ validated by its ingest module first and written here.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -159,7 +161,10 @@ def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> L
         warehouse, "generations", "generation_id", "status", GENERATION_COLUMNS, rows,
         also=[
             "insert into raw.generation_errors (generation_id, run_id, error_message) "
-            "select generation_id, run_id, error_message from incoming where status = 'error'"
+            "select generation_id, run_id, error_message from incoming where status = 'error'",
+            # a run's lease: it landed something just now
+            "update raw.runs set heartbeat_at = now() where status = 'running' "
+            "and run_id in (select distinct run_id from incoming)",
         ],
     )
 
@@ -213,14 +218,57 @@ def land_judgments(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> Lan
 # --------------------------------------------------------------------------- runs
 
 
-def start_run(warehouse: str | Path, run_id: str, config_json: str) -> None:
-    """A run's row, 'running' until ``finish_run``."""
+class RunConflict(RuntimeError):
+    """Another audit is running on this warehouse; the message names it."""
+
+
+LEASE_S = 30 * 60.0
+"""How long a run on another host holds the warehouse after it last landed something; on this
+host a run holds it while its process lives."""
+
+
+def _run_alive(host: str | None, pid: int | None, heartbeat_age_s: float | None, lease_s: float) -> bool:
+    if host == socket.gethostname() and pid is not None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return heartbeat_age_s is not None and heartbeat_age_s < lease_s
+
+
+def start_run(warehouse: str | Path, run_id: str, config_json: str, lease_s: float = LEASE_S) -> list[str]:
+    """Take the warehouse for a run: its row, 'running' until ``finish_run``.
+
+    One audit runs on a warehouse at a time: a live run (its process alive on this
+    host, or a recent landing from another host) refuses the new one with a
+    message naming it; a run whose process is gone is marked 'interrupted'.
+    Returns the ids of the runs so marked.
+    """
     with writing(warehouse) as con:
+        others = con.execute(
+            "select run_id, host, pid, started_at, date_diff('second', heartbeat_at, now()::timestamp) "
+            "from raw.runs where status = 'running' and run_id <> ?", [run_id]).fetchall()
+        dead = []
+        for other, host, pid, started, age in others:
+            if _run_alive(host, pid, age, lease_s):
+                raise RunConflict(
+                    f"run {other} (started {started:%Y-%m-%d %H:%M:%S}, process {pid} on {host}) is still auditing "
+                    f"this warehouse; wait for it to finish, or stop that process. A run whose process died is "
+                    "released automatically.")
+            dead.append(other)
+        if dead:
+            con.execute("update raw.runs set status = 'interrupted', finished_at = coalesce(heartbeat_at, started_at) "
+                        "where run_id in (select unnest(?::varchar[]))", [dead])
         con.execute(
-            "insert into raw.runs (run_id, config_json, status) values (?, ?, 'running') "
-            "on conflict (run_id) do update set status = 'running'",
-            [run_id, config_json],
+            "insert into raw.runs (run_id, config_json, status, host, pid, heartbeat_at) "
+            "values (?, ?, 'running', ?, ?, now()) on conflict (run_id) do update set status = 'running', "
+            "host = excluded.host, pid = excluded.pid, heartbeat_at = excluded.heartbeat_at",
+            [run_id, config_json, socket.gethostname(), os.getpid()],
         )
+    return dead
 
 
 def finish_run(warehouse: str | Path, run_id: str, status: str) -> None:

@@ -144,7 +144,7 @@ def test_a_held_file_fails_clearly_after_the_wait(warehouse):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RuntimeError, match="held by another process"):
+        with pytest.raises(RuntimeError, match=rf"held by process {holder.pid} \(.*python.*\).*published copy"):
             connect(warehouse, wait_s=0.5)
     finally:
         holder.kill()
