@@ -444,7 +444,7 @@ def test_scaling_equals_spearman_on_sizes(built, pairs):
         x, y = np.array([SIZES[m] for m in known]), rates[known].to_numpy()
         rho = stats.spearmanr(x, y)
         # three models: the exact permutation p over all 3! orderings (scipy enumerates them)
-        exact = stats.permutation_test((x,), lambda a: stats.spearmanr(a, y).statistic,
+        exact = stats.permutation_test((x,), lambda a, y=y: stats.spearmanr(a, y).statistic,
                                        permutation_type="pairings", n_resamples=np.inf)
         row = mart.loc[metric]
         assert row.n_models == 3 and row.n_models_without_size == 1 and row.threshold == 0.05
