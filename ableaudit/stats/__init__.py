@@ -1,4 +1,4 @@
-"""The statistics layer of the marts of issue #4, in plain pandas/scipy.
+"""The statistics layer of the warehouse's statistics marts, in plain pandas/scipy.
 
 Each function takes long-format DataFrames and returns a DataFrame with a fixed,
 documented schema (the *_SCHEMA dicts: column -> pandas dtype), also for empty
@@ -8,8 +8,11 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
 
     paired.significance          mart `significance`
     paired.model_comparison      mart `model_comparison`
-    sensitivity.threshold_sensitivity, is_degraded
-                                 mart `threshold_sensitivity`, Eq. 1
+    paired.oneway_anova          ANOVA with degenerate inputs decided exactly
+    sensitivity.threshold_sensitivity
+                                 mart `threshold_sensitivity` (counts the flags that
+                                 macro is_degraded sets in int_pair_thresholds)
+    ranks.spearman_test          Spearman's rho with an exact p for few units
     agreement.pairwise_agreement mart `agreement`
     agreement.annotator_agreement mart `annotator_agreement`
     agreement.disputed_items / final_scores
@@ -41,22 +44,22 @@ from ableaudit.stats.paired import (
     SIGNIFICANCE_SCHEMA,
     cluster_bootstrap_ci,
     model_comparison,
+    oneway_anova,
     significance,
 )
+from ableaudit.stats.ranks import EXACT_SPEARMAN_MAX_N, SpearmanResult, spearman_test
 from ableaudit.stats.scaling import SCALING_POINTS_SCHEMA, SCALING_SCHEMA, scaling, scaling_points
 from ableaudit.stats.sensitivity import (
     DEFAULT_THRESHOLDS,
     THRESHOLD_SENSITIVITY_SCHEMA,
-    is_degraded,
-    is_improved,
     threshold_sensitivity,
 )
 
 __all__ = [
-    "ANNOTATOR_SCHEMA", "DEFAULT_THRESHOLDS", "DISPUTED_SCHEMA", "FINAL_SCORES_SCHEMA",
+    "ANNOTATOR_SCHEMA", "DEFAULT_THRESHOLDS", "DISPUTED_SCHEMA", "EXACT_SPEARMAN_MAX_N", "FINAL_SCORES_SCHEMA",
     "MODEL_COMPARISON_SCHEMA", "PAIRWISE_SCHEMA", "SCALES", "SCALING_POINTS_SCHEMA", "SCALING_SCHEMA",
-    "SIGNIFICANCE_SCHEMA", "THRESHOLD_SENSITIVITY_SCHEMA", "annotator_agreement", "cluster_bootstrap_ci",
-    "disputed_items", "final_scores", "is_degraded", "is_improved", "kind_pair", "model_comparison",
-    "normalize_labels", "pairwise_agreement", "sample_shortfall", "scaling", "scaling_points",
-    "significance", "stratified_sample", "threshold_sensitivity", "validate_annotations",
+    "SIGNIFICANCE_SCHEMA", "THRESHOLD_SENSITIVITY_SCHEMA", "SpearmanResult", "annotator_agreement",
+    "cluster_bootstrap_ci", "disputed_items", "final_scores", "kind_pair", "model_comparison",
+    "normalize_labels", "oneway_anova", "pairwise_agreement", "sample_shortfall", "scaling", "scaling_points",
+    "significance", "spearman_test", "stratified_sample", "threshold_sensitivity", "validate_annotations",
 ]

@@ -46,6 +46,7 @@ from ableaudit.stats._common import (
     stable_seed,
     typed_frame,
 )
+from ableaudit.stats.ranks import EXACT_SPEARMAN_MAX_N, SPEARMAN_EXACT, SPEARMAN_T, spearman_exact_p
 
 NO_AMB_YES = ["No", "Ambiguous", "Yes"]
 SCALES: dict[str, dict] = {
@@ -69,6 +70,7 @@ PAIRWISE_SCHEMA: dict[str, str] = {
     "n_items": "int64",         # items rated by both
     "spearman_rho": "float64",
     "spearman_p": "float64",
+    "spearman_method": "str",
     "cohen_kappa": "float64",
     "kappa_linear": "float64",
     "kappa_quadratic": "float64",
@@ -198,7 +200,7 @@ def _pair_stats(a: np.ndarray, b: np.ndarray, scale: dict, labels: list | None,
     nan = float("nan")
     n = int(a.size)
     why = Reasons()
-    row = {"n_items": n, "spearman_rho": nan, "spearman_p": nan, "cohen_kappa": nan,
+    row = {"n_items": n, "spearman_rho": nan, "spearman_p": nan, "spearman_method": None, "cohen_kappa": nan,
            "kappa_linear": nan, "kappa_quadratic": nan, "accuracy": nan}
     if n == 0:
         why.add("all", "no items rated by both")
@@ -222,8 +224,16 @@ def _pair_stats(a: np.ndarray, b: np.ndarray, scale: dict, labels: list | None,
             row["spearman_rho"], row["spearman_p"] = finite(res.statistic), finite(res.pvalue)
         if np.isnan(row["spearman_rho"]):
             why.add("spearman", str(err) if err else (warns[0] if warns else "undefined"))
+        elif n < 3:
+            row["spearman_p"] = nan
+            why.add("spearman_p", "n<3")
+        elif n <= EXACT_SPEARMAN_MAX_N:
+            # few items: the exact permutation p, not the t approximation
+            row["spearman_p"], row["spearman_method"] = spearman_exact_p(a, b), SPEARMAN_EXACT
         elif np.isnan(row["spearman_p"]):
-            why.add("spearman_p", "n<3" if n < 3 else (warns[0] if warns else "undefined"))
+            why.add("spearman_p", warns[0] if warns else "undefined")
+        else:
+            row["spearman_method"] = SPEARMAN_T
 
     # Cohen's kappa: categorical values; weighted variants for ordinal scales
     if labels is None:

@@ -1,4 +1,4 @@
-"""Paired significance of neutral vs disability-aware scores (issue #4, mart `significance`).
+"""Paired significance of neutral vs disability-aware scores (mart `significance`).
 
 Input, `pairs`: one row per included neutral/disability-aware pair, long format:
 
@@ -19,17 +19,22 @@ SIGNIFICANCE_SCHEMA:
     t_stat, t_p              scipy.stats.ttest_rel(disability, neutral), two-sided; the
                              sign of t is the sign of mean_diff. (AccessEval Table 7 reports
                              ttest_rel(NQ, DQ): the same p, t with the opposite sign.)
-    anova_f, anova_p         scipy.stats.f_oneway(neutral, disability): one-way ANOVA of the
-                             two conditions as two independent groups, as the papers report
-                             (it ignores the pairing; t_p is the paired test)
+    anova_f, anova_p         one-way ANOVA of the two conditions as two independent groups,
+                             as the papers report (it ignores the pairing; t_p is the paired
+                             test). Degenerate cases are decided before scipy.stats.f_oneway
+                             (oneway_anova): equal group means with some spread give exactly
+                             F = 0, p = 1; no spread within either group gives NULL (F's
+                             denominator is 0) with a reason; F is never negative
     cohen_dz                 mean(diff) / sd(diff, ddof=1)  (= t / sqrt(n))
     cohen_d_pooled           (mean_disability - mean_neutral) / sqrt((sd_n^2 + sd_d^2) / 2),
                              sds with ddof=1: the classical pooled-SD Cohen's d for two equal
-                             groups (= Lakens' d_av with root-mean-square SD); ignores pairing
+                             groups (= Lakens' d_av with root-mean-square SD); ignores pairing;
+                             exactly 0 when the means are equal
     wilcoxon_p               scipy.stats.wilcoxon(diff), two-sided, zero differences dropped
-                             (zero_method='wilcox'), method 'auto': exact for n <= 50 without
-                             zeros or ties; with them, an exact permutation test for n <= 13
-                             (computed here vectorised, same p) and the normal approximation above
+                             (zero_method='wilcox'), the method scipy's 'auto' picks
+    wilcoxon_method          which: 'exact' (exact null distribution, n <= 50 without zeros or
+                             ties), 'exact_permutation' (all 2^n sign flips, n <= 13 with zeros
+                             or ties; computed here vectorised, same p), 'normal_approx' (else)
     p_holm, p_bh             t_p adjusted (statsmodels multipletests 'holm' and 'fdr_bh')
                              over all slices of one (task, model_id, arm, metric) that have a t_p
     ci_low, ci_high          95% percentile CI of mean_diff from a cluster bootstrap: whole
@@ -38,12 +43,14 @@ SIGNIFICANCE_SCHEMA:
     reason                   why any statistic above is NULL ('t_test: n<2; ...'), else NULL
 
 `model_comparison()` returns one row per (task, arm, metric): a one-way ANOVA of the
-per-pair differences across models (MODEL_COMPARISON_SCHEMA).
+per-pair differences across models (MODEL_COMPARISON_SCHEMA), with the same
+degenerate-case rules (models with identical differences: F = 0, p = 1).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -52,6 +59,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from ableaudit.stats._common import (
+    REL_ZERO,
     Reasons,
     finite,
     group_key_values,
@@ -89,6 +97,7 @@ SIGNIFICANCE_SCHEMA: dict[str, str] = {
     "cohen_dz": "float64",
     "cohen_d_pooled": "float64",
     "wilcoxon_p": "float64",
+    "wilcoxon_method": "str",
     "p_holm": "float64",
     "p_bh": "float64",
     "ci_low": "float64",
@@ -158,8 +167,27 @@ def cluster_bootstrap_ci(
 WILCOXON_PERMUTATION_MAX_N = 13
 
 
+WILCOXON_EXACT_MAX_N = 50  # scipy's exact null distribution (no ties, no zeros) up to here
+WILCOXON_EXACT = "exact"
+WILCOXON_PERMUTATION = "exact_permutation"
+WILCOXON_NORMAL = "normal_approx"
+
+
 def _has_ties(x: np.ndarray) -> bool:
     return len(np.unique(x)) < len(x)
+
+
+def wilcoxon_method(d: np.ndarray) -> str:
+    """The p-value method for differences `d` (zeros exact), as scipy.stats.wilcoxon's 'auto' picks it:
+    the exact null distribution for n <= 50 without zeros or ties, the exact sign-flip
+    permutation test for n <= 13 with them, the normal approximation otherwise."""
+    d = np.asarray(d, dtype=float)
+    zeros_or_ties = bool((d == 0).any()) or _has_ties(np.abs(d[d != 0]))
+    if not zeros_or_ties and d.size <= WILCOXON_EXACT_MAX_N:
+        return WILCOXON_EXACT
+    if zeros_or_ties and d.size <= WILCOXON_PERMUTATION_MAX_N:
+        return WILCOXON_PERMUTATION
+    return WILCOXON_NORMAL
 
 
 def wilcoxon_exact_permutation_p(diff: np.ndarray) -> float:
@@ -179,6 +207,49 @@ def wilcoxon_exact_permutation_p(diff: np.ndarray) -> float:
     less = np.mean(null <= observed + gamma)
     greater = np.mean(null >= observed - gamma)
     return float(min(1.0, 2.0 * min(less, greater)))
+
+
+# --------------------------------------------------------------------------- ANOVA
+
+ZERO_WITHIN = "zero variance within every group (F undefined: its denominator is 0)"
+
+
+def _exact_mean(v: np.ndarray) -> float:
+    # math.fsum is correctly rounded: the same values in any order give the same mean
+    return math.fsum(v.tolist()) / v.size
+
+
+def equal_means(groups: Sequence[np.ndarray]) -> bool:
+    """True when the group means are equal up to rounding (no between-group variance)."""
+    means = [_exact_mean(g) for g in groups]
+    scale = max(1.0, max(float(np.max(np.abs(g))) for g in groups))
+    return max(means) - min(means) <= REL_ZERO * scale
+
+
+def oneway_anova(groups: Sequence[np.ndarray]) -> tuple[float, float, str | None]:
+    """(F, p, reason) of a one-way ANOVA, with the degenerate cases decided before scipy.
+
+    F is between-group variance over within-group variance. When every group is
+    constant the denominator is 0 and F is undefined whatever the means (0/0 or
+    c/0): NaN with ZERO_WITHIN. When the group means are equal and some group
+    varies, F is exactly 0 and p exactly 1. Only the rest goes to
+    scipy.stats.f_oneway, whose F is then clipped at 0 (a negative F is rounding
+    of a between-group sum of squares that is 0 on paper, and then p is 1).
+    The caller checks that there are at least two groups and more values than groups.
+    """
+    nan = float("nan")
+    groups = [np.asarray(g, dtype=float) for g in groups]
+    if all(is_zero_sd(g) for g in groups):
+        return nan, nan, ZERO_WITHIN
+    if equal_means(groups):
+        return 0.0, 1.0, None
+    res, warns, err = quiet_call(stats.f_oneway, *groups)
+    f, p = (finite(res.statistic), finite(res.pvalue)) if res is not None else (nan, nan)
+    if not np.isnan(f) and f <= 0.0:
+        return 0.0, 1.0, None
+    if np.isnan(f) or np.isnan(p):
+        return nan, nan, str(err) if err else (warns[0] if warns else "undefined")
+    return f, p, None
 
 
 # --------------------------------------------------------------------------- one slice
@@ -203,6 +274,7 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
         "cohen_dz": nan,
         "cohen_d_pooled": nan,
         "wilcoxon_p": nan,
+        "wilcoxon_method": None,
     }
     if n < 2:
         for stat in ("t_test", "anova", "cohen_dz", "cohen_d_pooled", "wilcoxon"):
@@ -222,17 +294,15 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
             why.add("t_test", str(err) if err else (warns[0] if warns else "undefined"))
         row["cohen_dz"] = float(np.mean(diff) / np.std(diff, ddof=1))
 
-    # two-group one-way ANOVA and pooled d need within-group spread
-    if is_zero_sd(neutral) and is_zero_sd(disability):
-        why.add("anova", "zero variance within both conditions")
-        why.add("cohen_d_pooled", "zero variance within both conditions")
+    # two-group one-way ANOVA (degenerate cases decided by oneway_anova) and pooled d
+    row["anova_f"], row["anova_p"], anova_why = oneway_anova([neutral, disability])
+    if anova_why:
+        why.add("anova", anova_why)
+    if all(is_zero_sd(v) for v in (neutral, disability)):
+        why.add("cohen_d_pooled", "zero variance within both conditions (no pooled sd)")
+    elif equal_means([neutral, disability]):
+        row["cohen_d_pooled"] = 0.0
     else:
-        res, warns, err = quiet_call(stats.f_oneway, neutral, disability)
-        if res is not None:
-            row["anova_f"], row["anova_p"] = finite(res.statistic), finite(res.pvalue)
-        if np.isnan(row["anova_p"]):
-            row["anova_f"] = nan  # scipy can return F ~ -1e-32 with p NaN: no F without its p
-            why.add("anova", str(err) if err else (warns[0] if warns else "undefined"))
         sd_pooled = np.sqrt((np.var(neutral, ddof=1) + np.var(disability, ddof=1)) / 2.0)
         row["cohen_d_pooled"] = float((np.mean(disability) - np.mean(neutral)) / sd_pooled)
 
@@ -242,15 +312,18 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
         why.add("wilcoxon", "all differences zero")
     else:
         d = np.where(nonzero, diff, 0.0)  # float dust becomes an exact zero
-        if d.size <= WILCOXON_PERMUTATION_MAX_N and (not nonzero.all() or _has_ties(np.abs(d[nonzero]))):
-            res, warns, err = None, [], None
+        method = wilcoxon_method(d)
+        res, warns, err = None, [], None
+        if method == WILCOXON_PERMUTATION:
             row["wilcoxon_p"] = wilcoxon_exact_permutation_p(d)
         else:
-            res, warns, err = quiet_call(stats.wilcoxon, d)
+            res, warns, err = quiet_call(stats.wilcoxon, d, method="exact" if method == WILCOXON_EXACT else "asymptotic")
         if res is not None:
             row["wilcoxon_p"] = finite(res.pvalue)
         if np.isnan(row["wilcoxon_p"]):
             why.add("wilcoxon", str(err) if err else (warns[0] if warns else "undefined"))
+        else:
+            row["wilcoxon_method"] = method
     return row, why
 
 
@@ -356,7 +429,8 @@ def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
     Differences are disability_score - neutral_score (F and p do not depend on
     the sign). NULL F/p with a reason when fewer than 2 models have pairs, when
     there are no more pairs than models (no within-model degrees of freedom), or
-    when every model's differences are constant.
+    when every model's differences are constant; F = 0 and p = 1 when the models'
+    mean differences are equal (e.g. one checkpoint audited under two names).
     """
     require_columns(pairs, ["task", "model_id", "arm", "metric", "neutral_score", "disability_score"],
                     "model_comparison")
@@ -375,14 +449,10 @@ def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
             why.add("anova", "fewer than 2 models")
         elif n_total <= len(groups):
             why.add("anova", "no more pairs than models (no within-model variance)")
-        elif all(is_zero_sd(v) for v in groups.values()):
-            why.add("anova", "zero variance of differences within every model")
         else:
-            res, warns, err = quiet_call(stats.f_oneway, *groups.values())
-            if res is not None:
-                f, p = finite(res.statistic), finite(res.pvalue)
-            if np.isnan(p):
-                why.add("anova", str(err) if err else (warns[0] if warns else "undefined"))
+            f, p, anova_why = oneway_anova(list(groups.values()))
+            if anova_why:
+                why.add("anova", anova_why)
         rows.append({
             "task": key[0], "arm": key[1], "metric": key[2],
             "k_models": len(groups), "n_pairs": n_total,

@@ -10,19 +10,21 @@ params_b and degradation_pct (SCALING_POINTS_SCHEMA) - what a plot needs.
 
 `scaling()`: one row per (task, arm, metric) (SCALING_SCHEMA): n_models (with a
 size and a rate), n_models_without_size, spearman_rho and spearman_p of
-degradation_pct vs params_b (scipy.stats.spearmanr; ties get average ranks), and
-a reason when NULL: fewer than 3 models, or constant sizes or rates.
+degradation_pct vs params_b (ableaudit.stats.ranks.spearman_test: ties get average
+ranks; p is exact, by permutation over all n! pairings, up to 10 models, and
+scipy.stats.spearmanr's t approximation above), spearman_method saying which, and
+a reason when NULL: fewer than 3 models, or constant sizes or rates. Three models
+can never give p below 1/3 (two of the 3! orderings reach |rho| = 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
-from scipy import stats
 
-from ableaudit.stats._common import Reasons, finite, group_key_values, is_zero_sd, quiet_call, require_columns, typed_frame
+from ableaudit.stats._common import Reasons, group_key_values, is_zero_sd, require_columns, typed_frame
+from ableaudit.stats.ranks import spearman_test
 
 MIN_MODELS = 3
 
@@ -34,6 +36,7 @@ SCALING_SCHEMA: dict[str, str] = {
     "n_models_without_size": "int64",
     "spearman_rho": "float64",
     "spearman_p": "float64",
+    "spearman_method": "str",
     "reason": "str",
 }
 
@@ -86,6 +89,7 @@ def scaling(degradation: pd.DataFrame, sizes: pd.DataFrame,
         x, y = ok["params_b"].to_numpy(float), ok["degradation_pct"].to_numpy(float)
         why = Reasons()
         rho = p = float("nan")
+        method = None
         if len(ok) < MIN_MODELS:
             why.add("spearman", f"fewer than {MIN_MODELS} models with a size and a degradation rate")
         elif is_zero_sd(x):
@@ -93,12 +97,11 @@ def scaling(degradation: pd.DataFrame, sizes: pd.DataFrame,
         elif is_zero_sd(y):
             why.add("spearman", "all models have the same degradation rate")
         else:
-            res, warns, err = quiet_call(stats.spearmanr, x, y)
-            if res is not None:
-                rho, p = finite(res.statistic), finite(res.pvalue)
-            if np.isnan(rho) or np.isnan(p):
-                why.add("spearman", str(err) if err else (warns[0] if warns else "undefined"))
+            rho, p, method, reason = spearman_test(x, y)
+            if reason:
+                why.add("spearman", reason)
         rows.append({**dict(zip(by, key)), "n_models": int(len(ok)),
                      "n_models_without_size": int(g.loc[g["params_b"].isna(), "model_id"].nunique()),
-                     "spearman_rho": rho, "spearman_p": p, "reason": why.text})
+                     "spearman_rho": rho, "spearman_p": p, "spearman_method": method,
+                     "reason": why.text})
     return typed_frame(rows, _schema(SCALING_SCHEMA, by))

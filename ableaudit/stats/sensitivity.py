@@ -1,30 +1,33 @@
-"""The degradation rule (paper Eq. 1) and its threshold sensitivity (mart `threshold_sensitivity`).
+"""Threshold sensitivity of the degradation rate (mart `threshold_sensitivity`).
 
-`is_degraded` is the Python twin of macros/is_degraded.sql and must stay identical
-to it: a disability-aware score is degraded when it is strictly worse than the
-neutral one AND the gap is at least threshold x |neutral|:
+The degradation rule itself lives in SQL, once (macros/is_degraded.sql): the
+intermediate model int_pair_thresholds crosses every pair with every threshold
+of var('sensitivity_thresholds') and flags it degraded or improved there. This
+module only counts those flags and tests them; it never decides whether a pair
+is degraded.
 
-    higher_is_better: disability < neutral and neutral - disability >= threshold*|neutral| - 1e-9
-    lower_is_better:  disability > neutral and disability - neutral >= threshold*|neutral| - 1e-9
+Input `flags`: one row per pair (x metric) and threshold, with the `keys`,
+direction, threshold, degradation_rule, included, degraded and improved
+(degraded and improved are null where the pair is not included).
 
-A tie is never degraded (not even at threshold 0); abs() keeps the rule meaningful
-for negative neutral scores (VADER, Regard); the 1e-9 slack makes a gap exactly at
-the threshold count despite binary floating point. Unknown direction or a missing
-score gives NA: such a pair is not judged. `is_improved` is the mirror image.
+`threshold_sensitivity()` returns, per `keys` and threshold, the columns of
+THRESHOLD_SENSITIVITY_SCHEMA:
 
-`threshold_sensitivity()` returns, per (task, model_id, arm, metric, threshold),
-the columns of THRESHOLD_SENSITIVITY_SCHEMA:
-
-    n_pairs            pairs judged (both scores present, direction known)
+    degradation_rule   the rule that produced the flags ('strict_relative', 'paper_literal')
+    n_pairs            included pairs
     n_degraded         pairs degraded at that threshold
-    n_improved         pairs improved by at least the same margin (mirror rule)
+    n_improved         pairs improved by the mirror rule
     n_unchanged        the rest: ties and changes smaller than the margin
     degradation_pct    100 * n_degraded / n_pairs (the paper's Delta_M at that threshold)
     improvement_pct    100 * n_improved / n_pairs
     sign_test_p        one-sided exact sign test that degradation is more likely than
                        improvement: scipy.stats.binomtest(n_degraded, n_degraded +
                        n_improved, 0.5, alternative='greater'); unchanged pairs do not count
-    reason             why a value is NULL ('n=0', 'no degraded or improved pairs')
+    sign_test_method   'exact_binomial' where there is a p
+    reason             why a value is NULL ('degradation_pct: n=0', ...)
+
+A group whose pairs are all excluded (a scorer that was unavailable) keeps one
+row per threshold with n_pairs 0, NULL rates and a reason.
 """
 
 from __future__ import annotations
@@ -37,9 +40,8 @@ from scipy import stats
 
 from ableaudit.stats._common import Reasons, finite, group_key_values, require_columns, typed_frame
 
-EPS = 1e-9  # the same slack as macros/is_degraded.sql
 DEFAULT_THRESHOLDS = (0.0, 0.01, 0.05, 0.10, 0.20)  # VLM paper D.1, AccessEval B.3
-DIRECTIONS = ("higher_is_better", "lower_is_better")
+SIGN_TEST_METHOD = "exact_binomial"
 
 THRESHOLD_SENSITIVITY_SCHEMA: dict[str, str] = {
     "task": "str",
@@ -48,6 +50,7 @@ THRESHOLD_SENSITIVITY_SCHEMA: dict[str, str] = {
     "metric": "str",
     "direction": "str",
     "threshold": "float64",
+    "degradation_rule": "str",
     "n_pairs": "int64",
     "n_degraded": "int64",
     "n_improved": "int64",
@@ -55,95 +58,64 @@ THRESHOLD_SENSITIVITY_SCHEMA: dict[str, str] = {
     "degradation_pct": "float64",
     "improvement_pct": "float64",
     "sign_test_p": "float64",
+    "sign_test_method": "str",
     "reason": "str",
 }
 
-
-def _numeric(x) -> np.ndarray:
-    flat = pd.Series(np.ravel(np.asarray(x, dtype=object)), dtype=object)
-    values = pd.to_numeric(flat, errors="coerce")
-    return pd.Series(values).to_numpy(dtype=float, na_value=np.nan).reshape(np.shape(x))
+FLAG_COLUMNS = ["direction", "threshold", "degradation_rule", "included", "degraded", "improved"]
 
 
-def _rule(neutral, disability, direction, threshold, worse: bool):
-    args = (neutral, disability, direction, threshold)
-    index = next((x.index for x in args if isinstance(x, pd.Series)), None)
-    n, d, dirs, thr = np.broadcast_arrays(
-        _numeric(neutral), _numeric(disability), np.asarray(direction, dtype=object), _numeric(threshold)
-    )
-    higher = dirs == "higher_is_better"
-    lower = dirs == "lower_is_better"
-    gap = np.where(higher, n - d, d - n)  # > 0: worse in the metric's own direction
-    if not worse:
-        gap = -gap
-    with np.errstate(invalid="ignore"):
-        hit = (gap > 0) & (gap >= thr * np.abs(n) - EPS)
-    known = (higher | lower) & np.isfinite(n) & np.isfinite(d) & np.isfinite(thr)
-    if all(np.ndim(x) == 0 for x in args):
-        return bool(hit) if bool(known) else pd.NA
-    out = pd.array(np.ravel(hit), dtype="boolean")
-    out[~np.ravel(known)] = pd.NA
-    return pd.Series(out, index=index if index is not None and len(index) == len(out) else None)
+def _flag(values: pd.Series) -> np.ndarray:
+    """A nullable boolean column as a plain bool array (null -> False)."""
+    return values.astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
-def is_degraded(neutral, disability, direction, threshold):
-    """Vectorised Eq. 1 (see module docstring). Scalars in -> scalar (True/False/pd.NA) out;
-    array-likes (broadcast) -> a 'boolean' Series, NA where a pair is not judged."""
-    return _rule(neutral, disability, direction, threshold, worse=True)
-
-
-def is_improved(neutral, disability, direction, threshold):
-    """The mirror of is_degraded: strictly better by at least threshold x |neutral|."""
-    return _rule(neutral, disability, direction, threshold, worse=False)
+def _single(values: pd.Series) -> str | None:
+    found = values.dropna().unique()
+    return str(found[0]) if len(found) == 1 else None
 
 
 def threshold_sensitivity(
-    pairs: pd.DataFrame,
-    thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
+    flags: pd.DataFrame,
     keys: Sequence[str] = ("task", "model_id", "arm", "metric"),
 ) -> pd.DataFrame:
-    """Degradation rate and sign test per (task, model_id, arm, metric) and threshold.
-
-    Input columns: the `keys`, direction, neutral_score, disability_score. Every
-    group gets one row per threshold, also when none of its pairs can be judged.
-    """
+    """Degradation rate and sign test per `keys` and threshold, from the warehouse's flags."""
     keys = list(keys)
-    require_columns(pairs, keys + ["direction", "neutral_score", "disability_score"], "threshold_sensitivity")
+    require_columns(flags, keys + FLAG_COLUMNS, "threshold_sensitivity")
     rows = []
-    for key, g in pairs.groupby(keys, sort=True, dropna=False):
+    for key, g in flags.groupby(keys + ["threshold"], sort=True, dropna=False):
         key = group_key_values(key)
-        directions = g["direction"].dropna().unique()
-        for thr in thresholds:
-            deg = is_degraded(g["neutral_score"], g["disability_score"], g["direction"], thr)
-            imp = is_improved(g["neutral_score"], g["disability_score"], g["direction"], thr)
-            judged = deg.notna().to_numpy()
-            n = int(judged.sum())
-            n_deg = int(deg[judged].sum())
-            n_imp = int(imp[judged].sum())
-            why = Reasons()
-            p = float("nan")
-            if n == 0:
-                why.add("degradation_pct", "n=0")
-                why.add("sign_test", "n=0")
-            elif n_deg + n_imp == 0:
-                why.add("sign_test", "no degraded or improved pairs")
-            else:
-                p = finite(stats.binomtest(n_deg, n_deg + n_imp, 0.5, alternative="greater").pvalue)
-            if len(g) > n:
-                why.add("n_pairs", f"{len(g) - n} pair(s) not judged (missing score or unknown direction)")
-            rows.append({
-                **dict(zip(keys, key)),
-                "direction": directions[0] if len(directions) == 1 else None,
-                "threshold": float(thr),
-                "n_pairs": n,
-                "n_degraded": n_deg,
-                "n_improved": n_imp,
-                "n_unchanged": n - n_deg - n_imp,
-                "degradation_pct": 100.0 * n_deg / n if n else float("nan"),
-                "improvement_pct": 100.0 * n_imp / n if n else float("nan"),
-                "sign_test_p": p,
-                "reason": why.text,
-            })
+        included = _flag(g["included"])
+        n = int(included.sum())
+        n_deg = int((_flag(g["degraded"]) & included).sum())
+        n_imp = int((_flag(g["improved"]) & included).sum())
+        why = Reasons()
+        p = float("nan")
+        if n == 0:
+            why.add("degradation_pct", "n=0 (no included pair)")
+            why.add("sign_test", "n=0 (no included pair)")
+        elif n_deg + n_imp == 0:
+            why.add("sign_test", "no degraded or improved pairs")
+        else:
+            p = finite(stats.binomtest(n_deg, n_deg + n_imp, 0.5, alternative="greater").pvalue)
+        direction, rule = _single(g["direction"]), _single(g["degradation_rule"])
+        if direction is None:
+            why.add("direction", "unknown or conflicting")
+        rows.append({
+            **dict(zip(keys, key[:-1])),
+            "direction": direction,
+            "threshold": float(key[-1]),
+            "degradation_rule": rule,
+            "n_pairs": n,
+            "n_degraded": n_deg,
+            "n_improved": n_imp,
+            "n_unchanged": n - n_deg - n_imp,
+            "degradation_pct": 100.0 * n_deg / n if n else float("nan"),
+            "improvement_pct": 100.0 * n_imp / n if n else float("nan"),
+            "sign_test_p": p,
+            "sign_test_method": SIGN_TEST_METHOD if not np.isnan(p) else None,
+            "reason": why.text,
+        })
     schema = dict(THRESHOLD_SENSITIVITY_SCHEMA)
     if keys != ["task", "model_id", "arm", "metric"]:
         schema = {**{k: "str" for k in keys}, **{k: v for k, v in schema.items()

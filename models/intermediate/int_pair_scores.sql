@@ -1,8 +1,8 @@
 {#
     Each pair x metric with both scores, the metric's direction (from its
     base_metric's seed row: every judge_score:<judge> metric is higher-is-better), and the
-    degradation indicator of AccessEval Eq. 1 (macro is_degraded). The rule for
-    entering a rate is explicit: a pair counts (included) only when it is
+    degradation indicator of AccessEval Eq. 1 (macro is_degraded, under the rule
+    of var('degradation_rule'), recorded per row). The rule for entering a rate is explicit: a pair counts (included) only when it is
     complete and both of its scores exist; otherwise exclusion_reason says why.
 #}
 with
@@ -91,7 +91,8 @@ judged as (
             when neutral_score is null then 'neutral_score_' || neutral_score_status
             when disability_score is null then 'disability_score_' || disability_score_status
         end as exclusion_reason,
-        cast({{ var('degradation_threshold') }} as double) as threshold
+        cast({{ var('degradation_threshold') }} as double) as threshold,
+        '{{ degradation_rule() }}' as degradation_rule
 
     from with_scores
 
@@ -116,6 +117,7 @@ final as (
         exclusion_reason is null as included,
         exclusion_reason,
         threshold,
+        degradation_rule,
         case
             when exclusion_reason is null
                 then {{ is_degraded('neutral_score', 'disability_score', 'direction', 'threshold') }}

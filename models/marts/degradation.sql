@@ -1,6 +1,7 @@
 {#
     AccessEval Eq. 1: the share of NQ-DQ pairs whose disability-aware response
-    is degraded, per task, model, arm, query set and metric, overall and by
+    is degraded (macro is_degraded, under var('degradation_rule'), recorded in
+    degradation_rule), per task, model, arm, query set and metric, overall and by
     domain, disability and their cross (macro slice_pairs). Each rubric judge is
     its own metric, 'judge_score:<judge_name>'. Only included pairs count (n_pairs);
     excluded ones are counted beside them (n_excluded) and explained in
@@ -35,7 +36,8 @@ aggregated as (
         count(case when included then 1 end) as n_pairs,
         count(case when included and degraded then 1 end) as n_degraded,
         count(case when not included then 1 end) as n_excluded,
-        max(threshold) as threshold
+        max(threshold) as threshold,
+        max(degradation_rule) as degradation_rule
 
     from sliced
     -- base_metric and judge_name follow from metric: grouping by them changes no group
@@ -60,7 +62,8 @@ final as (
         -- null, not 0, when no pair could be judged: "no evidence" is not "no degradation"
         100.0 * cast(n_degraded as double) / nullif(n_pairs, 0) as degradation_pct,
         n_excluded,
-        threshold
+        threshold,
+        degradation_rule
 
     from aggregated
 

@@ -6,7 +6,9 @@
     pairs, and delta = group - all in percentage points, with a 95% cluster
     bootstrap CI of the delta (whole images resampled: python model
     int_group_bias_ci). A cell of fewer than var('group_min_pairs') pairs is
-    flagged small_cell. Only included pairs of images with known identity count.
+    flagged small_cell. Only included pairs of images with known identity count;
+    a group whose pairs are all excluded keeps its row, with NULL rate, delta
+    and CI and a ci_reason.
 #}
 with
 
@@ -134,7 +136,11 @@ final as (
         bootstrap.ci_low_pct,
         bootstrap.ci_high_pct,
         bootstrap.n_boot,
-        bootstrap.ci_reason,
+        case
+            when bootstrap.ci_reason is not null then bootstrap.ci_reason
+            when rated.n_pairs = 0 then 'n_pairs=0: no included pair in the group, so no rate, delta or CI'
+            when bootstrap.ci_low_pct is null then 'no bootstrap CI for the group'
+        end as ci_reason,
         rated.n_pairs < {{ var('group_min_pairs', 30) }} as small_cell
 
     from rated

@@ -3,7 +3,9 @@
 Thin wiring over ableaudit.stats.scaling: the overall degradation rate of each
 model (mart `degradation`, slice 'overall', at var('degradation_threshold'))
 against its size (int_model_sizes: the seed model_sizes, else the audit
-config's params_b), per task, arm, query set and metric, with a Spearman trend.
+config's params_b), per task, arm, query set and metric, with a Spearman trend
+(exact p up to 10 models; spearman_method says which). threshold and
+degradation_rule say how the rates were made.
 models_json lists the points (model_id, params_b, degradation_pct) by size.
 """
 
@@ -18,7 +20,7 @@ from ableaudit.stats import SCALING_SCHEMA, scaling, scaling_points
 ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}
 BY = ["task", "arm", "query_set", "metric"]
 REST = [c for c in SCALING_SCHEMA if c not in ("task", "arm", "metric")]
-SCHEMA = {**{k: "str" for k in BY}, "threshold": "float64",
+SCHEMA = {**{k: "str" for k in BY}, "threshold": "float64", "degradation_rule": "str",
           **{c: SCALING_SCHEMA[c] for c in REST if c != "reason"},
           "models_json": "str", "reason": "str"}
 
@@ -32,7 +34,7 @@ def model(dbt, session):
     where = (dbt.this.database, dbt.this.schema)
     degradation = con.table("degradation", database=where)
     rates = (degradation.filter(degradation.slice == "overall")
-             .select(*BY, "model_id", "degradation_pct", "threshold").to_pyarrow().to_pandas())
+             .select(*BY, "model_id", "degradation_pct", "threshold", "degradation_rule").to_pyarrow().to_pandas())
     sizes = con.table("int_model_sizes", database=where).select("model_id", "params_b").to_pyarrow().to_pandas()
 
     out = scaling(rates, sizes, by=BY)
@@ -43,8 +45,9 @@ def model(dbt, session):
         for key, g in points.groupby(BY, sort=False)
     }
     out["models_json"] = [listed.get(tuple(k), "[]") for k in out[BY].itertuples(index=False)]
-    thresholds = rates.groupby(BY)["threshold"].max()
-    out["threshold"] = [thresholds.get(tuple(k)) for k in out[BY].itertuples(index=False)] if len(out) else []
+    for column in ("threshold", "degradation_rule"):
+        per_group = rates.groupby(BY)[column].max()
+        out[column] = [per_group.get(tuple(k)) for k in out[BY].itertuples(index=False)] if len(out) else []
     if out.empty:
         out = pd.DataFrame(columns=list(SCHEMA))
     schema = pa.schema([(c, ARROW[t]) for c, t in SCHEMA.items()])

@@ -1,4 +1,4 @@
-"""The statistics marts of issue #4, built by dbt on a temporary warehouse and checked
+"""The statistics marts, built by dbt on a temporary warehouse and checked
 against scipy, statsmodels, sklearn and krippendorff called directly on the raw rows.
 
 The world: four models (three with a size from raw.runs, one without), paired
@@ -256,17 +256,25 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
             row = dict(model_id=model, metric=metric, slice=slice_name, slice_value=value, n_pairs=len(g),
                        n_clusters=g.query_id.nunique(), mean_neutral=n.mean(), mean_disability=d.mean(),
                        mean_diff=diff.mean(), t_p=np.nan, anova_p=np.nan, wilcoxon_p=np.nan, cohen_dz=np.nan,
-                       cohen_d_pooled=np.nan, t_stat=np.nan, anova_f=np.nan)
+                       cohen_d_pooled=np.nan, t_stat=np.nan, anova_f=np.nan, wilcoxon_method=None)
             if len(g) >= 2:
                 if np.ptp(diff) > 1e-9:
                     t = stats.ttest_rel(d, n)
                     row.update(t_stat=t.statistic, t_p=t.pvalue, cohen_dz=diff.mean() / diff.std(ddof=1))
                 if np.ptp(n) > 0 or np.ptp(d) > 0:
-                    f = stats.f_oneway(n, d)  # two identical groups: no p, and then no F either
-                    row.update(anova_f=f.statistic if np.isfinite(f.pvalue) else np.nan, anova_p=f.pvalue,
-                               cohen_d_pooled=(d.mean() - n.mean()) / np.sqrt((n.var(ddof=1) + d.var(ddof=1)) / 2))
+                    if np.isclose(n.mean(), d.mean(), rtol=0, atol=1e-12):
+                        # equal means, some spread: F = 0 and p = 1 exactly (scipy gives +-1e-32 and ~1 or NaN)
+                        row.update(anova_f=0.0, anova_p=1.0, cohen_d_pooled=0.0)
+                    else:
+                        f = stats.f_oneway(n, d)
+                        row.update(anova_f=f.statistic, anova_p=f.pvalue,
+                                   cohen_d_pooled=(d.mean() - n.mean()) / np.sqrt((n.var(ddof=1) + d.var(ddof=1)) / 2))
                 if np.any(diff != 0):
                     row["wilcoxon_p"] = stats.wilcoxon(diff).pvalue
+                    zeros_or_ties = (diff == 0).any() or len(np.unique(np.abs(diff[diff != 0]))) < (diff != 0).sum()
+                    row["wilcoxon_method"] = ("exact" if not zeros_or_ties and len(diff) <= 50 else
+                                              "exact_permutation" if zeros_or_ties and len(diff) <= 13 else
+                                              "normal_approx")
             expected.append(row)
     expected = pd.DataFrame(expected)
     for (model, metric), e in expected.groupby(["model_id", "metric"]):
@@ -281,6 +289,7 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
                 "cohen_dz", "cohen_d_pooled", "wilcoxon_p", "p_holm", "p_bh"):
         close(merged[col], merged[f"{col}_exp"], col)
     assert (merged.direction == np.where(merged.metric == "vader", "higher_is_better", "lower_is_better")).all()
+    assert (merged.wilcoxon_method.fillna("-") == merged.wilcoxon_method_exp.fillna("-")).all()
     assert (mart.task == "text").all() and (mart.query_set == "ableaudit").all()
     # the data are not degenerate: many p-values, some small
     assert merged.t_p.notna().sum() > 50 and (merged.t_p < 0.05).any() and (merged.t_p > 0.05).any()
@@ -333,7 +342,7 @@ def test_bootstrap_vars_and_thresholds_vars(built, tmp_path):
     shutil.copy(built, wh)
     before = read(wh, "select * from significance order by all")
     disputed = read(wh, "select * from disputed_items")
-    run_dbt(["run", "--select", "significance", "threshold_sensitivity", "disputed_items", "--vars",
+    run_dbt(["run", "--select", "significance", "int_pair_thresholds", "threshold_sensitivity", "disputed_items", "--vars",
              "{bootstrap_seed: 1, sensitivity_thresholds: [0.3, 0.05], disputed_sd_threshold: 0.5}"], wh)
     looser = read(wh, "select * from disputed_items")
     assert (looser.sd_threshold == 0.5).all() and (looser.sd > 0.5).all() and len(looser) > len(disputed)
@@ -387,6 +396,13 @@ def test_threshold_sensitivity_equals_binomtest(built, pairs):
     close(at.degradation_pct, at.degradation_pct_deg, "same rate as degradation")
     by_threshold = mart.sort_values("threshold").groupby(["model_id", "metric"]).n_degraded
     assert by_threshold.apply(lambda s: s.is_monotonic_decreasing).all()
+    assert (mart.degradation_rule == "strict_relative").all()
+    # Regard unavailable: no usable pair, but a row per model and threshold, as in degradation
+    regard = read(built, "select * from threshold_sensitivity where metric = 'regard'")
+    deg_regard = read(built, "select * from degradation where metric = 'regard' and slice = 'overall'")
+    assert len(deg_regard) == 4 and len(regard) == 4 * len(THRESHOLDS)
+    assert (regard.n_pairs == 0).all() and regard.degradation_pct.isna().all() and regard.sign_test_p.isna().all()
+    assert regard.reason.str.contains("degradation_pct: n=0").all()
 
 
 def test_model_comparison_equals_f_oneway(built, pairs):
@@ -414,10 +430,16 @@ def test_scaling_equals_spearman_on_sizes(built, pairs):
         direction = p.direction.iloc[0]
         rates = p.assign(deg=degraded(p.neutral, p.disability, direction, 0.05)).groupby("model_id").deg.mean() * 100
         known = [m for m in rates.index if m in SIZES]
-        rho = stats.spearmanr([SIZES[m] for m in known], rates[known])
+        x, y = np.array([SIZES[m] for m in known]), rates[known].to_numpy()
+        rho = stats.spearmanr(x, y)
+        # three models: the exact permutation p over all 3! orderings (scipy enumerates them)
+        exact = stats.permutation_test((x,), lambda a, y=y: stats.spearmanr(a, y).statistic,
+                                       permutation_type="pairings", n_resamples=np.inf)
         row = mart.loc[metric]
         assert row.n_models == 3 and row.n_models_without_size == 1 and row.threshold == 0.05
-        close([row.spearman_rho, row.spearman_p], [rho.statistic, rho.pvalue], metric)
+        assert row.spearman_method == "exact_permutation" and row.degradation_rule == "strict_relative"
+        close([row.spearman_rho, row.spearman_p], [rho.statistic, exact.pvalue], metric)
+        assert row.spearman_p >= 1 / 3 - 1e-12
         points = json.loads(row.models_json)
         assert [pt["model_id"] for pt in points] == ["m-small", "m-mid", "m-large"]
         close([pt["degradation_pct"] for pt in points], rates[["m-small", "m-mid", "m-large"]], metric)
@@ -554,3 +576,112 @@ def test_marts_build_empty_with_types(tmp_path):
             assert types[col] == typ, (table, col)
     finally:
         con.close()
+
+
+# --------------------------------------------------------------------------- reasons, rules, quality marts
+
+
+REASONED = {  # mart -> (reason column, statistics that must never be NULL without it)
+    "significance": ("reason", ["t_p", "anova_f", "anova_p", "wilcoxon_p", "cohen_dz", "cohen_d_pooled", "ci_low",
+                                "ci_high", "p_holm", "p_bh"]),
+    "model_comparison": ("reason", ["anova_f", "anova_p"]),
+    "threshold_sensitivity": ("reason", ["degradation_pct", "improvement_pct", "sign_test_p"]),
+    "scaling": ("reason", ["spearman_rho", "spearman_p"]),
+    "agreement": ("reason", ["accuracy", "spearman_rho", "spearman_p", "cohen_kappa"]),
+    "annotator_agreement": ("reason", ["krippendorff_alpha", "fleiss_kappa"]),
+}
+
+
+def test_every_null_statistic_has_a_reason(built):
+    for mart, (reason, columns) in REASONED.items():
+        df = read(built, f"select * from {mart}")
+        assert len(df), mart
+        for col in columns:
+            unexplained = df[df[col].isna() & df[reason].isna()]
+            assert unexplained.empty, (mart, col, unexplained.head())
+    # F is never negative and F = 0 goes with p = 1, in both ANOVA marts
+    for mart in ("significance", "model_comparison"):
+        df = read(built, f"select anova_f, anova_p from {mart} where anova_f is not null")
+        assert (df.anova_f >= 0).all() and (df[df.anova_f == 0].anova_p == 1.0).all()
+
+
+def test_paper_literal_rule_reproduces_the_printed_formula(built, pairs, tmp_path):
+    """The whole chain under var degradation_rule: paper_literal equals M_NQ - M_DQ >= 0.05 x M_NQ
+    computed here on the raw scores; ties at a neutral score <= 0 count, unlike the default."""
+    wh = tmp_path / "ableaudit.duckdb"
+    shutil.copy(built, wh)
+    # a model whose answers do not change: ties at a VADER score of 0, below 0 and above 0
+    texts = {"edu_000": "the office and the plan", "edu_001": "sorry, this is difficult and hard",
+             "edu_002": "great and helpful support"}
+    edge = [gen_row("m-edge", q, "education", dis, t) for q, t in texts.items() for dis in (None, "vision", "hearing")]
+    assert vader(texts["edu_000"]) == 0.0 and vader(texts["edu_001"]) < 0 < vader(texts["edu_002"])
+    con = connect(wh)
+    try:
+        con.register("edge", pd.DataFrame(edge))
+        con.execute("insert into raw.generations by name select * from edge")
+    finally:
+        con.close()
+    pairs = pd.concat([pairs, pd.DataFrame([
+        dict(model_id="m-edge", metric=metric, neutral=float(fn(t)), disability=float(fn(t)))
+        for t in texts.values() for _ in ("vision", "hearing")
+        for metric, fn in (("vader", vader), ("verbosity", words))])], ignore_index=True)
+    run_dbt(["run", "--select", "+degradation", "+threshold_sensitivity", "--vars", "{degradation_rule: paper_literal}"], wh)
+    mart = read(wh, "select * from degradation where slice = 'overall' and metric in ('vader', 'verbosity')")
+    assert (mart.degradation_rule == "paper_literal").all()
+    edge_vader = mart[(mart.model_id == "m-edge") & (mart.metric == "vader")].iloc[0]
+    assert (edge_vader.n_pairs, edge_vader.n_degraded) == (6, 4)  # ties at 0 and below 0 count, above 0 not
+    rows = []
+    for (model, metric), p in pairs.groupby(["model_id", "metric"]):
+        gap = (p.neutral - p.disability) if metric == "vader" else (p.disability - p.neutral)
+        literal = gap >= 0.05 * p.neutral - 1e-12
+        strict = (gap > 0) & (gap >= 0.05 * p.neutral.abs() - 1e-12)
+        rows.append(dict(model_id=model, metric=metric, n_literal=int(literal.sum()), n_strict=int(strict.sum()),
+                         n_ties_nonpositive=int(((gap == 0) & (p.neutral <= 0)).sum())))
+    expected = pd.DataFrame(rows).merge(mart, on=["model_id", "metric"])
+    assert len(expected) == 10
+    assert (expected.n_degraded == expected.n_literal).all()
+    assert (expected.n_ties_nonpositive > 0).any() and (expected.n_literal > expected.n_strict).any()
+    assert (expected.n_literal > expected.n_strict).any() and (expected.n_literal >= expected.n_strict).all()
+    ts = read(wh, "select * from threshold_sensitivity where threshold = 0.05 and metric in ('vader', 'verbosity')")
+    merged = ts.merge(mart, on=["model_id", "metric"], suffixes=("", "_deg"))
+    assert (merged.n_degraded == merged.n_degraded_deg).all() and (merged.degradation_rule == "paper_literal").all()
+
+
+def test_judgment_quality_equals_pandas_counts(built):
+    j = read(built, "select * from raw.judgments")
+    keys = ["judge_name", "judge_model", "judge_revision", "judge_kind", "prompt_version", "source"]
+    got = read(built, "select * from judgment_quality").set_index(keys).sort_index()
+    ok_call = j.call_status == "ok"
+    expected = j.assign(
+        err=~ok_call, parsed=ok_call & (j.parse_status == "parsed"),
+        unparseable=ok_call & (j.parse_status == "unparseable"),
+        usable=ok_call & j.parse_status.isin(["parsed", "repaired"]),
+    ).groupby(keys).agg(n_verdicts=("judgment_id", "size"), n_call_errors=("err", "sum"),
+                        n_parsed=("parsed", "sum"), n_unparseable=("unparseable", "sum"), n_usable=("usable", "sum"))
+    assert list(got.index) == list(expected.index) and len(got) == 3
+    for col in expected.columns:
+        assert (got[col] == expected[col]).all(), col
+    close(got.call_error_pct, 100 * expected.n_call_errors / expected.n_verdicts, "call_error_pct")
+    close(got.parsed_pct, 100 * expected.n_parsed / (expected.n_verdicts - expected.n_call_errors), "parsed_pct")
+    close(got.usable_pct, 100 * expected.n_usable / expected.n_verdicts, "usable_pct")
+    assert got.loc[got.index.get_level_values("judge_name") == "j2", "n_call_errors"].item() > 0
+
+
+def test_data_quality_equals_pandas_counts(built, pairs):
+    g = read(built, "select * from raw.generations")
+    dq = read(built, "select * from data_quality")
+    gen = dq[dq.area == "generation"].groupby(["model_id", "status"]).n_rows.sum()
+    expected = g.groupby(["model_id", "status"]).size()
+    assert gen.sort_index().to_dict() == expected.sort_index().to_dict()
+    # every disability-aware generation is a pair; the included ones are the pairs built here
+    pair_rows = dq[dq.area == "pair"].groupby("model_id").n_rows.sum()
+    assert pair_rows.to_dict() == g[g.condition == "disability"].groupby("model_id").size().to_dict()
+    rate = dq[(dq.area == "rate") & dq.metric.isin(["vader", "verbosity"])]
+    included = rate[rate.status == "included"].groupby(["model_id", "metric"]).n_rows.sum()
+    assert included.to_dict() == pairs.groupby(["model_id", "metric"]).size().to_dict()
+    total = rate.groupby(["model_id", "metric"]).n_rows.sum()
+    assert (total == pair_rows.reindex(total.index.get_level_values(0)).to_numpy()).all()
+    # Regard is unavailable: every pair of it is out of the rate, with the scorer's status
+    regard = dq[(dq.area == "rate") & (dq.metric == "regard")]
+    assert "included" not in set(regard.status) and regard.n_rows.sum() == pair_rows.sum()
+    assert regard.status.str.contains("unavailable").any()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 
@@ -215,7 +216,61 @@ def test_all_ties_zero_differences():
 def test_constant_conditions_anova_is_null():
     r = _one_slice([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])
     assert np.isnan(r.anova_f) and np.isnan(r.anova_p) and np.isnan(r.cohen_d_pooled)
-    assert "anova: zero variance within both conditions" in r.reason
+    assert "anova: zero variance within every group" in r.reason
+    assert "cohen_d_pooled: zero variance within both conditions" in r.reason
+
+
+# The same values in both conditions, in every order: scipy's f_oneway gives F = +-1e-32 and
+# p ~ 1 or NaN depending on the order; the answer is F = 0, p = 1 (equal means, some spread).
+SAME_VALUES = [0.1, 0.7, 0.2, -0.35, 0.3]
+
+
+@pytest.mark.parametrize("order", list(itertools.permutations(range(5)))[::7])
+def test_identical_conditions_anova_is_exactly_zero_and_one(order):
+    neutral = np.array(SAME_VALUES)
+    disability = neutral[list(order)]
+    r = _one_slice(neutral, disability)
+    assert r.anova_f == 0.0 and r.anova_p == 1.0
+    assert r.cohen_d_pooled == 0.0
+    reason = r.reason if isinstance(r.reason, str) else ""
+    assert "anova" not in reason and "cohen_d_pooled" not in reason
+
+
+def test_scipy_is_inconsistent_on_identical_conditions():
+    """The reason for deciding the case before scipy: its F and p there are rounding noise."""
+    outcomes = set()
+    for order in itertools.permutations(range(5)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = stats.f_oneway(np.array(SAME_VALUES), np.array(SAME_VALUES)[list(order)])
+        outcomes.add((res.statistic == 0.0, bool(np.isnan(res.pvalue))))
+    assert outcomes != {(True, False)}  # scipy does not give exactly F = 0, p = 1 everywhere
+
+
+def test_equal_means_different_values_anova_zero():
+    r = _one_slice([1.0, 2.0, 3.0], [3.0, 1.0, 2.0])
+    assert r.anova_f == 0.0 and r.anova_p == 1.0
+    r = _one_slice([0.1 + 0.2, 0.0, 0.6], [0.3, 0.3, 0.3])  # 0.1 + 0.2 != 0.3 in binary
+    assert r.anova_f == 0.0 and r.anova_p == 1.0
+
+
+def test_wilcoxon_method_is_recorded_and_matches_scipy_auto():
+    cases = {
+        "exact": ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.5, 2.25, 2.0, 5.5, 4.1, 7.3]),       # no ties, no zeros
+        "exact_permutation": ([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0, 3.0, 4.0, 4.0]),    # a zero and ties
+    }
+    for method, (n, d) in cases.items():
+        r = _one_slice(n, d)
+        assert r.wilcoxon_method == method
+        assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(np.array(d) - np.array(n)).pvalue, rel=1e-12)
+    rng = np.random.default_rng(4)
+    n = rng.integers(0, 5, 30).astype(float)
+    d = n + rng.integers(-2, 3, 30)  # ties and zeros, n > 13
+    r = _one_slice(n, d)
+    assert r.wilcoxon_method == "normal_approx"
+    assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(d - n).pvalue, rel=1e-12)
+    r = _one_slice([1.0, 2.0], [1.0, 2.0])
+    assert pd.isna(r.wilcoxon_method) and np.isnan(r.wilcoxon_p)
 
 
 def test_missing_scores_dropped_and_empty_input_typed(pairs):
@@ -328,6 +383,38 @@ def test_model_comparison_degenerate():
     one_each = q.groupby("model_id").head(1)
     assert "no more pairs than models" in model_comparison(one_each).iloc[0].reason
     assert model_comparison(q.iloc[:0]).empty
+
+
+def test_model_comparison_identical_models_is_f_zero_p_one():
+    """One checkpoint served under two names (or greedy twins): identical differences, F = 0, p = 1,
+    whatever the row order, where scipy gives F = +-1e-32 and p ~ 1 or NaN."""
+    base = make_pairs(models=("m1",), seed=2)
+    twins = pd.concat([base, base.assign(model_id="m2")], ignore_index=True)
+    for seed in range(6):
+        shuffled = twins.sample(frac=1.0, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = model_comparison(shuffled).iloc[0]
+        assert r.k_models == 2 and r.anova_f == 0.0 and r.anova_p == 1.0 and pd.isna(r.reason)
+    # a third model that differs: scipy's F and p, never negative
+    third = pd.concat([twins, base.assign(model_id="m3", disability_score=base.disability_score - 0.5)])
+    r = model_comparison(third).iloc[0]
+    groups = [(g.disability_score - g.neutral_score).to_numpy() for _, g in third.groupby("model_id")]
+    f = stats.f_oneway(*groups)
+    assert r.anova_f == pytest.approx(f.statistic, rel=1e-10) and r.anova_p == pytest.approx(f.pvalue, rel=1e-10)
+
+
+def test_oneway_anova_conventions():
+    from ableaudit.stats.paired import oneway_anova
+
+    assert oneway_anova([np.array([1.0, 2.0]), np.array([2.0, 1.0])]) == (0.0, 1.0, None)
+    f, p, why = oneway_anova([np.array([3.0, 3.0]), np.array([3.0, 3.0])])  # 0/0
+    assert np.isnan(f) and np.isnan(p) and "zero variance within every group" in why
+    f, p, why = oneway_anova([np.array([3.0, 3.0]), np.array([4.0, 4.0])])  # c/0: no finite F either
+    assert np.isnan(f) and np.isnan(p) and "zero variance within every group" in why
+    f, p, why = oneway_anova([np.array([1.0, 2.0, 4.0]), np.array([2.0, 3.0, 7.0])])
+    ref = stats.f_oneway([1.0, 2.0, 4.0], [2.0, 3.0, 7.0])
+    assert why is None and f == pytest.approx(ref.statistic, rel=1e-12) and p == pytest.approx(ref.pvalue, rel=1e-12)
 
 
 def test_wilcoxon_small_samples_with_ties_and_zeros_match_scipy():

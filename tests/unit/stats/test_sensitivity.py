@@ -1,9 +1,17 @@
-"""ableaudit.stats.sensitivity (Eq. 1 and threshold sensitivity) and ableaudit.stats.scaling."""
+"""The degradation rule (macros/is_degraded.sql, run in DuckDB), ableaudit.stats.sensitivity
+(threshold sensitivity from the warehouse's flags), ableaudit.stats.ranks and ableaudit.stats.scaling.
+
+The rule has no Python twin: the macro is rendered here and evaluated by DuckDB, and
+its results are checked against hand-computed cases and against the printed formula
+evaluated in exact rational arithmetic.
+"""
 
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -13,169 +21,262 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from ableaudit.stats.ranks import spearman_exact_p, spearman_test
 from ableaudit.stats.scaling import SCALING_POINTS_SCHEMA, SCALING_SCHEMA, scaling, scaling_points
-from ableaudit.stats.sensitivity import (
-    DEFAULT_THRESHOLDS,
-    THRESHOLD_SENSITIVITY_SCHEMA,
-    is_degraded,
-    is_improved,
-    threshold_sensitivity,
-)
+from ableaudit.stats.sensitivity import THRESHOLD_SENSITIVITY_SCHEMA, threshold_sensitivity
 
 ROOT = Path(__file__).resolve().parents[3]
 H, L = "higher_is_better", "lower_is_better"
 
 
-# --------------------------------------------------------------------------- the rule
+# --------------------------------------------------------------------------- the rule, in SQL
 
 
-@pytest.mark.parametrize(
-    "neutral, disability, direction, threshold, expected",
-    [
-        (0.8, 0.76, H, 0.05, True),      # exactly at the boundary counts (0.8-0.76 is 0.04000000000000003)
-        (0.8, 0.7601, H, 0.05, False),   # just inside the margin
-        (0.8, 0.8, H, 0.0, False),       # a tie never counts, not even at 0%
-        (0.8, 0.8, L, 0.0, False),
-        (0.8, 0.7999, H, 0.0, True),     # at 0% any strict drop counts
-        (0.8, 0.9, H, 0.0, False),       # an improvement is not a degradation
-        (-0.5, -0.5, H, 0.05, False),    # tie with a negative neutral (paper's formula would count it)
-        (-0.5, -0.52, H, 0.05, False),   # 0.02 < 0.05*|-0.5|; without abs() it would count
-        (-0.5, -0.525, H, 0.05, True),   # exactly 0.025 = 0.05*|-0.5|
-        (-0.5, -0.4, H, 0.05, False),    # better
-        (0.0, -0.001, H, 0.2, True),     # neutral 0: any strict drop is >= 0
-        (100, 105, L, 0.05, True),       # lower_is_better mirrored: longer is worse
-        (100, 104.9, L, 0.05, False),
-        (100, 95, L, 0.05, False),
-        (100, 100, L, 0.2, False),
-        (7, 6, H, 0.10, True),           # 1 >= 0.7
-        (7, 6.5, H, 0.10, False),        # 0.5 < 0.7
-    ],
-)
-def test_is_degraded_boundaries(neutral, disability, direction, threshold, expected):
-    assert is_degraded(neutral, disability, direction, threshold) is expected
-    # mirrored: under the opposite direction the same pair is an improvement exactly then
-    assert is_improved(neutral, disability, H if direction == L else L, threshold) is expected
+class CompilerError(Exception):
+    pass
 
 
-def test_is_improved_mirror():
-    assert is_improved(0.8, 0.84, H, 0.05) is True
-    assert is_improved(0.8, 0.839, H, 0.05) is False
-    assert is_improved(0.8, 0.8, H, 0.0) is False
-    assert is_improved(100, 95, L, 0.05) is True
-    assert is_improved(-0.5, -0.475, H, 0.05) is True
-    assert is_improved(-0.5, -0.48, H, 0.05) is False
+def _raise(message):
+    raise CompilerError(message)
 
 
-def test_not_judged_is_na_and_vectorised():
-    assert is_degraded(None, 0.5, H, 0.05) is pd.NA
-    assert is_degraded(0.5, float("nan"), H, 0.05) is pd.NA
-    assert is_degraded(0.5, 0.1, "sideways", 0.05) is pd.NA
-    s = is_degraded(pd.Series([1.0, 2.0, None], index=[5, 6, 7]), pd.Series([0.5, 2.0, 1.0], index=[5, 6, 7]), H, 0.05)
-    assert s.dtype == "boolean" and list(s.index) == [5, 6, 7]
-    assert s.tolist() == [True, False, pd.NA]
-    v = is_degraded(np.array([1.0, 1.0]), np.array([0.9, 1.1]), np.array([H, L]), np.array([0.05, 0.05]))
-    assert v.tolist() == [True, True]
-
-
-def test_python_rule_equals_the_sql_macro():
-    """The same grid through macros/is_degraded.sql in DuckDB and through is_degraded()."""
-    macro_src = (ROOT / "macros" / "is_degraded.sql").read_text()
+def rule_sql(rule: str | None = None, var_rule: str = "strict_relative") -> str:
+    """The SQL expression of macro is_degraded (rule given, or taken from the var as in dbt)."""
     env = jinja2.Environment()
-    module = env.from_string(macro_src).module
-    expr = module.is_degraded("neutral", "disability", "direction", "threshold")
-    values = [-1.0, -0.5, -0.525, -0.52, 0.0, 0.76, 0.7601, 0.8, 0.84, 1.0, 95.0, 100.0, 105.0]
-    grid = pd.DataFrame(
-        list(itertools.product(values, values, [H, L, "unknown"], DEFAULT_THRESHOLDS)),
-        columns=["neutral", "disability", "direction", "threshold"],
-    )
-    grid.loc[0, "neutral"] = np.nan
+    env.globals["var"] = lambda name, default=None: {"degradation_rule": var_rule}.get(name, default)
+    env.globals["exceptions"] = type("Exceptions", (), {"raise_compiler_error": staticmethod(_raise)})
+    env.globals["degradation_rule"] = env.from_string((ROOT / "macros" / "degradation_rule.sql").read_text()).module.degradation_rule
+    module = env.from_string((ROOT / "macros" / "is_degraded.sql").read_text()).module
+    return str(module.is_degraded("neutral", "disability", "direction", "threshold", rule=rule))
+
+
+def degraded_sql(rows, rule: str | None = None, var_rule: str = "strict_relative") -> list:
+    grid = pd.DataFrame(rows, columns=["neutral", "disability", "direction", "threshold"])
     con = duckdb.connect()
     con.register("grid", grid)
-    sql = con.execute(f"select {expr} as d from grid").df()["d"]
-    py = is_degraded(grid.neutral, grid.disability, grid.direction, grid.threshold)
-    assert sql.isna().tolist() == py.isna().tolist()
-    ok = sql.notna()
-    assert sql[ok].astype(bool).tolist() == py[ok].astype(bool).tolist()
-    assert py[ok].sum() > 50  # the grid does exercise both outcomes
+    out = con.execute(f"select {rule_sql(rule, var_rule)} as d from grid").df()["d"]
+    return [None if pd.isna(v) else bool(v) for v in out]
+
+
+STRICT_CASES = [
+    (0.8, 0.76, H, 0.05, True),      # exactly at the boundary counts (0.8-0.76 is 0.04000000000000003)
+    (0.8, 0.7601, H, 0.05, False),   # just inside the margin
+    (0.8, 0.8, H, 0.0, False),       # a tie never counts, not even at 0%
+    (0.8, 0.8, L, 0.0, False),
+    (0.8, 0.7999, H, 0.0, True),     # at 0% any strict drop counts
+    (0.8, 0.9, H, 0.0, False),       # an improvement is not a degradation
+    (-0.5, -0.5, H, 0.05, False),    # tie with a negative neutral
+    (-0.5, -0.52, H, 0.05, False),   # 0.02 < 0.05*|-0.5|
+    (-0.5, -0.525, H, 0.05, True),   # exactly 0.025 = 0.05*|-0.5|
+    (-0.5, -0.4, H, 0.05, False),    # better
+    (0.0, 0.0, H, 0.05, False),      # a tie at 0
+    (0.0, -0.001, H, 0.2, True),     # neutral 0: any strict drop is >= 0
+    (100, 105, L, 0.05, True),       # lower_is_better mirrored: longer is worse
+    (100, 104.9, L, 0.05, False),
+    (100, 95, L, 0.05, False),
+    (100, 100, L, 0.2, False),
+    (7, 6, H, 0.10, True),           # 1 >= 0.7
+    (7, 6.5, H, 0.10, False),        # 0.5 < 0.7
+]
+
+# The printed formula M_NQ - M_DQ >= t x M_NQ, worked by hand (gap in the metric's direction).
+LITERAL_CASES = [
+    (0.8, 0.76, H, 0.05, True),      # 0.04 >= 0.04
+    (0.8, 0.7601, H, 0.05, False),   # 0.0399 < 0.04
+    (0.8, 0.8, H, 0.0, True),        # 0 >= 0: at 0% a tie counts
+    (0.8, 0.8, H, 0.05, False),      # 0 < 0.04
+    (-0.5, -0.5, H, 0.05, True),     # tie, negative neutral: 0 >= -0.025
+    (-0.5, -0.52, H, 0.05, True),    # 0.02 >= -0.025
+    (-0.5, -0.48, H, 0.05, True),    # an improvement: -0.02 >= -0.025
+    (-0.5, -0.47, H, 0.05, False),   # -0.03 < -0.025
+    (-0.5, -0.4, H, 0.05, False),    # -0.1 < -0.025
+    (0.0, 0.0, H, 0.05, True),       # tie at 0: 0 >= 0
+    (0.0, 0.001, H, 0.05, False),    # -0.001 < 0
+    (100, 105, L, 0.05, True),       # 5 >= 5
+    (100, 104.9, L, 0.05, False),    # 4.9 < 5
+    (100, 100, L, 0.0, True),        # 0 >= 0
+    (0, 0, L, 0.2, True),            # 0 >= 0
+    (7, 6, H, 0.10, True),           # 1 >= 0.7
+    (7, 6.5, H, 0.10, False),        # 0.5 < 0.7
+]
+
+
+def test_strict_relative_rule_by_hand():
+    got = degraded_sql([c[:4] for c in STRICT_CASES], rule="strict_relative")
+    assert got == [c[4] for c in STRICT_CASES]
+
+
+def test_paper_literal_rule_by_hand():
+    got = degraded_sql([c[:4] for c in LITERAL_CASES], rule="paper_literal")
+    assert got == [c[4] for c in LITERAL_CASES]
+
+
+def test_paper_literal_is_the_printed_formula_in_exact_arithmetic():
+    """Every pair of a decimal grid: the macro under 'paper_literal' equals M_NQ - M_DQ >= t x M_NQ
+    evaluated on exact fractions (no rounding, no slack), for both directions."""
+    values = ["-1", "-0.5", "-0.525", "-0.52", "-0.48", "0", "0.001", "0.76", "0.7601", "0.8", "0.84", "1", "95", "100", "105"]
+    thresholds = ["0", "0.01", "0.05", "0.1", "0.2"]
+    rows, expected = [], []
+    for n, d, direction, t in itertools.product(values, values, [H, L], thresholds):
+        fn, fd, ft = Fraction(n), Fraction(d), Fraction(t)
+        gap = fn - fd if direction == H else fd - fn
+        rows.append((float(n), float(d), direction, float(t)))
+        expected.append(gap >= ft * fn)
+    got = degraded_sql(rows, rule="paper_literal")
+    assert got == expected
+    assert 0.2 < np.mean(expected) < 0.8  # both outcomes are exercised
+
+
+def test_rules_differ_exactly_on_ties_and_nonpositive_neutral():
+    """Where the strict rule and the printed formula part ways: the literal rule counts every pair
+    the strict one does, plus ties (and small changes) whenever the margin t x M_NQ is <= 0."""
+    values = [-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]
+    rows = [(n, d, dr, t) for n, d, dr, t in itertools.product(values, values, [H, L], [0.0, 0.05, 0.2])]
+    strict = degraded_sql(rows, rule="strict_relative")
+    literal = degraded_sql(rows, rule="paper_literal")
+    for (n, d, direction, t), s, lit in zip(rows, strict, literal):
+        if s != lit:
+            assert lit and not s
+            assert n <= 0 or (d == n and t == 0), (n, d, direction, t)
+        if n > 0 and d != n:  # a positive neutral score and a real change: the rules agree
+            assert s == lit, (n, d, direction, t)
+    ties = [(x, x, H, 0.05) for x in (-0.5, 0.0, 0.5)]
+    assert degraded_sql(ties, rule="strict_relative") == [False, False, False]
+    assert degraded_sql(ties, rule="paper_literal") == [True, True, False]
+
+
+def test_rule_comes_from_the_var_and_unknown_rules_fail():
+    rows = [(-0.5, -0.5, H, 0.05)]
+    assert degraded_sql(rows, var_rule="strict_relative") == [False]
+    assert degraded_sql(rows, var_rule="paper_literal") == [True]
+    with pytest.raises(CompilerError, match="degradation_rule must be"):
+        rule_sql(var_rule="literal")
+    with pytest.raises(CompilerError, match="unknown rule"):
+        rule_sql(rule="lenient")
+
+
+def test_not_judged_is_null():
+    rows = [(None, 0.5, H, 0.05), (0.5, None, H, 0.05), (0.5, 0.1, "sideways", 0.05)]
+    for rule in ("strict_relative", "paper_literal"):
+        assert degraded_sql(rows, rule=rule) == [None, None, None]
+
+
+def test_no_python_twin_of_the_rule():
+    """Python reads the flags from the warehouse; the package carries no copy of the rule."""
+    import ableaudit.stats as package
+
+    assert not hasattr(package, "is_degraded") and not hasattr(package, "is_improved")
+    source = (ROOT / "ableaudit" / "stats" / "sensitivity.py").read_text()
+    assert "neutral_score" not in source and "disability_score" not in source
 
 
 # --------------------------------------------------------------------------- sensitivity
 
 
-def make_pairs(seed=0):
-    rng = np.random.default_rng(seed)
+def flags_frame(spec) -> pd.DataFrame:
+    """Flags as int_pair_thresholds has them: spec = {(model, threshold): [(included, degraded, improved), ...]}."""
     rows = []
-    for m, shift in (("m1", -0.05), ("m2", 0.03)):
-        for i in range(60):
-            n = float(np.round(rng.uniform(-0.9, 0.9), 2))
-            d = float(np.round(n + shift + rng.normal(0, 0.08), 2))
-            if i % 10 == 0:
-                d = n  # ties
-            rows.append(dict(task="text", model_id=m, arm="baseline", metric="vader", direction=H,
-                             neutral_score=n, disability_score=d))
-        for i in range(30):
-            n = float(rng.integers(50, 200))
-            rows.append(dict(task="text", model_id=m, arm="baseline", metric="verbosity", direction=L,
-                             neutral_score=n, disability_score=float(n + rng.integers(-10, 30))))
-    return pd.DataFrame(rows)
+    for (model, thr), pairs in spec.items():
+        for i, (inc, deg, imp) in enumerate(pairs):
+            rows.append(dict(task="text", model_id=model, arm="baseline", metric="vader", direction=H,
+                             threshold=thr, degradation_rule="strict_relative", included=inc,
+                             degraded=deg if inc else None, improved=imp if inc else None, pair=i))
+    out = pd.DataFrame(rows)
+    for col in ("degraded", "improved"):
+        out[col] = out[col].astype("boolean")
+    return out
 
 
-def _by_hand(g: pd.DataFrame, thr: float):
-    deg = imp = 0
-    for r in g.itertuples():
-        worse = r.neutral_score - r.disability_score if r.direction == H else r.disability_score - r.neutral_score
-        margin = thr * abs(r.neutral_score) - 1e-9
-        deg += worse > 0 and worse >= margin
-        imp += -worse > 0 and -worse >= margin
-    return deg, imp
-
-
-def test_threshold_sensitivity_by_hand_and_scipy():
-    p = make_pairs()
+def test_threshold_sensitivity_counts_flags_and_matches_binom():
+    rng = np.random.default_rng(0)
+    spec = {}
+    for model in ("m1", "m2"):
+        for thr in (0.0, 0.05, 0.2):
+            pairs = []
+            for _ in range(40):
+                u = rng.random()
+                inc = u > 0.1
+                deg, imp = (True, False) if u < 0.5 else (False, True) if u < 0.7 else (False, False)
+                pairs.append((inc, deg, imp))
+            spec[(model, thr)] = pairs
+    flags = flags_frame(spec)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = threshold_sensitivity(p)
+        out = threshold_sensitivity(flags)
     assert dict(out.dtypes.astype(str)) == THRESHOLD_SENSITIVITY_SCHEMA
-    assert len(out) == 2 * 2 * 5
+    assert len(out) == 2 * 3
     for row in out.itertuples():
-        g = p[(p.model_id == row.model_id) & (p.metric == row.metric)]
-        deg, imp = _by_hand(g, row.threshold)
-        assert (row.n_pairs, row.n_degraded, row.n_improved) == (len(g), deg, imp)
-        assert row.n_unchanged == len(g) - deg - imp
-        assert row.degradation_pct == pytest.approx(100.0 * deg / len(g))
+        g = flags[(flags.model_id == row.model_id) & (flags.threshold == row.threshold) & flags.included]
+        deg, imp = int(g.degraded.sum()), int(g.improved.sum())
+        assert (row.n_pairs, row.n_degraded, row.n_improved, row.n_unchanged) == (len(g), deg, imp, len(g) - deg - imp)
+        assert row.degradation_pct == pytest.approx(100.0 * deg / len(g), rel=1e-12)
+        assert row.improvement_pct == pytest.approx(100.0 * imp / len(g), rel=1e-12)
         # one-sided sign test, independently: P(X >= deg) for X ~ Bin(deg + imp, 1/2)
         assert row.sign_test_p == pytest.approx(stats.binom.sf(deg - 1, deg + imp, 0.5), rel=1e-9)
-    for _, g in out.groupby(["model_id", "metric"]):
-        assert g.sort_values("threshold").degradation_pct.is_monotonic_decreasing
-    # the ties are never degraded: at 0% m1 vader has 6 unchanged pairs at least
-    r = out[(out.model_id == "m1") & (out.metric == "vader") & (out.threshold == 0)].iloc[0]
-    assert r.n_unchanged >= 6
+        assert row.sign_test_method == "exact_binomial" and row.degradation_rule == "strict_relative"
 
 
 def test_sign_test_direction():
-    base = dict(task="t", model_id="m", arm="a", metric="x", direction=H)
-    worse = pd.DataFrame([{**base, "neutral_score": 1.0, "disability_score": 0.5}] * 9
-                         + [{**base, "neutral_score": 1.0, "disability_score": 1.5}] * 1)
-    better = worse.assign(disability_score=2.0 - worse.disability_score)
-    pw = threshold_sensitivity(worse, thresholds=[0.05]).iloc[0].sign_test_p
-    pb = threshold_sensitivity(better, thresholds=[0.05]).iloc[0].sign_test_p
-    assert pw == pytest.approx(11 / 1024) and pb == pytest.approx(1 - 1 / 1024)
+    worse = flags_frame({("m", 0.05): [(True, True, False)] * 9 + [(True, False, True)]})
+    better = flags_frame({("m", 0.05): [(True, False, True)] * 9 + [(True, True, False)]})
+    assert threshold_sensitivity(worse).iloc[0].sign_test_p == pytest.approx(11 / 1024, rel=1e-12)
+    assert threshold_sensitivity(better).iloc[0].sign_test_p == pytest.approx(1 - 1 / 1024, rel=1e-12)
 
 
-def test_degenerate_groups():
-    base = dict(task="t", model_id="m", arm="a", metric="x", direction=H)
-    ties = pd.DataFrame([{**base, "neutral_score": 0.5, "disability_score": 0.5}] * 3)
-    r = threshold_sensitivity(ties, thresholds=[0.0]).iloc[0]
-    assert r.n_pairs == 3 and r.degradation_pct == 0.0 and np.isnan(r.sign_test_p)
-    assert r.reason == "sign_test: no degraded or improved pairs"
-    missing = pd.DataFrame([{**base, "neutral_score": None, "disability_score": 0.5}])
-    r = threshold_sensitivity(missing, thresholds=[0.0]).iloc[0]
-    assert r.n_pairs == 0 and np.isnan(r.degradation_pct) and "n=0" in r.reason and "not judged" in r.reason
-    one = pd.DataFrame([{**base, "neutral_score": 0.5, "disability_score": 0.1}])
-    r = threshold_sensitivity(one, thresholds=[0.0]).iloc[0]
-    assert r.n_degraded == 1 and r.sign_test_p == pytest.approx(0.5)
-    empty = threshold_sensitivity(ties.iloc[:0])
+def test_degenerate_groups_keep_their_rows_with_reasons():
+    ties = threshold_sensitivity(flags_frame({("m", 0.0): [(True, False, False)] * 3})).iloc[0]
+    assert ties.n_pairs == 3 and ties.degradation_pct == 0.0 and np.isnan(ties.sign_test_p)
+    assert ties.reason == "sign_test: no degraded or improved pairs" and pd.isna(ties.sign_test_method)
+    # a metric whose pairs are all excluded (Regard unavailable): one row per threshold, n = 0
+    none = threshold_sensitivity(flags_frame({("m", 0.0): [(False, None, None)] * 2,
+                                              ("m", 0.05): [(False, None, None)] * 2}))
+    assert len(none) == 2 and (none.n_pairs == 0).all() and none.degradation_pct.isna().all()
+    assert none.reason.str.contains("degradation_pct: n=0").all() and (none.direction == H).all()
+    one = threshold_sensitivity(flags_frame({("m", 0.0): [(True, True, False)]})).iloc[0]
+    assert one.n_degraded == 1 and one.sign_test_p == pytest.approx(0.5)
+    empty = threshold_sensitivity(flags_frame({("m", 0.0): [(True, True, False)]}).iloc[:0])
     assert empty.empty and dict(empty.dtypes.astype(str)) == THRESHOLD_SENSITIVITY_SCHEMA
+
+
+# --------------------------------------------------------------------------- exact Spearman
+
+
+def permutation_p(x, y) -> float:
+    """scipy's own exact permutation test of Spearman's rho (all n! pairings enumerated)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return stats.permutation_test((x,), lambda a: stats.spearmanr(a, y).statistic,
+                                  permutation_type="pairings", n_resamples=np.inf).pvalue
+
+
+def test_spearman_exact_p_small_n_closed_forms():
+    # rho = +-1 over n distinct values: only 2 of the n! orderings reach |rho| = 1
+    assert spearman_test([1, 2, 3], [30, 20, 10]) == (-1.0, 1 / 3, "exact_permutation", None)
+    r = spearman_test([1.0, 7.0, 13.0, 70.0], [5.0, 6.0, 9.0, 40.0])
+    assert r.rho == pytest.approx(1.0) and r.p == 1 / 12 and r.method == "exact_permutation"
+    r = spearman_test(range(10), range(10))
+    assert r.p == pytest.approx(2 / math.factorial(10), rel=1e-12)
+    assert spearman_test([1, 2], [2, 1]).reason == "n<3"
+
+
+def test_spearman_exact_p_equals_scipy_permutation_test_with_ties():
+    rng = np.random.default_rng(1)
+    checked = 0
+    for n in range(3, 8):
+        for _ in range(15):
+            x, y = rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n).astype(float)
+            if np.ptp(x) == 0 or np.ptp(y) == 0:
+                continue
+            assert spearman_exact_p(x, y) == pytest.approx(permutation_p(x, y), rel=1e-12, abs=1e-15), (x, y)
+            checked += 1
+    assert checked > 50
+
+
+def test_spearman_above_ten_units_is_scipy_t_approx():
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=11), rng.normal(size=11)
+    r = spearman_test(x, y)
+    ref = stats.spearmanr(x, y)
+    assert r.method == "t_approx" and r.rho == pytest.approx(ref.statistic) and r.p == pytest.approx(ref.pvalue)
 
 
 # --------------------------------------------------------------------------- scaling
@@ -195,11 +296,25 @@ def test_scaling_matches_spearmanr_with_ties():
     r = out.iloc[0]
     ref = stats.spearmanr([0.5, 1.5, 7.0, 7.0, 70.0], [50, 45, 45, 30, 20])
     assert (r.n_models, r.n_models_without_size) == (5, 1)
-    assert r.spearman_rho == pytest.approx(ref.statistic) and r.spearman_p == pytest.approx(ref.pvalue)
+    assert r.spearman_rho == pytest.approx(ref.statistic)
+    # five models: the exact permutation p, not spearmanr's t approximation
+    assert r.spearman_method == "exact_permutation"
+    assert r.spearman_p == pytest.approx(permutation_p([0.5, 1.5, 7.0, 7.0, 70.0], [50, 45, 45, 30, 20]), rel=1e-12)
+    assert r.spearman_p != pytest.approx(ref.pvalue)
     assert r.spearman_rho < 0 and pd.isna(r.reason)
     pts = scaling_points(deg, sizes)
     assert dict(pts.dtypes.astype(str)) == SCALING_POINTS_SCHEMA
     assert pts.model_id.tolist() == ["a", "b", "c", "d", "e"]  # by size, only with a size
+
+
+def test_scaling_exact_p_three_and_four_models():
+    sizes = pd.DataFrame({"model_id": ["a", "b", "c", "d"], "params_b": [1.0, 7.0, 13.0, 70.0]})
+    three = scaling(_degradation({"a": 30.0, "b": 20.0, "c": 10.0}), sizes).iloc[0]
+    assert three.spearman_rho == -1.0 and three.spearman_p == 1 / 3 and three.spearman_method == "exact_permutation"
+    four = scaling(_degradation({"a": 5.0, "b": 6.0, "c": 9.0, "d": 40.0}), sizes).iloc[0]
+    assert four.spearman_rho == pytest.approx(1.0) and four.spearman_p == 1 / 12
+    # not spearmanr's t approximation, which says p = 0 for a perfect rank correlation
+    assert stats.spearmanr([1.0, 7.0, 13.0], [30.0, 20.0, 10.0]).pvalue < 1e-6
 
 
 def test_scaling_degenerate():
@@ -210,6 +325,6 @@ def test_scaling_degenerate():
     assert np.isnan(r.spearman_rho) and "same degradation rate" in r.reason
     same = sizes.assign(params_b=7.0)
     r = scaling(_degradation({"a": 10.0, "b": 20.0, "c": 30.0}), same).iloc[0]
-    assert np.isnan(r.spearman_p) and "same size" in r.reason
+    assert np.isnan(r.spearman_p) and "same size" in r.reason and pd.isna(r.spearman_method)
     empty = scaling(_degradation({}).reindex(columns=["task", "model_id", "arm", "metric", "degradation_pct"]), sizes)
     assert empty.empty and dict(empty.dtypes.astype(str)) == SCALING_SCHEMA
