@@ -7,24 +7,15 @@ of that kind for the dimension).
 """
 
 import pandas as pd
-import pyarrow as pa
 
-from ableaudit.warehouse.ibis_compat import from_connection
+from ableaudit.dbt.models import read, to_arrow
 from ableaudit.stats import ANNOTATOR_SCHEMA, SCALES, annotator_agreement
 
-ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}
 KINDS = ("human", "judge", "detector")
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    dbt.ref("int_ratings")  # declares the dependency for dbt's DAG
-
-    con = from_connection(getattr(session, "_cursor", session))
-    ratings = (con.table("int_ratings", database=(dbt.this.database, dbt.this.schema))
-               .select("item_id", "dimension", "rater_id", "rater_kind", "value").to_pyarrow().to_pandas())
-
+    ratings = read(dbt.ref("int_ratings"), ["item_id", "dimension", "rater_id", "rater_kind", "value"])
     parts = [annotator_agreement(ratings, scales=SCALES, kinds=(kind,)) for kind in KINDS]
-    out = pd.concat(parts, ignore_index=True)
-    schema = pa.schema([(c, ARROW[t]) for c, t in ANNOTATOR_SCHEMA.items()])
-    return pa.Table.from_pandas(out[list(ANNOTATOR_SCHEMA)], schema=schema, preserve_index=False)
+    return to_arrow(pd.concat(parts, ignore_index=True), ANNOTATOR_SCHEMA)

@@ -11,13 +11,9 @@ models_json lists the points (model_id, params_b, degradation_pct) by size.
 
 import json
 
-import pandas as pd
-import pyarrow as pa
-
-from ableaudit.warehouse.ibis_compat import from_connection
+from ableaudit.dbt.models import read, to_arrow
 from ableaudit.stats import SCALING_SCHEMA, scaling, scaling_points
 
-ARROW = {"str": pa.string(), "float64": pa.float64(), "int64": pa.int64(), "bool": pa.bool_()}
 BY = ["task", "arm", "query_set", "metric"]
 REST = [c for c in SCALING_SCHEMA if c not in ("task", "arm", "metric")]
 SCHEMA = {**{k: "str" for k in BY}, "threshold": "float64", "degradation_rule": "str",
@@ -27,15 +23,9 @@ SCHEMA = {**{k: "str" for k in BY}, "threshold": "float64", "degradation_rule": 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    dbt.ref("degradation")  # declare the dependencies for dbt's DAG
-    dbt.ref("int_model_sizes")
-
-    con = from_connection(getattr(session, "_cursor", session))
-    where = (dbt.this.database, dbt.this.schema)
-    degradation = con.table("degradation", database=where)
-    rates = (degradation.filter(degradation.slice == "overall")
-             .select(*BY, "model_id", "degradation_pct", "threshold", "degradation_rule").to_pyarrow().to_pandas())
-    sizes = con.table("int_model_sizes", database=where).select("model_id", "params_b").to_pyarrow().to_pandas()
+    rates = read(dbt.ref("degradation"), [*BY, "model_id", "degradation_pct", "threshold", "degradation_rule"],
+                 where="slice = 'overall'")
+    sizes = read(dbt.ref("int_model_sizes"), ["model_id", "params_b"])
 
     out = scaling(rates, sizes, by=BY)
     points = scaling_points(rates, sizes, by=BY)
@@ -48,7 +38,4 @@ def model(dbt, session):
     for column in ("threshold", "degradation_rule"):
         per_group = rates.groupby(BY)[column].max()
         out[column] = [per_group.get(tuple(k)) for k in out[BY].itertuples(index=False)] if len(out) else []
-    if out.empty:
-        out = pd.DataFrame(columns=list(SCHEMA))
-    schema = pa.schema([(c, ARROW[t]) for c, t in SCHEMA.items()])
-    return pa.Table.from_pandas(out[list(SCHEMA)], schema=schema, preserve_index=False)
+    return to_arrow(out, SCHEMA)

@@ -1,0 +1,53 @@
+"""What the dbt Python models share: reading their inputs through ``dbt.ref`` and typed Arrow output.
+
+``dbt.ref("name")`` declares the dependency in dbt's DAG and returns a DuckDB
+relation on the model's own connection; ``read`` filters and projects it in
+DuckDB before anything reaches Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+
+ARROW_TYPES: dict[str, pa.DataType] = {
+    "str": pa.string(),
+    "float64": pa.float64(),
+    "int64": pa.int64(),
+    "bool": pa.bool_(),
+}
+"""The Arrow type of each dtype name the statistics schemas use."""
+
+
+def _relation_arrow(relation: Any) -> pa.Table:
+    fetch = getattr(relation, "to_arrow_table", None) or relation.arrow
+    table = fetch()
+    return table.read_all() if isinstance(table, pa.RecordBatchReader) else table
+
+
+def read(relation: Any, columns: Sequence[str] | None = None, where: str | None = None) -> pd.DataFrame:
+    """The rows of ``relation`` (``dbt.ref("name")``, written out in the model: dbt finds its
+    dependencies by parsing the call), filtered by a SQL ``where`` and projected to ``columns``."""
+    if where:
+        relation = relation.filter(where)
+    if columns:
+        relation = relation.select(*columns)
+    return _relation_arrow(relation).to_pandas()
+
+
+def meta(value: Any, default: Any, cast: type) -> Any:
+    """A var read with ``dbt.config.meta_get`` (dbt parses those calls from the model's code, so each
+    model makes the call itself), with its default when unset or empty."""
+    return cast(default if value in (None, "") else value)
+
+
+def to_arrow(frame: pd.DataFrame, schema: Mapping[str, str]) -> pa.Table:
+    """``frame``'s columns in the order and types of ``schema`` (column -> dtype name); an empty
+    frame gives an empty table with those columns."""
+    if frame.empty:
+        frame = pd.DataFrame(columns=list(schema))
+    arrow_schema = pa.schema([(c, ARROW_TYPES[t]) for c, t in schema.items()])
+    return pa.Table.from_pandas(frame[list(schema)], schema=arrow_schema, preserve_index=False)
