@@ -1,0 +1,332 @@
+"""The raw layer, declared once: the DDL, the Arrow schemas landing writes with, and
+the columns dbt documents in ``models/staging/__sources.yml`` all come from here.
+
+``python -m ableaudit.warehouse.raw_schema`` rewrites ``__sources.yml``; a test
+fails when the file and this declaration disagree.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+_ARROW = {
+    "varchar": pa.string(),
+    "double": pa.float64(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+    "boolean": pa.bool_(),
+    "timestamp": pa.timestamp("us"),
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    """The column's name."""
+    type: str
+    """Its DuckDB type (a key of the Arrow type map)."""
+    doc: str
+    """What it holds, for the dbt docs."""
+    required: bool = False
+    """NOT NULL."""
+    default: str | None = None
+    """A SQL default; a column with one is filled by DuckDB, not by landing."""
+
+    @property
+    def arrow(self) -> pa.DataType:
+        return _ARROW[self.type]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    """The table under the ``raw`` schema."""
+    doc: str
+    """What one row is, and who lands it."""
+    columns: tuple[Column, ...]
+    """In DDL order."""
+    primary_key: tuple[str, ...] = ()
+    """Empty when the key cannot be a primary key (a nullable part)."""
+    tests: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """dbt column tests declared on the source: (column, tests)."""
+
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+    def landed(self) -> list[Column]:
+        """The columns a landing writes (those without a default)."""
+        return [c for c in self.columns if c.default is None]
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([(c.name, c.arrow) for c in self.landed()])
+
+    def arrow_columns(self) -> dict[str, pa.DataType]:
+        return {c.name: c.arrow for c in self.landed()}
+
+    def ddl(self) -> str:
+        lines = []
+        for c in self.columns:
+            line = f"    {c.name} {c.type}"
+            if c.required:
+                line += " not null"
+            if c.default is not None:
+                line += f" default {c.default}"
+            lines.append(line)
+        if self.primary_key:
+            lines.append(f"    primary key ({', '.join(self.primary_key)})")
+        return f"create table if not exists raw.{self.name} (\n" + ",\n".join(lines) + "\n);"
+
+
+def _c(name: str, type_: str, doc: str, required: bool = False, default: str | None = None) -> Column:
+    return Column(name, type_, doc, required, default)
+
+
+_NOW = "current_timestamp"
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "generations",
+        "One row per generation, keyed by a content hash of everything that determines it. "
+        "Append-only; an 'error' row is replaced by a later attempt. Column tests live on stg_raw__generations.",
+        (
+            _c("generation_id", "varchar", "sha256 of everything that determines the answer."),
+            _c("run_id", "varchar", "The audit run (or import) that landed it."),
+            _c("task", "varchar", "'text' | 'vision'.", True),
+            _c("target", "varchar", "The target's name in the audit config.", True),
+            _c("model_id", "varchar", "The model's name in every mart.", True),
+            _c("backend", "varchar", "transformers | llamacpp | openai | vllm | import.", True),
+            _c("model_revision", "varchar", "What answered, as the backend reports it (served checkpoint, API model "
+               "version, file digest); the planned fingerprint when the backend reports nothing."),
+            _c("adapter", "varchar", "The peft adapter path or id, if any."),
+            _c("arm", "varchar", "'baseline' or a mitigation arm's name.", True),
+            _c("query_set", "varchar", "'ableaudit' | 'accesseval' | a user set; the image set for vision.", True),
+            _c("query_id", "varchar", "The query (text) or image (vision) id.", True),
+            _c("domain", "varchar", "The query's domain (text) or the image's category (vision)."),
+            _c("disability_id", "varchar", "Null for the neutral prompt."),
+            _c("condition", "varchar", "'neutral' | 'disability'.", True),
+            _c("prompt_id", "varchar", "The prompt's id in int_prompts / int_vision_prompts.", True),
+            _c("system_prompt", "varchar", "The arm's system prompt."),
+            _c("prompt_text", "varchar", "The user message.", True),
+            _c("temperature", "double", "Sampling temperature."),
+            _c("top_p", "double", "Nucleus sampling mass."),
+            _c("max_new_tokens", "integer", "Completion cap in tokens."),
+            _c("seed", "bigint", "Sampling seed."),
+            _c("sample_index", "integer", "Which repeated sample of the prompt this is.", True),
+            _c("decoding_json", "varchar", "Every decoding parameter, canonical JSON."),
+            _c("status", "varchar", "'ok' | 'empty' | 'error'.", True),
+            _c("finish_reason", "varchar", "'stop' | 'length' | ... as the engine reports it."),
+            _c("response_text", "varchar", "The answer; null when status = 'error'."),
+            _c("error_message", "varchar", "Why the call failed."),
+            _c("prompt_tokens", "integer", "Tokens of the prompt."),
+            _c("completion_tokens", "integer", "Tokens of the answer."),
+            _c("latency_ms", "double", "Wall time of the call."),
+            _c("source", "varchar", "'generated' | 'imported'.", True),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+        ),
+        primary_key=("generation_id",),
+    ),
+    Table(
+        "generation_errors",
+        "Every failed generation attempt, kept forever; raw.generations keeps only the latest.",
+        (
+            _c("generation_id", "varchar", "The generation that failed.", True),
+            _c("run_id", "varchar", "The run of the attempt."),
+            _c("error_message", "varchar", "Why it failed."),
+            _c("created_at", "timestamp", "When the attempt landed.", True, _NOW),
+        ),
+    ),
+    Table(
+        "external_queries",
+        "Query sets landed from files (e.g. the published AccessEval CSV), one row per prompt. Unique on "
+        "(query_set, query_id, disability_id): a primary key cannot hold the neutral row's null disability, "
+        "so the loader replaces a whole query set in one transaction and dbt tests uniqueness downstream.",
+        (
+            _c("query_set", "varchar", "The set's name.", True),
+            _c("query_id", "varchar", "The query's id within the set.", True),
+            _c("domain", "varchar", "The query's domain.", True),
+            _c("persona", "varchar", "The persona phrase as the file gives it."),
+            _c("disability_id", "varchar", "Null for the neutral query."),
+            _c("prompt_text", "varchar", "The prompt.", True),
+            _c("source_file", "varchar", "The file it came from."),
+            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+        ),
+    ),
+    Table(
+        "judgments",
+        "One row per judge verdict (rubric or contrastive), keyed by a content hash of the judge, its prompt "
+        "version and the texts judged. An 'error' call is replaced by a later attempt; an 'ok' row is never "
+        "replaced. Column tests live on stg_raw__judgments.",
+        (
+            _c("judgment_id", "varchar", "sha256 of judge model and revision, prompt version, subject texts."),
+            _c("judge_kind", "varchar", "'rubric' | 'contrastive'.", True),
+            _c("judge_name", "varchar", "The judge's name in the config.", True),
+            _c("judge_model", "varchar", "The judge's model.", True),
+            _c("judge_revision", "varchar", "What pins the judge's weights."),
+            _c("prompt_version", "varchar", "Digest of the judge's prompt.", True),
+            _c("generation_id", "varchar", "Rubric: the response judged."),
+            _c("neutral_generation_id", "varchar", "Contrastive: response A (neutral)."),
+            _c("disability_generation_id", "varchar", "Contrastive: response B (disability-aware)."),
+            _c("subject_hash", "varchar", "sha256 of the texts judged.", True),
+            _c("raw_output", "varchar", "The judge's own text, verbatim."),
+            _c("call_status", "varchar", "'ok' | 'error' (the call itself).", True),
+            _c("parse_status", "varchar", "'parsed' | 'repaired' | 'unparseable'; null when the call failed."),
+            _c("parsed_json", "varchar", "The validated verdict, canonical JSON."),
+            _c("parse_notes", "varchar", "Why repaired or unparseable; spans not found."),
+            _c("error_message", "varchar", "Why the call failed."),
+            _c("source", "varchar", "'judged' | 'imported'.", True),
+            _c("run_id", "varchar", "The run that landed it."),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+        ),
+        primary_key=("judgment_id",),
+    ),
+    Table(
+        "annotations",
+        "Human (or other external) ratings landed by `ableaudit import annotations`, one row per item, "
+        "dimension and annotator. Column tests live on stg_raw__annotations.",
+        (
+            _c("annotation_id", "varchar", "sha256 of item_id, dimension, annotator_id."),
+            _c("item_id", "varchar", "A generation_id (rubric dimensions) or a pair_id (contrastive).", True),
+            _c("item_kind", "varchar", "'generation' | 'pair'.", True),
+            _c("dimension", "varchar", "judge_score | interpret | stereotype | framing | abstain.", True),
+            _c("annotator_id", "varchar", "Who rated.", True),
+            _c("value", "varchar", "As given: the normalised label, or the number as text.", True),
+            _c("value_num", "double", "The numeric value (scores; ordinal position for labels)."),
+            _c("batch_id", "varchar", "One import (digest of its file)."),
+            _c("source_file", "varchar", "The file it came from."),
+            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+        ),
+        primary_key=("annotation_id",),
+    ),
+    Table(
+        "images",
+        "The images of vision audits, one row per image set and image id, landed from a PAIRS tree or a "
+        "manifest CSV. Column tests live on stg_raw__images.",
+        (
+            _c("image_set", "varchar", "E.g. 'pairs'; a vision generation's query_set.", True),
+            _c("image_id", "varchar", "A vision generation's query_id (PAIRS: '<category>/<scenario>/<stem>').", True),
+            _c("rel_path", "varchar", "POSIX path under the image root (never absolute, never '..').", True),
+            _c("sha256", "varchar", "Of the file's bytes; part of every vision generation's key.", True),
+            _c("width", "integer", "Pixels, from the file header."),
+            _c("height", "integer", "Pixels, from the file header."),
+            _c("scenario", "varchar", "PAIRS: the scenario folder; never an identity source.", True),
+            _c("category", "varchar", "PAIRS: occupations | status | potential_crime; a generation's domain.", True),
+            _c("gender", "varchar", "From the file name (PAIRS) or the manifest.", True),
+            _c("race", "varchar", "From the file name (PAIRS) or the manifest.", True),
+            _c("extra_json", "varchar", "Any other identity columns of the manifest, canonical JSON object."),
+            _c("loader", "varchar", "'pairs_tree' | 'manifest'.", True),
+            _c("source", "varchar", "The tree root or manifest file loaded."),
+            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+        ),
+        primary_key=("image_set", "image_id"),
+    ),
+    Table(
+        "adapters",
+        "The registry of trained adapters (LoRA detectors and DPO adapters), one row per adapter. "
+        "detector_verdicts reads it to pick var('detector_adapter').",
+        (
+            _c("adapter_id", "varchar", "'<name>-v<version>', e.g. 'detector-v3'."),
+            _c("kind", "varchar", "'detector' | 'dpo'.", True),
+            _c("name", "varchar", "The adapter family; versions count up per name.", True),
+            _c("version", "integer", "1, 2, ... per name.", True),
+            _c("base_model", "varchar", "HF id, local path or builtin: name the adapter applies to.", True),
+            _c("base_fingerprint", "varchar", "What pins the base weights."),
+            _c("path", "varchar", "The adapter's folder.", True),
+            _c("data_snapshot", "varchar", "JSON: sha256 of the training rows, their count, their source.", True),
+            _c("split_json", "varchar", "JSON: how train and test were split."),
+            _c("metrics_json", "varchar", "JSON: held-out metrics (detector) or training log (dpo)."),
+            _c("params_json", "varchar", "JSON: every training parameter."),
+            _c("created_at", "timestamp", "When it was registered.", True, _NOW),
+        ),
+        primary_key=("adapter_id",),
+    ),
+    Table(
+        "runs",
+        "One row per audit run, with its config.",
+        (
+            _c("run_id", "varchar", "Prefect flow run id (or a uuid outside Prefect)."),
+            _c("config_json", "varchar", "The run's config.", True),
+            _c("started_at", "timestamp", "When it started.", True, _NOW),
+            _c("finished_at", "timestamp", "When it ended."),
+            _c("status", "varchar", "'running' | 'completed' | 'failed' | 'interrupted' (found dead by a later run)."),
+            _c("host", "varchar", "The machine the run's process runs on."),
+            _c("pid", "integer", "The run's process id on that host."),
+            _c("heartbeat_at", "timestamp", "When the run last landed something (its lease)."),
+        ),
+        primary_key=("run_id",),
+        tests=(("run_id", ("unique", "not_null")),),
+    ),
+)
+
+BY_NAME = {t.name: t for t in TABLES}
+
+
+def table(name: str) -> Table:
+    return BY_NAME[name]
+
+
+def ddl() -> str:
+    """Every raw table, created when missing (idempotent)."""
+    return "create schema if not exists raw;\n\n" + "\n\n".join(t.ddl() for t in TABLES) + "\n"
+
+
+def migrations(existing: set[tuple[str, str]]) -> list[str]:
+    """``alter table`` statements that add the declared columns an existing table lacks
+    (``existing``: its (table, column) pairs). Added columns are nullable: old rows have no value."""
+    present = {t for t, _ in existing}
+    out = []
+    for t in TABLES:
+        if t.name not in present:
+            continue
+        for c in t.columns:
+            if (t.name, c.name) not in existing:
+                default = f" default {c.default}" if c.default is not None else ""
+                out.append(f"alter table raw.{t.name} add column {c.name} {c.type}{default}")
+    return out
+
+
+def sources_yml() -> str:
+    """``models/staging/__sources.yml``, generated: every raw table and column with its description."""
+    import yaml
+
+    tables = []
+    for t in TABLES:
+        tests = dict(t.tests)
+        columns = []
+        for c in t.columns:
+            col: dict = {"name": c.name, "description": c.doc, "data_type": c.type}
+            if c.name in tests:
+                col["data_tests"] = list(tests[c.name])
+            columns.append(col)
+        tables.append({"name": t.name, "description": t.doc, "columns": columns})
+    doc = {
+        "version": 2,
+        "sources": [{
+            "name": "raw",
+            "description": "The only tables Python writes, through ableaudit.warehouse.landing. Created by the "
+            "dbt-duckdb plugin when dbt connects, so a fresh warehouse builds.",
+            "schema": "raw",
+            "tables": tables,
+        }],
+    }
+    header = "# Generated from ableaudit/warehouse/raw_schema.py: python -m ableaudit.warehouse.raw_schema\n"
+    return header + yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True)
+
+
+SOURCES_PATH = Path("models") / "staging" / "__sources.yml"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ableaudit import PROJECT_ROOT
+
+    out = PROJECT_ROOT / SOURCES_PATH
+    out.write_text(sources_yml())
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
