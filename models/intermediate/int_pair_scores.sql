@@ -2,8 +2,11 @@
     Each pair x metric with both scores, the metric's direction (from its
     base_metric's seed row: every judge_score:<judge> metric is higher-is-better), and the
     degradation indicator of AccessEval Eq. 1 (macro is_degraded, under the rule
-    of var('degradation_rule'), recorded per row). The rule for entering a rate is explicit: a pair counts (included) only when it is
-    complete and both of its scores exist; otherwise exclusion_reason says why.
+    of var('degradation_rule'), recorded per row). The rule for entering a rate
+    is explicit: a pair counts (included) only when it is complete, not cut off
+    at the token cap where the metric excludes such pairs (seed metrics,
+    truncated_pairs), and both of its scores exist; otherwise exclusion_reason
+    says why.
 #}
 with
 
@@ -41,7 +44,8 @@ metric_directions as (
     -- direction is data: each metric takes its base metric's row of seed `metrics`
     select
         scored_metrics.*,
-        metrics.direction
+        metrics.direction,
+        metrics.truncated_pairs
 
     from scored_metrics
     inner join metrics
@@ -56,7 +60,8 @@ pair_metrics as (
         metric_directions.metric,
         metric_directions.base_metric,
         metric_directions.judge_name,
-        metric_directions.direction
+        metric_directions.direction,
+        metric_directions.truncated_pairs
 
     from pairs
     cross join metric_directions
@@ -88,6 +93,7 @@ judged as (
         *,
         case
             when pair_status != 'complete' then pair_status
+            when truncated and truncated_pairs = 'exclude' then 'truncated_answer'
             when neutral_score is null then 'neutral_score_' || neutral_score_status
             when disability_score is null then 'disability_score_' || disability_score_status
         end as exclusion_reason,
@@ -105,6 +111,7 @@ final as (
         neutral_generation_id,
         disability_generation_id,
         pair_status,
+        truncated,
         run_id,
         metric,
         base_metric,

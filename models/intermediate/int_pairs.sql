@@ -42,6 +42,8 @@ paired as (
         disability.generation_id as disability_generation_id,
         neutral.status as neutral_status,
         disability.status as disability_status,
+        neutral.finish_reason as neutral_finish_reason,
+        disability.finish_reason as disability_finish_reason,
         disability.run_id
 
     from disability
@@ -73,6 +75,10 @@ final as (
         disability_generation_id,
         neutral_status,
         disability_status,
+        neutral_finish_reason,
+        disability_finish_reason,
+        -- an answer stopped by the token cap: metrics that cannot read it exclude the pair (seed metrics)
+        coalesce(neutral_finish_reason = 'length' or disability_finish_reason = 'length', false) as truncated,
         -- the first problem found names the pair's status; neutral-side problems first
         case
             when neutral_generation_id is null then 'missing_neutral'

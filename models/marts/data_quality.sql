@@ -1,6 +1,7 @@
 {#
     Where every row went (nothing is silently dropped): per run, task, model, arm and
-    query set, the count of generations by status, of pairs by pair status, of
+    query set, the count of generations by status, of answers cut off at the
+    token cap (finish_reason 'length'), of pairs by pair status, of
     generation scores by metric and score status (Regard unavailable or
     truncated included), of pairs in or out of each metric's rate, by reason,
     and of judge verdicts by status ('judgment': per rubric judge, each 'ok'
@@ -107,6 +108,26 @@ score_counts as (
 
 ),
 
+truncation_counts as (
+
+    -- answers that stopped at the token cap rather than finishing
+    select
+        run_id,
+        task,
+        model_id,
+        arm,
+        query_set,
+        'truncation' as area,
+        cast(null as varchar) as metric,
+        case when finish_reason = 'length' then 'truncated' else 'finished' end as status,
+        count(*) as n_rows
+
+    from generations
+    where status = 'ok'
+    group by all
+
+),
+
 rate_counts as (
 
     select
@@ -182,6 +203,8 @@ final as (
     select * from generation_counts
     union all
     select * from pair_counts
+    union all
+    select * from truncation_counts
     union all
     select * from score_counts
     union all

@@ -14,6 +14,7 @@ final as (
         direction,
         scale_min,
         scale_max,
+        truncated_pairs,
         description
 
     from metrics
