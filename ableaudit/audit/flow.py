@@ -27,21 +27,22 @@ from ableaudit.config import load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 
-@flow(name="audit-targets")
-def audit_targets(wh: str, plans: list[TargetPlan], run_id: str) -> dict[str, Any]:
-    """Every target's generations, as many at once as the task runner allows (``parallel_targets``).
+def audit_targets(wh: str, plans: list[TargetPlan], run_id: str, parallel: int) -> dict[str, Any]:
+    """Every target's generations, ``parallel`` at once on a thread-pool task runner.
 
     A failing target stops no other: each runs to its end (what it landed stays
     landed), then the flow fails naming each failed target.
     """
-    futures = [(plan.target.name, tasks.audit_target.submit(wh, plan, run_id)) for plan in plans]
-    totals, failed = {}, []
-    for name, future in futures:
-        try:
-            totals[name] = future.result()
-            get_run_logger().info("target %s: %s", name, json.dumps(totals[name]))
-        except Exception as err:
-            failed.append(f"{name}: {err}")
+    with ThreadPoolTaskRunner(max_workers=parallel) as runner:
+        futures = [(p.target.name, runner.submit(tasks.audit_target, {"wh": wh, "plan": p, "run_id": run_id}))
+                   for p in plans]
+        totals, failed = {}, []
+        for name, future in futures:
+            try:
+                totals[name] = future.result()
+                get_run_logger().info("target %s: %s", name, json.dumps(totals[name]))
+            except Exception as err:
+                failed.append(f"{name}: {err}")
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
                            "a re-run generates only what is missing): " + "; ".join(failed))
@@ -59,7 +60,6 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
     status = "failed"
     try:
         kinds = [k for k, targets in (("text", cfg.text_targets), ("vision", cfg.vision_targets)) if targets]
-        runner = audit_targets.with_options(task_runner=ThreadPoolTaskRunner(max_workers=cfg.parallel_targets))
         for kind in kinds:
             image_root = None
             if kind == "vision":
@@ -69,7 +69,8 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
                 image_root = effective_image_root(cfg)
             prompts = tasks.prepare_prompts(wh, cfg, kind)
             get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
-            summary["targets"].update(runner(wh, plan_task(cfg, kind, prompts, image_root), run_id))
+            plans = plan_task(cfg, kind, prompts, image_root)
+            summary["targets"].update(audit_targets(wh, plans, run_id, cfg.parallel_targets))
         for kind in kinds if cfg.judges else []:
             # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
             scoped = cfg if kind == "text" else cfg.model_copy(update={"query_set": cfg.image_set})
