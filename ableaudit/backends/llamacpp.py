@@ -32,7 +32,7 @@ from ableaudit.keys import BUILTIN_MODELS, resolve_builtin
 from ableaudit.media import file_sha256
 
 from ._common import normalize_finish_reason
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
+from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -55,8 +55,12 @@ def resolve_gguf(model: str) -> Path:
     return path
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(Backend):
     name = "llamacpp"
+    supports_stream = False
+    supports_json_schema = True      # response_format becomes a GBNF grammar
+    json_schema_by_default = True
+    supports_images = False
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         if adapter or target.adapter:
@@ -69,6 +73,7 @@ class LlamaCppBackend:
         opts = dict(target.options or {})
         self.gguf = resolve_gguf(target.model)
         self.n_parallel = max(1, int(opts.get("n_parallel", 1)))
+        self.concurrency = int(target.batch_size)  # requests per generate call; n_parallel of them decode at once
         n_threads = int(opts.get("n_threads") or os.cpu_count() or 1)
 
         params = xlc.CommonParams()

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ._common import is_local_url, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
+from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -75,8 +75,12 @@ class _Server:
         return self.url or "the OpenAI API"
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     name = "openai"
+    supports_stream = True
+    supports_json_schema = True
+    json_schema_by_default = False  # not every OpenAI-compatible server has response_format (vLLM's does)
+    supports_images = True
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         if adapter or target.adapter:

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult
+from .base import Backend, BackendError, GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -65,8 +65,12 @@ def _tail(path: Path, n: int = 20) -> str:
     return "\n".join(lines[-n:]) or "(worker printed nothing)"
 
 
-class VllmBackend:
+class VllmBackend(Backend):
     name = "vllm"
+    supports_stream = True
+    supports_json_schema = True      # vLLM's structured outputs in the worker
+    json_schema_by_default = True
+    supports_images = False          # vision targets: `vllm serve` and backend openai
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         opts = dict(target.options or {})
@@ -93,6 +97,7 @@ class VllmBackend:
         self.last_run_dir: Path | None = None
         # responses per part file: results land this many at a time while the worker runs
         self.part_rows = int(opts.get("part_rows", target.batch_size))
+        self.concurrency = int(target.batch_size)  # results land this many at a time
         self.poll_s = float(opts.get("poll_s", 0.5))
 
     def _row(self, req: GenerationRequest) -> dict[str, Any]:

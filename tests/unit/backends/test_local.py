@@ -359,7 +359,8 @@ def test_llamacpp_errors():
 
 def test_make_backend_dispatch_and_unknown():
     t = Target.model_construct(name="x", backend="tgi", model="m", options={})
-    with pytest.raises(BackendError, match="unknown backend 'tgi'"):
+    with pytest.raises(BackendError, match="unknown backend 'tgi'; the registered backends are llamacpp, openai, "
+                                           "transformers, vllm"):
         make_backend(t)
 
 

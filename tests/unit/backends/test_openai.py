@@ -281,16 +281,21 @@ def test_stream_yields_in_completion_order_and_keeps_requests_in_flight(server):
 
 
 def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
-    from ableaudit.backends.base import results_in_batches
+    from ableaudit.backends.base import Backend, results_in_batches
     from ableaudit.records import GenerationResult
 
-    class Flaky:
+    class Flaky(Backend):
         name = "flaky"
+        model_revision = "flaky@1"
+        concurrency = 2
 
         def generate(self, requests):
             if any("boom" in r.messages[-1]["content"] for r in requests):
                 raise RuntimeError("device lost")
             return [GenerationResult.from_text(r.key, "ok") for r in requests]
+
+        def close(self):
+            pass
 
     reqs = [_req(f"k{i}", "boom" if i == 3 else "fine") for i in range(5)]
     got = list(results_in_batches(Flaky(), reqs, 2, fail_batch=True))
@@ -307,11 +312,21 @@ def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
         list(results_in_batches(Short(), reqs[:2], 2))
 
     class Stranger(Flaky):
+        supports_stream = True
+
         def stream(self, requests):
             yield GenerationResult.from_text("not-asked", "ok")
 
     with pytest.raises(RuntimeError, match="keys it was not asked for: \\['not-asked'\\]"):
         list(results_in_batches(Stranger(), reqs[:2], 2))
+
+    # streaming is declared, not discovered: a stream method alone changes nothing
+    class Undeclared(Stranger):
+        supports_stream = False
+
+    assert [r.key for batch in results_in_batches(Undeclared(), reqs[:2], 2) for r in batch] == ["k0", "k1"]
+    with pytest.raises(NotImplementedError, match="does not stream"):
+        next(Flaky().stream(reqs[:1]))
 
 
 @pytest.mark.parametrize("base_url, message", [
