@@ -93,6 +93,7 @@ class LlamaCppBackend(Backend):
         except Exception as e:
             raise BackendError(f"llama.cpp could not load {self.gguf}: {type(e).__name__}: {e}\n"
                                "Fix: check that the file is a valid GGUF and n_ctx fits in memory") from None
+        # the GGUF file's digest: what answers every request
         self.model_revision = f"{self.gguf.name}@sha256:{file_sha256(self.gguf)[:16]}"
 
     def _payload(self, req: GenerationRequest) -> dict[str, Any]:
@@ -135,7 +136,8 @@ class LlamaCppBackend(Backend):
             return GenerationResult.failed(req.key, f"malformed llama.cpp reply ({e!r}): {str(out)[:300]}", latency_ms=ms)
         return GenerationResult.from_text(
             req.key, text, finish_reason=normalize_finish_reason(choice.get("finish_reason")),
-            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), latency_ms=ms)
+            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), latency_ms=ms,
+            model_revision=self.model_revision)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if self._server is None:

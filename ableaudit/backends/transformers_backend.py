@@ -258,7 +258,7 @@ class HFGenerationMixin:
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
                                                       prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
-                                                      latency_ms=ms))
+                                                      latency_ms=ms, model_revision=self.model_revision))
         return results
 
     def close(self) -> None:

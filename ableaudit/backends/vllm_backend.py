@@ -7,7 +7,9 @@ the judges hand it all of a target's pending requests at once (``stream``); the
 worker writes its responses ``part_rows`` at a time (default: the target's
 ``batch_size``), and each part lands while the worker goes on, so a long run
 lands progressively and a crash or kill loses only the part in progress.
-``generate()`` is the same run with its results returned in order.
+``generate()`` is the same run with its results returned in order. Each answered
+result carries the revision the worker reports in its responses' metadata (the
+model at the commit it loaded, plus the adapter).
 
 Failure mapping:
   * no worker configured, or its executable missing -> BackendError on construction;
@@ -170,10 +172,10 @@ class VllmBackend(Backend):
 
         def results_of(path: Path) -> list[GenerationResult]:
             resp_rows, meta = read_responses(path)
-            self._note_revision(meta)
+            revision = self._note_revision(meta)
             fresh = [r for r in resp_rows if r["key"] in wanted and r["key"] not in done]
             done.update(r["key"] for r in fresh)
-            return [_result(r) for r in fresh]
+            return [_result(r, revision) for r in fresh]
 
         def new_parts() -> Iterator[GenerationResult]:
             for part in sorted(run_dir.glob(resp_path.name + ".part-*")):
@@ -232,21 +234,26 @@ class VllmBackend(Backend):
                    f"its last output:\n{_tail(log_path, 8)}")
             yield from (GenerationResult.failed(k, msg) for k in missing)
 
-    def _note_revision(self, meta: dict[str, str]) -> None:
+    def _note_revision(self, meta: dict[str, str]) -> str | None:
+        """The revision a responses file says the worker loaded (with this backend's adapter), kept as the
+        backend's own; the one the backend resolved itself when the file names none."""
         if meta.get("ableaudit.model_revision"):
             rev = meta["ableaudit.model_revision"]
             if self.adapter and "+adapter:" in (self.model_revision or ""):
                 rev += "+adapter:" + self.model_revision.split("+adapter:", 1)[1]  # type: ignore[union-attr]
             self.model_revision = rev
+        return self.model_revision
 
     def close(self) -> None:
         """Nothing held between calls: each run is its own worker process (stopped when its stream closes)."""
 
 
-def _result(r: dict[str, Any]) -> GenerationResult:
+def _result(r: dict[str, Any], revision: str | None) -> GenerationResult:
+    """A response row as a result; an answered one carries the revision the worker reported."""
     if r["status"] == "error":
         return GenerationResult(key=r["key"], status="error", error=r.get("error") or "vllm worker error",
                                 latency_ms=r.get("latency_ms"))
     return GenerationResult.from_text(
         r["key"], r.get("text"), finish_reason=normalize_finish_reason(r.get("finish_reason")),
-        prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"), latency_ms=r.get("latency_ms"))
+        prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"), latency_ms=r.get("latency_ms"),
+        model_revision=revision)
