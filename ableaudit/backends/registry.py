@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 TASKS = ("text", "vision")
 
-Loader = Callable[[], "type[Backend]"]
+Loader = Callable[[], type[Backend]]
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def backends_where(capable: Callable[[type[Backend]], bool], task: str = "text")
     return tuple(n for n in backend_names(task) if capable(backend_class(n, task)))
 
 
-def make_backend(target: "Target", adapter: str | None = None) -> Backend:
+def make_backend(target: Target, adapter: str | None = None) -> Backend:
     """Build the backend a target names. ``adapter`` (an arm's peft adapter) overrides ``target.adapter``.
 
     Raises BackendError when the backend cannot be used at all (unknown name,

@@ -81,7 +81,7 @@ def test_each_row_lands_with_the_revision_that_answered_it(tmp_path, servers):
     """`one` (one server) and `two` (two replicas reporting different snapshots) land every row with the
     revision its server reported, never the planned fingerprint; the key still hashes the planned
     fingerprint, so a server that later reports another revision regenerates nothing."""
-    a, b, c = servers
+    _, b, c = servers
     for s in servers:
         s.delay_s = 0.02
     b.snapshot, c.snapshot = "echo-model-replica-b", "echo-model-replica-c"

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
-from ableaudit.backends import Backend, BackendError, backend, backend_class, backend_names, make_backend
-from ableaudit.backends import registry
+from ableaudit.backends import (
+    Backend,
+    BackendError,
+    backend,
+    backend_class,
+    backend_names,
+    make_backend,
+    registry,
+)
 from ableaudit.config import ConfigError, Judge, Target, parse_config
 from ableaudit.records import GenerationRequest, GenerationResult
 
@@ -143,7 +150,7 @@ def test_importing_the_registry_and_config_loads_no_backend_module():
             "Target(name='t', backend='transformers', model='m')\n"
             "print(sorted(m for m in sys.modules if m.startswith('ableaudit.backends.')),"
             " 'torch' in sys.modules, 'openai' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("['ableaudit.backends._providers', 'ableaudit.backends.base', "
                                   "'ableaudit.backends.registry'] False False")
