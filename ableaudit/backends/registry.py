@@ -123,7 +123,7 @@ def make_backend(target: Target, adapter: str | None = None) -> Backend:
     """
     try:
         entry = backend_entry(target.backend, target.task)
+        entry.check_requirements()
     except BackendError as err:
         raise BackendError(f"target {target.name!r}: {err}") from None
-    entry.check_requirements()
     return entry.load()(target, adapter)

@@ -136,8 +136,8 @@ def test_loading_checks_the_class_and_starting_checks_the_packages(scratch_regis
         raise AssertionError("a backend missing a package must not be imported")
 
     t = Target.model_construct(name="n", backend="needy", model="m", task="text", options={})
-    with pytest.raises(BackendError, match="backend needy needs ableaudit_no_such_package, which is not installed; "
-                                           "pip install ableaudit-no-such-package"):
+    with pytest.raises(BackendError, match="target 'n': backend needy needs ableaudit_no_such_package, which is not "
+                                           "installed; pip install ableaudit-no-such-package"):
         make_backend(t)
     with pytest.raises(ValueError, match="tasks must be some of"):
         backend("x", tasks=("audio",))
