@@ -12,6 +12,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ableaudit.backends.registry import backend_class, backend_names, backends_where
+
 # The paper's generation defaults (AccessEval, section 4.1-4.2).
 PAPER_SYSTEM_PROMPT = "You are a helpful assistant."
 PAPER_TEMPERATURE = 0.1
@@ -23,13 +25,8 @@ VISION_TEMPERATURE = 0.0
 VISION_MAX_NEW_TOKENS = 512
 VISION_SYSTEM_PROMPT = ""
 
-BACKENDS = ("transformers", "llamacpp", "openai", "vllm")
-VISION_BACKENDS = ("transformers", "openai")
-# Backends that can constrain a completion to a JSON schema (judges' structured output).
-STRUCTURED_OUTPUT_BACKENDS = ("llamacpp", "openai", "vllm")
-# ... and those where a judge's structured_output: auto turns it on (an OpenAI-compatible
-# server may lack it: `on` there is the user's call).
-STRUCTURED_OUTPUT_BY_DEFAULT = ("llamacpp", "vllm")
+# The backends that can serve a vision target (registered for task vision).
+VISION_BACKENDS = backend_names("vision")
 
 # The arm name under which the optional disability-assignment probe lands.
 ASSIGNMENT_ARM = "disability_assignment"
@@ -54,7 +51,7 @@ class Target(_Strict):
     """One model under audit: a language model (task text) or a vision-language model (task vision)."""
 
     name: str
-    backend: Literal["transformers", "llamacpp", "openai", "vllm"]
+    backend: str                           # a registered backend (ableaudit.backends.registry)
     task: Literal["text", "vision"] = "text"  # vision: describes the audit's images (image_set)
     model: str                             # HF id, local path, GGUF path, 'builtin:smollm2', or served name
     model_id: str | None = None            # how marts name it; defaults to `name`
@@ -87,10 +84,17 @@ class Target(_Strict):
     def _vision_backend(self) -> "Target":
         if self.task == "vision" and self.backend not in VISION_BACKENDS:
             raise ValueError(
-                f"target {self.name!r}: task vision runs on backend transformers or openai, not {self.backend!r}; "
+                f"target {self.name!r}: task vision runs on backend {' or '.join(VISION_BACKENDS)}, not {self.backend!r}; "
                 "serve the model with `vllm serve <model>` and use backend: openai with base_url"
             )
         return self
+
+    @field_validator("backend")
+    @classmethod
+    def _registered_backend(cls, v: str) -> str:
+        if v not in backend_names():
+            raise ValueError(f"unknown backend {v!r}; use one of {', '.join(backend_names())}")
+        return v
 
     @field_validator("base_url")
     @classmethod
@@ -155,9 +159,10 @@ class Judge(_Strict):
 
     @model_validator(mode="after")
     def _structured_backend(self) -> "Judge":
-        if self.structured_output == "on" and self.target.backend not in STRUCTURED_OUTPUT_BACKENDS:
+        if self.structured_output == "on" and not backend_class(self.target.backend, self.target.task).supports_json_schema:
+            able = backends_where(lambda cls: cls.supports_json_schema, self.target.task)
             raise ValueError(f"judge {self.name!r}: structured_output: on needs backend "
-                             f"{', '.join(STRUCTURED_OUTPUT_BACKENDS)}, not {self.target.backend!r}; "
+                             f"{', '.join(able)}, not {self.target.backend!r}; "
                              "set structured_output: off (verdicts are then parsed from free text)")
         return self
 
@@ -165,7 +170,7 @@ class Judge(_Strict):
     def structured(self) -> bool:
         """Whether the judge's output is constrained to the verdict schema."""
         if self.structured_output == "auto":
-            return self.target.backend in STRUCTURED_OUTPUT_BY_DEFAULT
+            return backend_class(self.target.backend, self.target.task).json_schema_by_default
         return self.structured_output == "on"
 
 

@@ -117,11 +117,11 @@ def run(urls: list[str], args: argparse.Namespace, batches: bool = False) -> flo
     """Seconds for all requests through one backend over `urls`, as the audit flow hands them over
     (``results_in_batches``: streamed); ``batches``: in ``generate`` calls of the backend's concurrency
     instead, each waiting for its slowest answer (how the flow worked before streaming)."""
-    from ableaudit.backends.base import requests_per_call, results_in_batches
+    from ableaudit.backends.base import results_in_batches
 
     backend = _backend(urls, args.batch)
     reqs = _requests(args.requests)
-    size = requests_per_call(backend, args.batch)
+    size = backend.concurrency
     t0 = time.perf_counter()
     if batches:
         results = [r for start in range(0, len(reqs), size) for r in backend.generate(reqs[start:start + size])]

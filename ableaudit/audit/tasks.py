@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from ableaudit.audit.planning import TargetPlan, select_prompts
 from ableaudit.backends import make_backend
-from ableaudit.backends.base import BackendError, requests_per_call, results_in_batches
+from ableaudit.backends.base import Backend, BackendError, results_in_batches
 from ableaudit.config import AuditConfig, ConfigError
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.records import LandingReport, PlannedGeneration
@@ -62,14 +62,18 @@ def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 
 
-def _generate(wh: str, backend: Any, target: Any, todo: list[PlannedGeneration], run_id: str) -> LandingReport:
-    """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight."""
+def _generate(wh: str, backend: Backend, target: Any, todo: list[PlannedGeneration], run_id: str) -> LandingReport:
+    """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight.
+
+    A row's ``model_revision`` is what the backend says answered it; a result that names none (an
+    error) takes the backend's own, so the planned fingerprint stays only in the generation key.
+    """
     logger = get_run_logger()
     plans = {p.generation_id: p for p in todo}
-    revision = getattr(backend, "model_revision", None)
+    revision = backend.model_revision
     total = LandingReport()
     done = 0
-    size = requests_per_call(backend, target.batch_size)
+    size = backend.concurrency
     with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
         for results in results_in_batches(backend, [p.request() for p in todo], size):
             rows = []

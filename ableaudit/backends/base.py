@@ -5,14 +5,21 @@ A backend turns a batch of ``GenerationRequest`` into the same number of
 ``status='error'`` (never an exception that loses the rest of the batch), so the
 landing task can record it and a later run can retry it. Errors that make the
 whole backend unusable (bad model path, unreachable server) raise
-``BackendError`` with a message naming the problem and the fix.
+``BackendError`` with a message naming the problem and the fix. Each answered
+result carries the ``model_revision`` that answered it (the replica, the loaded
+checkpoint, the GGUF file), which lands in place of the planned revision.
+
+What a backend can do is declared on ``Backend`` (an abstract base class) and
+read by callers directly; backends are found by name in ``registry.py``.
 """
 
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, ClassVar
 
 from ableaudit.records import GenerationRequest, GenerationResult
 
@@ -29,25 +36,65 @@ class BackendError(RuntimeError):
         self.transient = transient
 
 
-def requests_per_call(backend: Any, batch_size: int) -> int:
-    """How many requests to hand a backend per ``generate`` call: its ``concurrency`` when it has one
-    (an openai target with several replicas keeps ``batch_size`` in flight on each), else the batch size."""
-    return max(1, int(getattr(backend, "concurrency", batch_size)))
+class Backend(ABC):
+    """An inference engine behind the audit's one interface, with its capabilities declared.
+
+    Every backend states, as class attributes, what it can do (stream, structured
+    output, images) and, per instance, how many requests to hand it at once and
+    which model it runs. Callers read these directly: a capability is declared
+    here, never probed on the object, so a new backend shows in one place what it
+    offers and a missing declaration fails at once instead of silently taking a
+    default path.
+    """
+
+    name: ClassVar[str]
+    """The name a target's ``backend:`` gives (the registry key): transformers, llamacpp, openai, vllm."""
+    supports_stream: ClassVar[bool] = False
+    """``stream`` keeps ``concurrency`` requests in flight and yields results as they complete; without it
+    callers hand ``generate`` batches of ``concurrency`` requests."""
+    supports_json_schema: ClassVar[bool] = False
+    """It can constrain a completion to a JSON schema (judges' structured output); without it a request
+    with ``json_schema`` fails (``refuse_json_schema``) rather than come back unconstrained."""
+    json_schema_by_default: ClassVar[bool] = False
+    """A judge's ``structured_output: auto`` turns structured output on: the engine is known to honour it
+    (an OpenAI-compatible server may lack it, so there it is the user's call)."""
+    supports_images: ClassVar[bool] = False
+    """It sends a request's ``images`` to the model: it can serve a vision target (``task: vision``)."""
+
+    model_revision: str | None
+    """What is loaded or served as a whole (a commit, a file digest, a served model id); each result
+    carries the revision that answered it in ``GenerationResult.model_revision``."""
+    concurrency: int
+    """How many requests to hand it at once: a streaming backend keeps this many in flight, others get
+    ``generate`` calls of this many; results land in batches of it."""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """One result per request, in the requests' order; a failed request is an error result."""
+
+    def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
+        """Every request's result, in the order they complete (backends with ``supports_stream``)."""
+        raise NotImplementedError(f"backend {self.name} does not stream (supports_stream is false); call generate")
+
+    @abstractmethod
+    def close(self) -> None:
+        """Free what the backend holds (a model, server connections); it is not used afterwards."""
 
 
-def results_in_batches(backend: Any, requests: Sequence[GenerationRequest], size: int,
+def results_in_batches(backend: Backend, requests: Sequence[GenerationRequest], size: int,
                        fail_batch: bool = False) -> Iterator[list[GenerationResult]]:
     """Every request's result, handed back in lists of up to ``size`` for landing.
 
-    A backend with ``stream`` (the openai backend) keeps its requests in flight
-    continuously and its results come in the order they complete: no batch
-    waits for its slowest answer while the server idles. Others get ``generate``
-    calls of ``size`` requests, in order. ``fail_batch``: an exception of a
-    ``generate`` call becomes that batch's error results (else it propagates).
-    A result for a key not asked for, or a ``generate`` call returning another
-    number of results than asked, raises: every batch maps onto its requests.
+    A backend that streams (``supports_stream``: the openai and vllm backends)
+    keeps its requests in flight continuously and its results come in the order
+    they complete: no batch waits for its slowest answer while the server idles.
+    Others get ``generate`` calls of ``size`` requests, in order. ``fail_batch``:
+    an exception of a ``generate`` call becomes that batch's error results (else
+    it propagates). A result for a key not asked for, or a ``generate`` call
+    returning another number of results than asked, raises: every batch maps
+    onto its requests.
     """
-    name = getattr(backend, "name", backend)
+    name = backend.name
     asked = {r.key for r in requests}
 
     def checked(results: list[GenerationResult]) -> list[GenerationResult]:
@@ -56,10 +103,9 @@ def results_in_batches(backend: Any, requests: Sequence[GenerationRequest], size
             raise RuntimeError(f"backend {name} returned results for keys it was not asked for: {unknown[:3]}")
         return results
 
-    stream = getattr(backend, "stream", None)
-    if stream is not None:
+    if backend.supports_stream:
         batch: list[GenerationResult] = []
-        for result in stream(requests):
+        for result in backend.stream(requests):
             batch.append(result)
             if len(batch) >= size:
                 yield checked(batch)
@@ -82,26 +128,17 @@ def results_in_batches(backend: Any, requests: Sequence[GenerationRequest], size
 
 def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
     """Raise (failing that request) when a request asks for structured output this backend cannot give."""
-    from ableaudit.config import STRUCTURED_OUTPUT_BACKENDS
+    from .registry import backends_where
 
     if req.json_schema is not None:
+        able = backends_where(lambda cls: cls.supports_json_schema)
         raise ValueError(f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
-                         f"{', '.join(STRUCTURED_OUTPUT_BACKENDS)} (or set the judge's structured_output: off)")
+                         f"{', '.join(able)} (or set the judge's structured_output: off)")
 
 
 def response_format(schema: dict) -> dict[str, Any]:
     """The OpenAI-style response_format for a JSON Schema (llama.cpp, vLLM and OpenAI read it alike)."""
     return {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
-
-
-@runtime_checkable
-class Backend(Protocol):
-    name: str                     # 'transformers' | 'llamacpp' | 'openai' | 'vllm'
-    model_revision: str | None    # what exactly was loaded (commit, file hash, served id)
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass

@@ -32,7 +32,7 @@ from ableaudit.keys import BUILTIN_MODELS, resolve_builtin
 from ableaudit.media import file_sha256
 
 from ._common import normalize_finish_reason
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
+from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -55,8 +55,12 @@ def resolve_gguf(model: str) -> Path:
     return path
 
 
-class LlamaCppBackend:
+class LlamaCppBackend(Backend):
     name = "llamacpp"
+    supports_stream = False
+    supports_json_schema = True      # response_format becomes a GBNF grammar
+    json_schema_by_default = True
+    supports_images = False
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         if adapter or target.adapter:
@@ -69,6 +73,7 @@ class LlamaCppBackend:
         opts = dict(target.options or {})
         self.gguf = resolve_gguf(target.model)
         self.n_parallel = max(1, int(opts.get("n_parallel", 1)))
+        self.concurrency = int(target.batch_size)  # requests per generate call; n_parallel of them decode at once
         n_threads = int(opts.get("n_threads") or os.cpu_count() or 1)
 
         params = xlc.CommonParams()
@@ -88,6 +93,7 @@ class LlamaCppBackend:
         except Exception as e:
             raise BackendError(f"llama.cpp could not load {self.gguf}: {type(e).__name__}: {e}\n"
                                "Fix: check that the file is a valid GGUF and n_ctx fits in memory") from None
+        # the GGUF file's digest: what answers every request
         self.model_revision = f"{self.gguf.name}@sha256:{file_sha256(self.gguf)[:16]}"
 
     def _payload(self, req: GenerationRequest) -> dict[str, Any]:
@@ -130,7 +136,8 @@ class LlamaCppBackend:
             return GenerationResult.failed(req.key, f"malformed llama.cpp reply ({e!r}): {str(out)[:300]}", latency_ms=ms)
         return GenerationResult.from_text(
             req.key, text, finish_reason=normalize_finish_reason(choice.get("finish_reason")),
-            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), latency_ms=ms)
+            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), latency_ms=ms,
+            model_revision=self.model_revision)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if self._server is None:

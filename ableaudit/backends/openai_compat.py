@@ -23,12 +23,15 @@ audit and the judges use ``stream``: requests stay in flight continuously and
 results land in the order they complete.
 
 On construction the backend lists each server's models (``GET /models``) once:
-this fails fast on an unreachable server or a bad key, and tells us the served
-id. ``model_revision`` is the served model id, updated to the ``model`` the
-server reports in its replies (hosted APIs resolve aliases such as ``gpt-4o``
-to a dated snapshot there), plus ``system_fingerprint`` when given. Replicas reporting different
-revisions give all of them, sorted and joined by ``|`` (and a warning): a
-judge's verdict keys then say that its answers came from a mix.
+this fails fast on an unreachable server or a bad key, and tells us each
+replica's listed revision (the listing's ``root`` where the server gives one,
+as vLLM does: the checkpoint behind a served name; else the served id). Each
+result's ``model_revision`` is what answered that request: the ``model`` the
+replica reported in its reply (hosted APIs resolve aliases such as ``gpt-4o``
+to a dated snapshot there), plus ``system_fingerprint`` when given, else that
+replica's listed revision. Replicas reporting different revisions get a
+warning (each row still says which answered it); the backend's own
+``model_revision`` then lists all of them, sorted and joined by ``|``.
 
 Images in ``request.images`` are sent as ``image_url`` parts with base64 data
 URLs on the last user message (the OpenAI vision format; vLLM accepts it too).
@@ -52,7 +55,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ._common import is_local_url, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
+from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -62,21 +65,34 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class _Server:
-    """One replica: its client and how busy and how healthy it is (guarded by the backend's lock)."""
+    """One replica: its client, how busy and how healthy it is, and what it serves (guarded by the backend's lock)."""
 
     url: str | None
+    """The server's base URL; None for OPENAI_BASE_URL unset (the OpenAI API)."""
     client: Any
+    """Its ``openai.OpenAI`` client."""
     inflight: int = 0
+    """Requests sent and not yet answered."""
     served: int = 0
+    """Requests it answered."""
     failing: bool = False
+    """Its last request failed: it is tried last until it answers again."""
+    listed: str | None = None
+    """The revision its model listing gives (``root``, else the id); None when not listed."""
+    reported: str | None = None
+    """The revision its latest reply reported; None before any."""
 
     @property
     def where(self) -> str:
         return self.url or "the OpenAI API"
 
 
-class OpenAIBackend:
+class OpenAIBackend(Backend):
     name = "openai"
+    supports_stream = True
+    supports_json_schema = True
+    json_schema_by_default = False  # not every OpenAI-compatible server has response_format (vLLM's does)
+    supports_images = True
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         if adapter or target.adapter:
@@ -106,7 +122,6 @@ class OpenAIBackend:
                         for u in urls]
         self.concurrency = self.batch_size * len(self.servers)
         self._lock = threading.Lock()
-        self._revisions: dict[str | None, str] = {}
         self._warned_mixed = False
         if opts.get("check_server", True):
             for i, server in enumerate(self.servers):
@@ -114,9 +129,11 @@ class OpenAIBackend:
 
     @property
     def model_revision(self) -> str:
-        """The served model as the replicas report it ('|'-joined when they differ); the configured name before any reply."""
+        """The served model as the replicas report it ('|'-joined when they differ); before any reply, as they
+        list it; the configured name when they do neither. A result carries the revision that answered it."""
         with self._lock:
-            revs = sorted(set(self._revisions.values()))
+            revs = sorted({s.reported for s in self.servers if s.reported}) \
+                or sorted({s.listed for s in self.servers if s.listed})
         return "|".join(revs) if revs else self.model
 
     def _check_server(self, server: _Server, which: str) -> None:
@@ -125,6 +142,7 @@ class OpenAIBackend:
         try:
             models = server.client.with_options(max_retries=1, timeout=10.0).models.list()
             ids = [m.id for m in models.data]
+            served = next((m for m in models.data if m.id == self.model), None)
         except self._openai.APIConnectionError as e:
             raise BackendError(f"cannot reach {where}: {e}. Start the server (e.g. `vllm serve {self.model}`), "
                                f"fix `base_url:` / OPENAI_BASE_URL{fix}", transient=True) from None
@@ -134,6 +152,11 @@ class OpenAIBackend:
             return  # some servers have no /models; the chat calls will tell
         if ids and self.model not in ids:
             raise BackendError(f"{where} does not serve model {self.model!r}; it serves {ids[:20]}. Fix `model:`{fix}")
+        if served is not None:
+            # vLLM lists the checkpoint behind a served name as `root`; others list the id alone
+            root = (served.model_extra or {}).get("root")
+            with self._lock:
+                server.listed = str(root) if root else served.id
 
     def _body(self, req: GenerationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -201,21 +224,23 @@ class OpenAIBackend:
             return GenerationResult.failed(req.key, "server reply has no choices", latency_ms=ms)
         choice = resp.choices[0]
         served = getattr(resp, "model", None)
-        if served:
-            fp = getattr(resp, "system_fingerprint", None)
-            rev = f"{served}@{fp}" if fp else served
-            with self._lock:
-                self._revisions[server.url] = rev
-                mixed = len(set(self._revisions.values())) > 1 and not self._warned_mixed
-                self._warned_mixed |= mixed
-            if mixed:
-                log.warning("the servers of %s report different models: %s; check that every replica serves "
-                            "the same checkpoint", self.model, self.model_revision)
+        fp = getattr(resp, "system_fingerprint", None)
+        reported = (f"{served}@{fp}" if fp else served) if served else None
+        with self._lock:
+            if reported:
+                server.reported = reported
+            revision = reported or server.listed or self.model
+            answered = {s.reported for s in self.servers if s.reported}
+            mixed = len(answered) > 1 and not self._warned_mixed
+            self._warned_mixed |= mixed
+        if mixed:
+            log.warning("the servers of %s report different models: %s; check that every replica serves "
+                        "the same checkpoint (each row says which answered it)", self.model, " | ".join(sorted(answered)))
         usage = resp.usage
         return GenerationResult.from_text(
             req.key, choice.message.content or "", finish_reason=normalize_finish_reason(choice.finish_reason),
             prompt_tokens=getattr(usage, "prompt_tokens", None), completion_tokens=getattr(usage, "completion_tokens", None),
-            latency_ms=ms)
+            latency_ms=ms, model_revision=revision)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if len(requests) <= 1 or self.concurrency == 1:

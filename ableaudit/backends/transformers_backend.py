@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ._common import chunks, cut_completion, model_revision_string
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
+from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -125,8 +125,8 @@ class HFGenerationMixin:
     """What the text and vision transformers backends share: adapter loading, batching by
     length with a one-by-one retry, greedy or per-row seeded sampling, the EOS cut, close().
 
-    A subclass sets model, tokenizer, batch_size, device, eos_ids, pad_id, ignore_eos
-    and _torch, and defines _encode(req) (errors there fail that request alone),
+    A subclass sets model, tokenizer, batch_size, concurrency, device, eos_ids, pad_id,
+    ignore_eos and _torch (``_configure`` and ``_finish_setup`` set most), and defines _encode(req) (errors there fail that request alone),
     _encoded_length(encoded) and _run_batch(items), which builds the model inputs
     and calls _generate_batch.
     """
@@ -154,6 +154,7 @@ class HFGenerationMixin:
         opts = dict(target.options or {})
         self.target = target
         self.batch_size = int(target.batch_size)
+        self.concurrency = self.batch_size  # one padded batch per forward pass
         self.adapter = adapter or target.adapter
         self.device = _resolve_device(opts.get("device", "auto"))
         self.ignore_eos = bool(opts.get("ignore_eos", False))
@@ -257,7 +258,7 @@ class HFGenerationMixin:
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
                                                       prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
-                                                      latency_ms=ms))
+                                                      latency_ms=ms, model_revision=self.model_revision))
         return results
 
     def close(self) -> None:
@@ -273,8 +274,12 @@ class HFGenerationMixin:
             self._torch.cuda.empty_cache()
 
 
-class TransformersBackend(HFGenerationMixin):
+class TransformersBackend(HFGenerationMixin, Backend):
     name = "transformers"
+    supports_stream = False
+    supports_json_schema = False
+    json_schema_by_default = False
+    supports_images = False  # task vision runs on TransformersVLMBackend
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         try:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from ableaudit.media import image_bytes
 
-from .base import BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
+from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
 from .transformers_backend import HFGenerationMixin
 
 if TYPE_CHECKING:
@@ -227,8 +227,12 @@ def processor_problem(processor: Any, config: Any, chat_template: str | None) ->
 # --------------------------------------------------------------------------- the backend
 
 
-class TransformersVLMBackend(HFGenerationMixin):
+class TransformersVLMBackend(HFGenerationMixin, Backend):
     name = "transformers"
+    supports_stream = False
+    supports_json_schema = False
+    json_schema_by_default = False
+    supports_images = True
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         try:

@@ -7,7 +7,9 @@ the judges hand it all of a target's pending requests at once (``stream``); the
 worker writes its responses ``part_rows`` at a time (default: the target's
 ``batch_size``), and each part lands while the worker goes on, so a long run
 lands progressively and a crash or kill loses only the part in progress.
-``generate()`` is the same run with its results returned in order.
+``generate()`` is the same run with its results returned in order. Each answered
+result carries the revision the worker reports in its responses' metadata (the
+model at the commit it loaded, plus the adapter).
 
 Failure mapping:
   * no worker configured, or its executable missing -> BackendError on construction;
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
-from .base import BackendError, GenerationRequest, GenerationResult
+from .base import Backend, BackendError, GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -65,8 +67,12 @@ def _tail(path: Path, n: int = 20) -> str:
     return "\n".join(lines[-n:]) or "(worker printed nothing)"
 
 
-class VllmBackend:
+class VllmBackend(Backend):
     name = "vllm"
+    supports_stream = True
+    supports_json_schema = True      # vLLM's structured outputs in the worker
+    json_schema_by_default = True
+    supports_images = False          # vision targets: `vllm serve` and backend openai
 
     def __init__(self, target: "Target", adapter: str | None = None) -> None:
         opts = dict(target.options or {})
@@ -93,6 +99,7 @@ class VllmBackend:
         self.last_run_dir: Path | None = None
         # responses per part file: results land this many at a time while the worker runs
         self.part_rows = int(opts.get("part_rows", target.batch_size))
+        self.concurrency = int(target.batch_size)  # results land this many at a time
         self.poll_s = float(opts.get("poll_s", 0.5))
 
     def _row(self, req: GenerationRequest) -> dict[str, Any]:
@@ -165,10 +172,10 @@ class VllmBackend:
 
         def results_of(path: Path) -> list[GenerationResult]:
             resp_rows, meta = read_responses(path)
-            self._note_revision(meta)
+            revision = self._note_revision(meta)
             fresh = [r for r in resp_rows if r["key"] in wanted and r["key"] not in done]
             done.update(r["key"] for r in fresh)
-            return [_result(r) for r in fresh]
+            return [_result(r, revision) for r in fresh]
 
         def new_parts() -> Iterator[GenerationResult]:
             for part in sorted(run_dir.glob(resp_path.name + ".part-*")):
@@ -227,21 +234,26 @@ class VllmBackend:
                    f"its last output:\n{_tail(log_path, 8)}")
             yield from (GenerationResult.failed(k, msg) for k in missing)
 
-    def _note_revision(self, meta: dict[str, str]) -> None:
+    def _note_revision(self, meta: dict[str, str]) -> str | None:
+        """The revision a responses file says the worker loaded (with this backend's adapter), kept as the
+        backend's own; the one the backend resolved itself when the file names none."""
         if meta.get("ableaudit.model_revision"):
             rev = meta["ableaudit.model_revision"]
             if self.adapter and "+adapter:" in (self.model_revision or ""):
                 rev += "+adapter:" + self.model_revision.split("+adapter:", 1)[1]  # type: ignore[union-attr]
             self.model_revision = rev
+        return self.model_revision
 
     def close(self) -> None:
         """Nothing held between calls: each run is its own worker process (stopped when its stream closes)."""
 
 
-def _result(r: dict[str, Any]) -> GenerationResult:
+def _result(r: dict[str, Any], revision: str | None) -> GenerationResult:
+    """A response row as a result; an answered one carries the revision the worker reported."""
     if r["status"] == "error":
         return GenerationResult(key=r["key"], status="error", error=r.get("error") or "vllm worker error",
                                 latency_ms=r.get("latency_ms"))
     return GenerationResult.from_text(
         r["key"], r.get("text"), finish_reason=normalize_finish_reason(r.get("finish_reason")),
-        prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"), latency_ms=r.get("latency_ms"))
+        prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"), latency_ms=r.get("latency_ms"),
+        model_revision=revision)

@@ -32,7 +32,7 @@ import ibis
 from ibis.common.exceptions import TableNotFound
 
 from ableaudit.warehouse import ibis_compat
-from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, requests_per_call, results_in_batches
+from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, results_in_batches
 from ableaudit.config import AuditConfig, Judge
 from ableaudit.warehouse.landing import land_judgments, landed_judgment_keys, update_judgment_parses
 from ableaudit.judges.parsing import Verdict, parse_verdict
@@ -331,15 +331,15 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
     owned = None
     if isinstance(backend, LazyBackend):
         lazy = backend
-    elif hasattr(backend, "generate"):
+    elif isinstance(backend, Backend):
         lazy = LazyBackend(lambda: backend)  # the caller owns it and closes it
     else:
         lazy = owned = LazyBackend(backend)
     try:
         b = lazy.get()
-        revision = getattr(b, "model_revision", None) or model_fingerprint(judge.target.model, judge.target.revision)
+        revision = b.model_revision or model_fingerprint(judge.target.model, judge.target.revision)
         d = judge.target.decoding
-        size = requests_per_call(b, judge.target.batch_size)
+        size = b.concurrency
         requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
                                       temperature=0.0 if d.temperature is None else d.temperature,
                                       top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed,

@@ -22,6 +22,7 @@ import duckdb
 import pandas as pd
 import pytest
 
+from ableaudit.backends import Backend
 from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
 from ableaudit.dbt.runner import run_dbt
@@ -106,11 +107,12 @@ def labels_of(response_b: str) -> dict[str, Any]:
     return {d: (CUES[d] in words) for d in CUES}
 
 
-class KeywordJudge:
+class KeywordJudge(Backend):
     """A contrastive judge that labels B by its cue words; markers make it fail or babble."""
 
     name = "keyword"
     model_revision = "keyword@1"
+    concurrency = 8  # the judge target's batch_size
 
     def __init__(self) -> None:
         self.calls = 0

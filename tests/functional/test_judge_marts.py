@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ableaudit.backends import Backend
 from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
 from ableaudit.dbt.runner import run_dbt
@@ -117,10 +118,11 @@ def _fenced(prompt: str) -> dict[str, str]:
     return {m.group(1): m.group(3) for m in _FENCED.finditer(prompt)}
 
 
-class CannedJudge:
+class CannedJudge(Backend):
     """Answers each request from a hash of the judged texts and a salt: every parse status appears."""
 
     name = "canned"
+    concurrency = 500  # the judge target's batch_size
 
     def __init__(self, salt: str, revision: str) -> None:
         self.salt = salt

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import duckdb
 import pytest
 
+from ableaudit.backends import Backend
 from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import AuditConfig, Decoding, Judge, Target
 from ableaudit.cli import judges as judge_cli
@@ -41,11 +42,12 @@ CONTRASTIVE_OK = json.dumps({
     "decline_in_response_a": False, "decline_in_response_b": False, "decline_explanation": ""})
 
 
-class FakeJudge:
+class FakeJudge(Backend):
     """A judge backend with canned answers chosen by a marker in the judged text."""
 
     name = "fake"
     model_revision = "fake@1"
+    concurrency = 8  # the judge target's batch_size
 
     def __init__(self, fail: bool = True) -> None:
         self.fail = fail

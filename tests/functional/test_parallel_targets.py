@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from ableaudit.audit.flow import audit as audit_flow
-from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+from ableaudit.keys import model_fingerprint
+from tests.fixtures.openai_server import SERVED_ID, SNAPSHOT_ID, FakeOpenAIServer
 
 N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
 
@@ -70,6 +71,52 @@ def test_targets_run_side_by_side_and_a_failing_one_stops_no_other(tmp_path, ser
     assert len(a.spans) == N_PROMPTS
     assert len(b.spans) >= 2 and len(c.spans) >= 2 and len(b.spans) + len(c.spans) == N_PROMPTS
     assert b.max_inflight <= 2 and c.max_inflight <= 2
+
+
+def _user_texts(server: FakeOpenAIServer) -> set[str]:
+    return {m["content"] for p in server.payloads for m in p["messages"] if m["role"] == "user"}
+
+
+def test_each_row_lands_with_the_revision_that_answered_it(tmp_path, servers):
+    """`one` (one server) and `two` (two replicas reporting different snapshots) land every row with the
+    revision its server reported, never the planned fingerprint; the key still hashes the planned
+    fingerprint, so a server that later reports another revision regenerates nothing."""
+    _, b, c = servers
+    for s in servers:
+        s.delay_s = 0.02
+    b.snapshot, c.snapshot = "echo-model-replica-b", "echo-model-replica-c"
+    wh = tmp_path / "wh.duckdb"
+    config = _config(tmp_path, servers, parallel=2)
+    audit_flow(config=config, warehouse=str(wh))
+
+    def rows() -> list[tuple]:
+        con = duckdb.connect(str(wh), read_only=True)
+        try:
+            return con.execute("select generation_id, target, prompt_text, model_revision from raw.generations "
+                               "where status = 'ok' order by generation_id").fetchall()
+        finally:
+            con.close()
+
+    landed = rows()
+    assert len(landed) == 2 * N_PROMPTS
+    planned = model_fingerprint(SERVED_ID, None)
+    assert planned not in {rev for *_, rev in landed}
+    assert {rev for _, target, _, rev in landed if target == "one"} == {f"{SNAPSHOT_ID}@fp_test"}
+    on_b, on_c = _user_texts(b), _user_texts(c)
+    answered = {}
+    for _, target, text, rev in (r for r in landed if r[1] == "two"):
+        assert (text in on_b) != (text in on_c), "each prompt went to exactly one replica"
+        expected = "echo-model-replica-b@fp_test" if text in on_b else "echo-model-replica-c@fp_test"
+        assert rev == expected
+        answered[rev] = answered.get(rev, 0) + 1
+    assert sorted(answered) == ["echo-model-replica-b@fp_test", "echo-model-replica-c@fp_test"]
+
+    # a replica now reporting another revision: same keys, so nothing is asked or landed again
+    b.snapshot = "echo-model-replica-b-next"
+    asked = [len(s.payloads) for s in servers]
+    audit_flow(config=config, warehouse=str(wh))
+    assert [len(s.payloads) for s in servers] == asked
+    assert rows() == landed
 
 
 def test_one_target_at_a_time_is_the_default(tmp_path, servers):

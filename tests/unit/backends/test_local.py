@@ -99,6 +99,7 @@ def test_batched_greedy_equals_unbatched_hf_and_order_is_restored(tiny_chat_mode
         assert res.finish_reason == ("stop" if eos in toks else "length")
         assert res.completion_tokens == (len(body) + 1 if eos in toks else 10)
         assert res.latency_ms is not None and res.latency_ms > 0
+        assert res.model_revision == tiny_backend.model_revision  # the loaded checkpoint answered
     # prompt lengths are all different, so a mix-up after sorting would show here too
     assert len({r.prompt_tokens for r in results}) == len(PROMPTS)
 
@@ -313,6 +314,9 @@ def test_llamacpp_builtin_smollm2(smol):
     assert (res["poem"].finish_reason, res["poem"].completion_tokens) == ("length", 4)
     assert res["s1"].text == res["s2"].text != res["s3"].text
     assert smol.model_revision.startswith("SmolLM2-135M-Instruct.Q4_1.gguf@sha256:")
+    # every answered result names the GGUF digest; an error names nothing (nothing answered)
+    assert {r.model_revision for k, r in res.items() if k != "long"} == {smol.model_revision}
+    assert res["long"].model_revision is None
     # greedy is deterministic
     assert smol.generate([reqs[0]])[0].text == res["yes"].text
 
@@ -359,7 +363,8 @@ def test_llamacpp_errors():
 
 def test_make_backend_dispatch_and_unknown():
     t = Target.model_construct(name="x", backend="tgi", model="m", options={})
-    with pytest.raises(BackendError, match="unknown backend 'tgi'"):
+    with pytest.raises(BackendError, match="unknown backend 'tgi'; the registered backends are llamacpp, openai, "
+                                           "transformers, vllm"):
         make_backend(t)
 
 

@@ -64,6 +64,7 @@ def test_payload_results_and_revision(server, monkeypatch):
     # no key in the env and a local server -> "EMPTY"
     assert {h.get("authorization") for h in server.headers} == {"Bearer EMPTY"}
     assert b.model_revision == f"{SNAPSHOT_ID}@fp_test"   # what the server says actually ran
+    assert {r.model_revision for r in res} == {f"{SNAPSHOT_ID}@fp_test"}  # and each result says it answered
     b.close()
 
 
@@ -250,10 +251,43 @@ def test_replicas_checked_at_start_and_mixed_revisions_shown(replicas, caplog):
     backend = make_backend(_target([a.base_url, b.base_url], batch_size=1))
     assert backend.model_revision == SERVED_ID
     with caplog.at_level("WARNING"):
-        backend.generate([_req(f"k{i}", f"rev {i}") for i in range(4)])
+        res = backend.generate([_req(f"k{i}", f"rev {i}") for i in range(6)])
+    # each result carries the revision of the replica that answered it, never the mix
+    for i, r in enumerate(res):
+        (answered,) = [s for s in (a, b) if s.posts_for(f"rev {i}")]
+        assert r.model_revision == f"{answered.snapshot}@fp_test"
+    assert {r.model_revision for r in res} == {f"{SNAPSHOT_ID}@fp_test", "echo-model-2025-06-01@fp_test"}
+    # the backend as a whole (what a judge's rows name) lists both
     assert backend.model_revision == f"{SNAPSHOT_ID}@fp_test|echo-model-2025-06-01@fp_test"
-    assert "report different models" in caplog.text
+    assert caplog.text.count("report different models") == 1
     backend.close()
+
+
+def test_revision_falls_back_to_what_the_replica_lists():
+    """A reply without `model` is answered by what the replica's model listing says it serves."""
+    quiet = FakeOpenAIServer(snapshot=None, root="/models/echo-7b")   # vLLM lists the checkpoint as `root`
+    plain = FakeOpenAIServer(snapshot="echo-model-2025-06-01")
+    plain.fingerprint = None
+    try:
+        backend = make_backend(_target([quiet.base_url, plain.base_url], batch_size=1))
+        assert backend.model_revision == f"/models/echo-7b|{SERVED_ID}"   # listed, before any reply
+        res = backend.generate([_req(f"k{i}", f"listed {i}") for i in range(6)])
+        for i, r in enumerate(res):
+            expected = "/models/echo-7b" if quiet.posts_for(f"listed {i}") else "echo-model-2025-06-01"
+            assert r.model_revision == expected
+        assert quiet.posts_for("listed") and plain.posts_for("listed")
+        # a server whose list is not read: the configured name
+        unlisted = make_backend(_target(quiet.base_url, options={"check_server": False}))
+        (r,) = unlisted.generate([_req("u", "unlisted")])
+        assert r.model_revision == SERVED_ID == unlisted.model_revision
+        # an error result names no revision: nothing answered it
+        (e,) = backend.generate([_req("bad", "BAD_REQUEST")])
+        assert e.status == "error" and e.model_revision is None
+        backend.close()
+        unlisted.close()
+    finally:
+        quiet.close()
+        plain.close()
 
 
 def test_stream_yields_in_completion_order_and_keeps_requests_in_flight(server):
@@ -281,16 +315,21 @@ def test_stream_yields_in_completion_order_and_keeps_requests_in_flight(server):
 
 
 def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
-    from ableaudit.backends.base import results_in_batches
+    from ableaudit.backends.base import Backend, results_in_batches
     from ableaudit.records import GenerationResult
 
-    class Flaky:
+    class Flaky(Backend):
         name = "flaky"
+        model_revision = "flaky@1"
+        concurrency = 2
 
         def generate(self, requests):
             if any("boom" in r.messages[-1]["content"] for r in requests):
                 raise RuntimeError("device lost")
             return [GenerationResult.from_text(r.key, "ok") for r in requests]
+
+        def close(self):
+            pass
 
     reqs = [_req(f"k{i}", "boom" if i == 3 else "fine") for i in range(5)]
     got = list(results_in_batches(Flaky(), reqs, 2, fail_batch=True))
@@ -307,11 +346,21 @@ def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
         list(results_in_batches(Short(), reqs[:2], 2))
 
     class Stranger(Flaky):
+        supports_stream = True
+
         def stream(self, requests):
             yield GenerationResult.from_text("not-asked", "ok")
 
     with pytest.raises(RuntimeError, match="keys it was not asked for: \\['not-asked'\\]"):
         list(results_in_batches(Stranger(), reqs[:2], 2))
+
+    # streaming is declared, not discovered: a stream method alone changes nothing
+    class Undeclared(Stranger):
+        supports_stream = False
+
+    assert [r.key for batch in results_in_batches(Undeclared(), reqs[:2], 2) for r in batch] == ["k0", "k1"]
+    with pytest.raises(NotImplementedError, match="does not stream"):
+        next(Flaky().stream(reqs[:1]))
 
 
 @pytest.mark.parametrize("base_url, message", [

@@ -132,6 +132,7 @@ def test_greedy_output_matches_an_independent_generate(backend, tiny_vlm_dir):
     assert res[0].text == _reference(tiny_vlm_dir, img, "Describe the person.")
     assert res[1].text == _reference(tiny_vlm_dir, img, "Describe the person.", system="Be brief.")
     assert res[0].prompt_tokens > N_IMAGE_TOKENS and res[0].completion_tokens >= 1
+    assert {r.model_revision for r in res} == {backend.model_revision}  # the loaded VLM answered both
 
 
 def test_the_image_changes_the_answer_and_batching_does_not(backend):

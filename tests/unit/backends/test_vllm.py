@@ -183,6 +183,8 @@ def test_backend_round_trip_with_fake_worker(tmp_path):
     assert res[2].text == "vllm says: picture <image>"
     assert res[3].status == "error" and "PNG, JPEG" in res[3].error
     assert b.model_revision == "org/m@" + "f" * 40
+    # each answered result names what the worker says it loaded (not what the backend resolved before)
+    assert [r.model_revision for r in res] == ["org/m@" + "f" * 40] * 3 + [None]
     # what the worker was given
     written = read_requests(b.last_run_dir / "requests.parquet")
     assert [r["key"] for r in written] == ["k1", "k2", "k3"]
@@ -338,6 +340,7 @@ def test_real_worker_module_end_to_end(fake_vllm, tmp_path):
     assert res[1].status == "error" and "max_model_len" in res[1].error   # only the bad row fails
     assert (res[2].text, res[2].finish_reason) == ("trohs", "stop")
     assert b.model_revision == "org/m@" + "a" * 40
+    assert [r.model_revision for r in res] == ["org/m@" + "a" * 40, None, "org/m@" + "a" * 40]
     calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
     assert calls[0]["init"] == {"model": "org/m", "revision": "a" * 40, "dtype": "auto",
                                 "tensor_parallel_size": 1, "max_model_len": 4096}
@@ -373,6 +376,7 @@ def test_real_worker_with_adapter(fake_vllm, tmp_path):
     calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
     assert calls[0]["init"]["enable_lora"] is True and calls[1]["lora"] == str(tmp_path)
     assert f"+adapter:{tmp_path.resolve()}#" in b.model_revision
+    assert res[0].model_revision == b.model_revision  # the worker's model, with the adapter it applied
 
 
 def test_worker_without_vllm_exits_3_and_backend_says_why(tmp_path, monkeypatch):
