@@ -11,7 +11,9 @@ export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 120
 export DBT_PROFILES_DIR := $(CURDIR)
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 
-.PHONY: audit test build lint deploy worker clean
+BI_VENV ?= .venv-bi
+
+.PHONY: audit test build lint deploy worker clean bi-clients
 
 $(BIN)/.installed: requirements.lock requirements-nodeps.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,8 +25,17 @@ $(BIN)/.installed: requirements.lock requirements-nodeps.lock pyproject.toml
 audit: $(BIN)/.installed
 	$(BIN)/ableaudit audit --config configs/default.yaml
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed $(BI_VENV)/.installed
 	$(BIN)/pytest
+
+# DuckDB 1.x clients (CLI, Python, SQLAlchemy + duckdb-engine) in a venv of their own:
+# tests/functional/test_bi_clients.py opens the published copy with them, as BI tools would.
+$(BI_VENV)/.installed: requirements-bi.lock
+	test -x $(BI_VENV)/bin/python || $(PYTHON) -m venv $(BI_VENV)
+	$(BI_VENV)/bin/pip install -q --no-deps -r requirements-bi.lock
+	touch $@
+
+bi-clients: $(BI_VENV)/.installed
 
 build: $(BIN)/.installed
 	$(BIN)/ableaudit build

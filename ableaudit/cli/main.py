@@ -55,7 +55,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     extra = ["--vars", args.vars] if args.vars else []
     run_dbt(["seed"], wh)
     run_dbt(["build", *extra], wh)
-    out = publish(wh)
+    out = publish(wh, storage_version=args.storage_version)
     print(f"Built {wh}\nPublished {out}")
     return 0
 
@@ -63,7 +63,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from ableaudit.warehouse.publish import publish
 
-    print(publish(warehouse_path(args.warehouse)))
+    print(publish(warehouse_path(args.warehouse), storage_version=args.storage_version))
     return 0
 
 
@@ -165,11 +165,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-build", action="store_true", help="land generations only; skip dbt build and publish")
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("build", parents=[common], help="dbt seed + build, then publish a copy for BI")
+    storage = argparse.ArgumentParser(add_help=False)
+    storage.add_argument("--storage-version", help="DuckDB storage format of the published copy, e.g. v1.4.0 "
+                         "(default: $ABLEAUDIT_PUBLISH_STORAGE_VERSION, else v1.1.0, which DuckDB 1.1 and newer read)")
+
+    p = sub.add_parser("build", parents=[common, storage], help="dbt seed + build, then publish a copy for BI")
     p.add_argument("--vars", help="dbt vars as YAML, e.g. '{degradation_threshold: 0.1}'")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("publish", parents=[common], help="publish a read-only copy and Parquet marts")
+    p = sub.add_parser("publish", parents=[common, storage], help="publish a read-only copy and Parquet marts")
     p.set_defaults(func=cmd_publish)
 
     add_judge_parser(sub, common)

@@ -1,29 +1,113 @@
-"""Publish the warehouse for BI: a read-only copy and Parquet files of the marts.
+"""Publish the warehouse for BI: a read-only copy that DuckDB 1.x clients open, and Parquet files.
 
-BI tools never read the live file: DuckDB lets one process
-write, and a reader would block the next build. After each build, ``publish``
-writes ``published/<warehouse name>.duckdb`` (``published/ableaudit.duckdb`` for
-the default warehouse) and ``published/parquet/<mart>.parquet``, each first
-under a temporary name and then moved into place with ``os.replace``, so a
-reader sees the previous complete copy or the new one, never half of one.
+BI tools never read the live file: DuckDB lets one process write, and a reader
+would block the next build. After each build, ``publish`` writes
+
+- ``published/<warehouse name>.duckdb`` (``published/ableaudit.duckdb`` for the
+  default warehouse): every relation of the warehouse as a plain table, in an
+  older DuckDB storage format (``DEFAULT_STORAGE_VERSION``), because most BI
+  tools embed a DuckDB 1.x, which refuses the format the project's DuckDB
+  writes by default. A view is materialised: a client without the project's
+  Python (and its user-defined functions) could not run it, and older clients
+  could not bind some of it. A view that cannot be read even here is left out.
+  Columns in ``WITHHELD_COLUMNS`` (the stored audit and training configs) never
+  reach the copy. ``publish.relations`` in the copy says what it holds and what
+  it left out.
+- ``published/<warehouse name>/parquet/<mart>.parquet``: one file per mart (and
+  per relation of ``EXTRA_RELATIONS``), in a folder of its own per warehouse, so
+  two warehouses publishing into one folder never overwrite each other.
+
+Each file is first written under a hidden temporary name carrying the
+writer's pid (``.<stem>.<pid>.tmp.duckdb``, ``.<mart>.<pid>.tmp.parquet``) and
+then moved into place with ``os.replace``, so a reader sees the previous
+complete copy or the new one, never half of one. A publish that was killed
+leaves its temporary files behind; the next publish removes those whose writer
+is gone.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import psutil
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import warehouse_path
 
+log = logging.getLogger(__name__)
+
 MARTS_DIRS = (PROJECT_ROOT / "models" / "marts", PROJECT_ROOT / "python_models" / "marts")
+
+STORAGE_VERSION_ENV = "ABLEAUDIT_PUBLISH_STORAGE_VERSION"
+# The oldest storage format every DuckDB client from 1.1 on reads in full, for
+# every type the marts use (measured with DuckDB 1.1.3, 1.2.2, 1.3.2, 1.4.4 and
+# 1.5.6; see docs/bi.md). Older labels (v0.10.0, v1.0.0) write the same storage
+# number, but DuckDB 1.0 fails on list columns whose lists are all empty.
+DEFAULT_STORAGE_VERSION = "v1.1.0"
+
+# Columns that hold a stored config: never published, in any relation.
+# raw.runs.config_json is the audit config of a run; raw.adapters.params_json
+# is the training config of an adapter.
+WITHHELD_COLUMNS: frozenset[str] = frozenset({"config_json", "params_json"})
+
+# Relations ("schema.name", or "name" for the main schema) exported as Parquet
+# besides the marts, and required to exist, e.g. a response-level export table
+# built by dbt. Every relation is in the copy anyway.
+EXTRA_RELATIONS: tuple[str, ...] = ()
+
+MANIFEST_SCHEMA = "publish"
+MANIFEST_TABLE = "relations"
+
+_SYSTEM_SCHEMAS = ("information_schema", "pg_catalog")
+_COPY = "published_copy"
+_TMP_COPY = re.compile(r"^\.(?P<stem>.+)\.(?P<pid>\d+)\.tmp\.duckdb(?:\.wal)?$")
+_TMP_PARQUET = re.compile(r"^\.(?P<stem>.+)\.(?P<pid>\d+)\.tmp\.parquet$")
+# Process start times are kept to a fraction of a second; a file written by the
+# live process holding a pid is never older than that process by more than this.
+_START_SLACK_S = 1.0
+
+
+@dataclass(frozen=True)
+class PublishedRelation:
+    """One relation of the live warehouse and what the copy made of it (a row of publish.relations)."""
+
+    schema: str
+    """Its schema in the warehouse (and in the copy)."""
+    name: str
+    """Its name."""
+    kind: str
+    """'table' or 'view' in the live warehouse; in the copy every relation is a table."""
+    published: bool
+    """Whether the copy holds it."""
+    n_rows: int | None
+    """Rows in the copy; None when left out."""
+    withheld_columns: tuple[str, ...]
+    """Columns of the warehouse relation the copy leaves out (stored configs)."""
+    note: str | None
+    """Why it was left out, or what was withheld; None when copied whole."""
 
 
 def mart_names(marts_dirs: tuple[Path, ...] = MARTS_DIRS) -> list[str]:
     """Every model under models/marts and python_models/marts (one .sql or .py file per mart)."""
     return sorted(p.stem for d in marts_dirs for p in d.rglob("*") if p.suffix in (".sql", ".py"))
+
+
+def resolve_storage_version(storage_version: str | None = None) -> str:
+    """The storage format to publish in: the argument, else $ABLEAUDIT_PUBLISH_STORAGE_VERSION, else the default.
+
+    A bare '1.2.0' means 'v1.2.0'; 'latest' is the project's own DuckDB's format
+    (which DuckDB 1.x clients refuse).
+    """
+    chosen = (storage_version or os.environ.get(STORAGE_VERSION_ENV) or DEFAULT_STORAGE_VERSION).strip()
+    if re.fullmatch(r"\d+\.\d+\.\d+", chosen):
+        chosen = "v" + chosen
+    return chosen
 
 
 def _quote(identifier: str) -> str:
@@ -34,22 +118,185 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def publish(warehouse: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None) -> Path:
-    """Write the BI copy and the mart Parquet files; return the copy's path.
+def _writer_gone(pid: int, mtime: float) -> bool:
+    """Whether the process that wrote a temporary file (named with its pid) can no longer be writing it."""
+    if pid == os.getpid():
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return True
+        # the pid now names a process started after the file was last written: a reused pid
+        return mtime < proc.create_time() - _START_SLACK_S
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
 
-    The copy keeps the warehouse's file name, hence its catalog name, so the
-    views dbt built (which name their catalog) resolve in the copy too.
+
+def remove_stale_temps(*folders: Path) -> list[Path]:
+    """Remove the temporary files of killed publishes from ``folders``; return what was removed.
+
+    Only files named like a publish's temporaries whose writer is gone: its pid
+    is not alive, or now names a process younger than the file. A publish that
+    is still running keeps its files.
+    """
+    removed = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            match = _TMP_COPY.match(path.name) or _TMP_PARQUET.match(path.name)
+            if not match or not path.is_file():
+                continue
+            try:
+                stale = _writer_gone(int(match["pid"]), path.stat().st_mtime)
+            except FileNotFoundError:
+                continue  # its writer just moved it into place
+            if stale:
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    if removed:
+        log.info("removed temporary files of killed publishes: %s", ", ".join(str(p) for p in removed))
+    return removed
+
+
+def _relations(con: duckdb.DuckDBPyConnection, catalog: str) -> list[tuple[str, str, str]]:
+    """(schema, name, 'table' | 'view') of every relation of the attached warehouse."""
+    return con.execute(
+        """
+        select schema_name, table_name, 'table' from duckdb_tables()
+        where database_name = $catalog and not internal
+        union all
+        select schema_name, view_name, 'view' from duckdb_views()
+        where database_name = $catalog and not internal
+        order by 1, 2
+        """,
+        {"catalog": catalog},
+    ).fetchall()
+
+
+def _split(relation: str) -> tuple[str, str]:
+    schema, _, name = relation.rpartition(".")
+    return schema or "main", name
+
+
+def _parquet_stem(schema: str, name: str) -> str:
+    return name if schema == "main" else f"{schema}.{name}"
+
+
+def _parquet_select(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> str:
+    """The query that exports a relation of the copy to Parquet.
+
+    Parquet has no 128-bit integer: DuckDB would write a HUGEINT (what ``sum``
+    of integers returns, e.g. a count of outcomes) as a DOUBLE. Such columns
+    are written as BIGINT, exact for every count; a value beyond BIGINT fails
+    the publish instead of losing digits.
+    """
+    columns = con.execute(
+        "select column_name, data_type from duckdb_columns() where database_name = ? and schema_name = ? "
+        "and table_name = ? order by column_index",
+        [_COPY, schema, name],
+    ).fetchall()
+    select = [
+        f"cast({_quote(c)} as bigint) as {_quote(c)}" if t in ("HUGEINT", "UHUGEINT") else _quote(c) for c, t in columns
+    ]
+    return f"select {', '.join(select)} from {_COPY}.{_quote(schema)}.{_quote(name)}"
+
+
+def _copy_relation(
+    con: duckdb.DuckDBPyConnection, catalog: str, schema: str, name: str, kind: str, version: str
+) -> PublishedRelation:
+    """Write one relation into the copy as a plain table, less its withheld columns."""
+    source = f"{_quote(catalog)}.{_quote(schema)}.{_quote(name)}"
+    if kind == "view":
+        try:
+            con.execute(f"select * from {source} limit 0")
+        except duckdb.Error as err:
+            note = f"the view cannot be read without the project's code or a missing upstream relation: {err}"
+            log.warning("left out of the published copy: %s.%s (%s)", schema, name, note)
+            return PublishedRelation(schema, name, kind, False, None, (), note)
+    columns = [
+        c for (c,) in con.execute(
+            "select column_name from duckdb_columns() where database_name = ? and schema_name = ? "
+            "and table_name = ? order by column_index",
+            [catalog, schema, name],
+        ).fetchall()
+    ]
+    withheld = tuple(c for c in columns if c in WITHHELD_COLUMNS)
+    kept = [c for c in columns if c not in WITHHELD_COLUMNS]
+    if not kept:
+        note = f"every column is a withheld config column ({', '.join(withheld)})"
+        return PublishedRelation(schema, name, kind, False, None, withheld, note)
+    target = f"{_COPY}.{_quote(schema)}.{_quote(name)}"
+    try:
+        con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
+        con.execute(f"create table {target} as select {', '.join(map(_quote, kept))} from {source}")
+    except duckdb.Error as err:
+        raise RuntimeError(
+            f"cannot write {schema}.{name} into a copy in storage version {version} ({err}); publish with a "
+            f"newer --storage-version (or ${STORAGE_VERSION_ENV}), which fewer DuckDB 1.x clients read"
+        ) from None
+    (n_rows,) = con.execute(f"select count(*) from {target}").fetchone()
+    note = f"withheld: {', '.join(withheld)} (a stored config)" if withheld else None
+    return PublishedRelation(schema, name, kind, True, int(n_rows), withheld, note)
+
+
+def _write_manifest(con: duckdb.DuckDBPyConnection, rows: list[PublishedRelation], version: str) -> None:
+    table = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
+    con.execute(f"create schema {_COPY}.{_quote(MANIFEST_SCHEMA)}")
+    con.execute(
+        f"""
+        create table {table} (
+            schema_name varchar not null,
+            relation_name varchar not null,
+            kind_in_warehouse varchar not null,
+            published boolean not null,
+            n_rows bigint,
+            withheld_columns varchar,
+            note varchar,
+            storage_version varchar not null,
+            published_at timestamp not null
+        )
+        """
+    )
+    now = datetime.now(UTC).replace(tzinfo=None)
+    con.executemany(
+        f"insert into {table} values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (r.schema, r.name, r.kind, r.published, r.n_rows, ", ".join(r.withheld_columns) or None, r.note, version, now)
+            for r in rows
+        ],
+    )
+
+
+def publish(
+    warehouse: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike | None = None,
+    storage_version: str | None = None,
+) -> Path:
+    """Write the BI copy and the Parquet files; return the copy's path.
+
+    ``storage_version`` (else $ABLEAUDIT_PUBLISH_STORAGE_VERSION, else
+    ``DEFAULT_STORAGE_VERSION``) is the DuckDB storage format of the copy: a
+    DuckDB client of that version or newer opens it.
     """
     src = warehouse_path(warehouse)
     if not src.is_file():
         raise FileNotFoundError(f"no warehouse at {src}; run `ableaudit build` first")
+    version = resolve_storage_version(storage_version)
     out = Path(out_dir).expanduser().resolve() if out_dir else src.parent / "published"
-    parquet_dir = out / "parquet"
-    parquet_dir.mkdir(parents=True, exist_ok=True)
-    target = out / src.name
-    tmp = out / f".{src.stem}.{os.getpid()}.tmp.duckdb"
-    tmp.unlink(missing_ok=True)
     catalog = src.stem
+    parquet_dir = out / catalog / "parquet"
+    parquet_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(out, parquet_dir)
+    target = out / src.name
+    pid = os.getpid()
+    tmp = out / f".{catalog}.{pid}.tmp.duckdb"
+    tmp_wal = tmp.with_name(tmp.name + ".wal")
+    for leftover in (tmp, tmp_wal):
+        leftover.unlink(missing_ok=True)
+    written: list[tuple[Path, Path]] = []
     con = duckdb.connect(":memory:")
     try:
         try:
@@ -59,38 +306,44 @@ def publish(warehouse: str | os.PathLike | None = None, out_dir: str | os.PathLi
                 f"cannot read the warehouse {src} to publish it ({err}); close the process "
                 "writing it (a dbt run, an audit) and run `ableaudit publish` again"
             ) from None
-        con.execute(f"attach {_literal(str(tmp))} as published_copy")
-        con.execute(f"copy from database {_quote(catalog)} to published_copy")
-        con.execute("detach published_copy")
-
-        missing = []
-        written = []
-        tables = {
-            name
-            for (name,) in con.execute(
-                "select table_name from duckdb_tables() where database_name = ? and schema_name = 'main'",
-                [catalog],
-            ).fetchall()
-        }
-        for mart in mart_names():
-            if mart not in tables:
-                missing.append(mart)
-                continue
-            part = parquet_dir / f".{mart}.{os.getpid()}.tmp.parquet"
-            con.execute(
-                f"copy (select * from {_quote(catalog)}.main.{_quote(mart)}) to {_literal(str(part))} (format parquet)"
-            )
-            written.append((part, parquet_dir / f"{mart}.parquet"))
+        relations = _relations(con, catalog)
+        kinds = {(schema, name): kind for schema, name, kind in relations}
+        missing = [m for m in mart_names() if kinds.get(("main", m)) != "table"]
+        if missing:
+            raise RuntimeError(f"marts {missing} are not tables in {src}; run `ableaudit build` before publishing")
+        extra = [_split(r) for r in EXTRA_RELATIONS]
+        absent = [f"{s}.{n}" for s, n in extra if (s, n) not in kinds]
+        if absent:
+            raise RuntimeError(f"relations {absent} to export are not in {src}; run `ableaudit build` before publishing")
+        if (MANIFEST_SCHEMA, MANIFEST_TABLE) in kinds:
+            raise RuntimeError(f"{src} has its own {MANIFEST_SCHEMA}.{MANIFEST_TABLE}, the name the copy's manifest takes")
+        try:
+            con.execute(f"attach {_literal(str(tmp))} as {_COPY} (storage_version {_literal(version)})")
+        except duckdb.Error as err:
+            if "version" not in str(err).lower():
+                raise RuntimeError(f"cannot write the published copy {tmp} ({err})") from None
+            raise ValueError(
+                f"storage version {version!r} is not one DuckDB {duckdb.__version__} can write; set "
+                f"--storage-version or ${STORAGE_VERSION_ENV} to a DuckDB release such as "
+                f"{DEFAULT_STORAGE_VERSION} (the default, read by DuckDB 1.1 and newer) or v1.4.0"
+            ) from None
+        manifest = [_copy_relation(con, catalog, s, n, k, version) for s, n, k in relations]
+        _write_manifest(con, manifest, version)
+        published = {(r.schema, r.name) for r in manifest if r.published}
+        for schema, name in [("main", m) for m in mart_names()] + extra:
+            if (schema, name) not in published:
+                raise RuntimeError(f"{schema}.{name} could not be published; see the warning above")
+            stem = _parquet_stem(schema, name)
+            part = parquet_dir / f".{stem}.{pid}.tmp.parquet"
+            written.append((part, parquet_dir / f"{stem}.parquet"))
+            con.execute(f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} (format parquet)")
+        con.execute(f"detach {_COPY}")
     except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
         con.close()
-    if missing:
-        tmp.unlink(missing_ok=True)
-        for part, _ in written:
-            part.unlink(missing_ok=True)
-        raise RuntimeError(f"marts {missing} are not tables in {src}; run `ableaudit build` before publishing")
+        for leftover in (tmp, tmp_wal, *(part for part, _ in written)):
+            leftover.unlink(missing_ok=True)
+        raise
+    con.close()
     os.replace(tmp, target)
     for part, final in written:
         os.replace(part, final)

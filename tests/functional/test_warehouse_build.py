@@ -147,18 +147,20 @@ def test_publish_makes_a_read_only_copy_and_parquet(built, tmp_path):
     code = (
         "import duckdb, sys; c = duckdb.connect(sys.argv[1], read_only=True); "
         "print(c.execute(\"select count(*) from degradation where slice = 'overall'\").fetchone()[0], "
-        "c.execute('select count(*) from stg_raw__generations').fetchone()[0])"
+        "c.execute('select count(*) from stg_raw__generations').fetchone()[0], "
+        "c.execute('select count(*) from duckdb_views() where not internal').fetchone()[0])"
     )
     # a fresh interpreter with no project code on its path (-I), as a BI tool would be
     res = subprocess.run([sys.executable, "-I", "-c", code, str(out)], capture_output=True, text=True, check=True)
-    n_overall, n_generations = map(int, res.stdout.split())
+    n_overall, n_generations, n_views = map(int, res.stdout.split())
     assert n_overall == len(read(built, "select * from degradation where slice = 'overall'")) > 0
     assert n_generations == len(synthetic_generations())
+    assert n_views == 0  # stg_raw__generations, a view in the warehouse, is a table in the copy
     for name in mart_names():
-        frame = pd.read_parquet(tmp_path / "published" / "parquet" / f"{name}.parquet")
+        frame = pd.read_parquet(tmp_path / "published" / "ableaudit" / "parquet" / f"{name}.parquet")
         assert len(frame) == len(read(built, f"select * from {name}")), name
     assert {"degradation", "data_quality"} <= set(mart_names())
-    assert not list((tmp_path / "published").glob(".*tmp*"))  # temp files were moved into place
+    assert not list((tmp_path / "published").rglob(".*tmp*"))  # temp files were moved into place
     publish(built, tmp_path / "published")  # republishing replaces the copy
 
 

@@ -1,0 +1,161 @@
+"""The published copy opened by the clients BI tools embed: DuckDB 1.x, not the project's DuckDB.
+
+A small warehouse is built from the synthetic rows and published; then the
+clients of ``.venv-bi`` (``make bi-clients``: the PyPI DuckDB 1.5.6 CLI, python
+duckdb 1.5.6, and duckdb-engine on SQLAlchemy 1.4 as Superset runs it) read the
+copy and the Parquet files in their own interpreter, with nothing of the
+project on their path. Every relation must come back with the rows and values
+of the live warehouse (read here with the project's DuckDB), as a plain table,
+without the stored configs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ableaudit import PROJECT_ROOT
+from ableaudit.dbt.runner import run_dbt
+from ableaudit.warehouse import connect
+from ableaudit.warehouse.publish import mart_names, publish
+from tests.fixtures.warehouse import land, synthetic_generations
+from tests.functional.bi_probe import fingerprint
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+
+BI_VENV = PROJECT_ROOT / ".venv-bi"
+PROBE = Path(__file__).with_name("bi_probe.py")
+MARKER = "config-marker-7f3a"  # stands for anything a stored config could hold
+CONFIG_COLUMNS = {"config_json", "params_json"}
+
+
+def bi_tool(name: str) -> Path:
+    """A program of .venv-bi; CI must have it, a developer without it is told how to make it."""
+    path = BI_VENV / "bin" / name
+    if not path.exists():
+        reason = f"{BI_VENV} is missing: `make bi-clients` creates it (the DuckDB 1.x clients of requirements-bi.lock)"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return path
+
+
+def probe(*args: str) -> dict:
+    res = subprocess.run([str(bi_tool("python")), "-I", str(PROBE), *args], capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def published(dbt_env, tmp_path_factory) -> tuple[Path, Path]:
+    """(live warehouse, published copy): the synthetic rows, a run whose config holds the marker, built and published."""
+    bi_tool("python")
+    wh = tmp_path_factory.mktemp("bi") / "ableaudit.duckdb"
+    connect(wh).close()
+    land(wh, synthetic_generations())
+    con = duckdb.connect(str(wh))
+    config = {"targets": [{"name": "model-a", "params_b": 7, "api_key_env": MARKER}], "note": MARKER}
+    con.execute("insert into raw.runs (run_id, config_json, status) values ('run-1', ?, 'completed')", [json.dumps(config)])
+    con.execute(
+        "insert into raw.adapters (adapter_id, kind, name, version, base_model, path, data_snapshot, params_json) "
+        "values ('dpo-v1', 'dpo', 'dpo', 1, 'builtin:tiny', 'adapters/dpo-v1', '{}', ?)",
+        [json.dumps({"learning_rate": 1e-4, "note": MARKER})],
+    )
+    con.close()
+    run_dbt(["seed"], wh)
+    run_dbt(["run"], wh)
+    return wh, publish(wh, wh.parent / "published")
+
+
+@pytest.fixture(scope="module")
+def live(published) -> dict[str, dict]:
+    """Every relation of the live warehouse, less the config columns, fingerprinted with the project's DuckDB."""
+    wh, _ = published
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        names = con.execute(
+            "select schema_name, table_name from duckdb_tables() where database_name = current_database() "
+            "union all select schema_name, view_name from duckdb_views() "
+            "where database_name = current_database() and not internal"
+        ).fetchall()
+        out = {}
+        for schema, name in names:
+            columns = [
+                c for (c,) in con.execute(
+                    "select column_name from duckdb_columns() where database_name = current_database() "
+                    "and schema_name = ? and table_name = ? order by column_index", [schema, name]
+                ).fetchall()
+                if c not in CONFIG_COLUMNS
+            ]
+            out[f"{schema}.{name}"] = fingerprint(con, f'"{schema}"."{name}"', columns)
+        return out
+    finally:
+        con.close()
+
+
+def test_duckdb_cli_1x_lists_and_reads_every_mart(published, live):
+    _, copy = published
+    cli = str(bi_tool("duckdb"))
+    assert subprocess.run([cli, "--version"], capture_output=True, text=True, check=True).stdout.startswith("v1.")
+
+    def sql(query: str) -> list[dict]:
+        res = subprocess.run([cli, "-readonly", "-json", str(copy)], input=query, capture_output=True, text=True, check=False,
+                             timeout=120)
+        assert res.returncode == 0 and not res.stderr, res.stderr
+        return json.loads(res.stdout)
+
+    tables = sql("select table_schema || '.' || table_name as name, table_type from information_schema.tables;")
+    assert {t["name"] for t in tables} == set(live) | {"publish.relations"}
+    assert {t["table_type"] for t in tables} == {"BASE TABLE"}  # every view was materialised
+
+    # count(t) reads every column of every row, so an unreadable column fails here, not only a count
+    counts = sql(" union all ".join(
+        f"select '{m}' as mart, count(*) as n, count(t) as n_read from main.\"{m}\" as t" for m in mart_names()
+    ) + ";")
+    assert {c["mart"]: (c["n"], c["n_read"]) for c in counts} == {m: (live[f"main.{m}"]["rows"],) * 2 for m in mart_names()}
+    assert live["main.degradation"]["rows"] > 0 and live["main.data_quality"]["rows"] > 0  # not an empty warehouse
+
+
+def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(published, live):
+    _, copy = published
+    got = probe("relations", str(copy), MARKER)
+    assert got["duckdb"].startswith("1.")
+    assert got["views"] == []
+    manifest = got["relations"].pop("publish.relations")
+    assert manifest["rows"] == len(live)
+    assert got["relations"] == live  # same relations, columns, rows and values
+    assert got["marker_found_in"] == []  # nothing of a stored config reached the copy
+    assert got["relations"]["raw.runs"]["rows"] == 1 and "config_json" not in got["relations"]["raw.runs"]["columns"]
+    assert "params_json" not in got["relations"]["raw.adapters"]["columns"]
+
+
+def test_superset_driver_syncs_every_relation(published, live):
+    """duckdb-engine 0.17 on SQLAlchemy 1.4 (Superset pins SQLAlchemy below 2), read-only."""
+    _, copy = published
+    got = probe("sqlalchemy", str(copy))
+    assert got["sqlalchemy"].startswith("1.4.") and got["duckdb"].startswith("1.")
+    assert got["errors"] == []
+    assert {"ableaudit.main", "ableaudit.raw"} <= set(got["schemas"])
+    assert got["views"] == []
+    assert set(got["relations"]) == set(live) | {"publish.relations"}
+    assert set(got["default_tables"]) == {key.split(".", 1)[1] for key in got["relations"]}
+    for key, expected in live.items():
+        synced = got["relations"][key]
+        assert synced["columns"] == expected["columns"], key
+        assert synced["rows"] == expected["rows"], key
+        assert synced["pk"] == [] and synced["n_foreign_keys"] == 0 and synced["n_indexes"] == 0, key
+    assert "config_json" not in got["relations"]["raw.runs"]["columns"]
+
+
+def test_parquet_files_read_by_duckdb_1x_equal_the_marts(published, live):
+    wh, copy = published
+    folder = copy.parent / wh.stem / "parquet"
+    got = probe("parquet", str(folder))
+    assert got["duckdb"].startswith("1.")
+    assert got["files"] == {f"{m}.parquet": live[f"main.{m}"] for m in mart_names()}
