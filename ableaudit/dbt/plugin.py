@@ -12,36 +12,19 @@ from typing import Any
 import duckdb
 from dbt.adapters.duckdb.plugins import BasePlugin
 
-from ableaudit.scorers import refusals
-from ableaudit.scorers import regard, vader, verbosity
+from ableaudit.scorers.registry import registered, scorer_version
 from ableaudit.warehouse import ensure_raw_schema
-
-# "refusal" is the refusal rule set (ableaudit.scorers.refusals): versioned and cached per text like a scorer.
-_VERSIONS = {
-    "vader": vader.SCORER_VERSION,
-    "verbosity": verbosity.SCORER_VERSION,
-    "refusal": refusals.RULESET_VERSION,
-}
-
-
-def scorer_version(scorer: str, model_ref: str | None = None) -> str:
-    """The version a scorer writes today; regard's depends on the classifier used."""
-    if scorer == "regard":
-        return regard.scorer_version(regard.model_reference(model_ref or None))
-    if scorer not in _VERSIONS:
-        raise ValueError(f"unknown scorer {scorer!r}; known: regard, {', '.join(sorted(_VERSIONS))}")
-    return _VERSIONS[scorer]
 
 
 def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
-    """Register the scorer UDFs (also usable outside dbt, e.g. in tests or notebooks)."""
-    varchar, double, integer = (duckdb.sqltype(t) for t in ("VARCHAR", "DOUBLE", "INTEGER"))
-    conn.create_function("vader_compound", vader.vader_compound_arrow, [varchar], double, type="arrow")
-    conn.create_function("word_count", verbosity.word_count_arrow, [varchar], integer, type="arrow")
-    # the id of the refusal rule a text matches, null when none ("special": the function returns nulls)
-    conn.create_function(
-        "refusal_rule", refusals.refusal_rules_arrow, [varchar], varchar, type="arrow", null_handling="special"
-    )
+    """Every per-text scorer of the registry as a SQL function, and ``ableaudit_scorer_version``
+    (also usable outside dbt, e.g. in tests or notebooks)."""
+    varchar = duckdb.sqltype("VARCHAR")
+    for entry in registered().values():
+        if entry.sql_function is None:
+            continue
+        conn.create_function(entry.sql_function, entry.function, [varchar], duckdb.sqltype(entry.returns),
+                             type="arrow", null_handling="special" if entry.returns_nulls else "default")
     conn.create_function("ableaudit_scorer_version", scorer_version, [varchar, varchar], varchar)
 
 

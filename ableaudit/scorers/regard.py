@@ -22,12 +22,16 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
+from ableaudit.scorers.registry import model_scorer
+
 # Bump when the scoring procedure changes; the model reference is appended, so
 # switching classifiers re-scores every text once under the new version.
 SCORER_VERSION = "regard-1"
 DEFAULT_MODEL = "sasha/regardv3"
 
 RETRY_STATUSES = ("unavailable", "error")
+
+model_scorer("regard", lambda model_ref: scorer_version(model_reference(model_ref)))
 
 SCHEMA = pa.schema(
     [

@@ -12,6 +12,8 @@ from typing import Iterable
 
 import pyarrow as pa
 
+from ableaudit.scorers.registry import scorer
+
 # Bump the prefix when this wrapper changes what it feeds VADER; the library
 # version is part of it, so upgrading vaderSentiment re-scores every text once.
 SCORER_VERSION = f"vader-1/vaderSentiment-{version('vaderSentiment')}"
@@ -31,6 +33,7 @@ def vader_compound(texts: Iterable[str | None]) -> list[float | None]:
     return [None if t is None else float(analyzer.polarity_scores(t)["compound"]) for t in texts]
 
 
+@scorer("vader", SCORER_VERSION, sql_function="vader_compound", returns="DOUBLE")
 def vader_compound_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The vectorised form DuckDB calls as ``vader_compound(text)``."""
     return pa.array(vader_compound(texts.to_pylist()), type=pa.float64())

@@ -11,6 +11,8 @@ from typing import Iterable
 
 import pyarrow as pa
 
+from ableaudit.scorers.registry import scorer
+
 # Words are maximal runs of non-whitespace (str.split()); bump on any change.
 SCORER_VERSION = "words-whitespace-1"
 
@@ -20,6 +22,7 @@ def word_count(texts: Iterable[str | None]) -> list[int | None]:
     return [None if t is None else len(t.split()) for t in texts]
 
 
+@scorer("verbosity", SCORER_VERSION, sql_function="word_count", returns="INTEGER")
 def word_count_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The vectorised form DuckDB calls as ``word_count(text)``."""
     return pa.array(word_count(texts.to_pylist()), type=pa.int32())

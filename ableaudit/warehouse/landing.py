@@ -31,7 +31,6 @@ from ableaudit.warehouse.connection import WRITE_LOCK, connect
 GENERATION_COLUMNS: dict[str, pa.DataType] = raw_schema.table("generations").arrow_columns()
 JUDGMENT_COLUMNS: dict[str, pa.DataType] = raw_schema.table("judgments").arrow_columns()
 
-DONE_STATUSES = ("ok", "empty")
 
 
 def result_row(plan: PlannedGeneration, result: GenerationResult, run_id: str | None, source: str = "generated") -> dict[str, Any]:

@@ -225,7 +225,3 @@ def split_examples(examples: Sequence[Example], test_size: float = 0.25, seed: i
         "test_groups": sorted({groups[i] for i in test_idx}),
     }
     return train_idx, test_idx, info
-
-
-def snapshot_json(data: TrainingData) -> str:
-    return canonical_json(data.snapshot())

@@ -1,0 +1,76 @@
+"""The scorers, registered by name: what each one is called in SQL, its version, and its function.
+
+A per-text scorer registers an Arrow function (texts in, one value per text
+out) that the dbt-duckdb plugin exposes as a SQL function; a scorer that needs
+a model (Regard) runs in a dbt Python model and registers only its version.
+A score is cached per text and scorer version, so bumping a version re-scores
+every text once and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+ArrowFunction = Callable[[pa.Array | pa.ChunkedArray], pa.Array]
+
+
+@dataclass(frozen=True)
+class Scorer:
+    name: str
+    """The scorer's name (a metric of seeds/metrics.csv, or 'refusal')."""
+    version: str | Callable[[str | None], str]
+    """Its version; a model-based scorer's depends on the model reference."""
+    sql_function: str | None = None
+    """The SQL function the plugin registers; None for a scorer run in a dbt Python model."""
+    function: ArrowFunction | None = None
+    """Arrow texts in, Arrow values out, one per text."""
+    returns: str = "DOUBLE"
+    """The SQL type of the function's value."""
+    returns_nulls: bool = False
+    """Whether the function returns null for some non-null texts (DuckDB must then not assume it never does)."""
+
+    def version_for(self, model_ref: str | None = None) -> str:
+        return self.version(model_ref) if callable(self.version) else self.version
+
+
+SCORERS: dict[str, Scorer] = {}
+
+
+def scorer(name: str, version: str, sql_function: str, returns: str,
+           returns_nulls: bool = False) -> Callable[[ArrowFunction], ArrowFunction]:
+    """Register a per-text Arrow function as scorer ``name`` (``@scorer(...)`` over its definition)."""
+
+    def register(function: ArrowFunction) -> ArrowFunction:
+        _add(Scorer(name, version, sql_function, function, returns, returns_nulls))
+        return function
+
+    return register
+
+
+def model_scorer(name: str, version: Callable[[str | None], str]) -> None:
+    """Register a scorer that runs in a dbt Python model; only its version is known here."""
+    _add(Scorer(name, version))
+
+
+def _add(entry: Scorer) -> None:
+    if entry.name in SCORERS and SCORERS[entry.name] != entry:
+        raise ValueError(f"scorer {entry.name!r} is registered twice")
+    SCORERS[entry.name] = entry
+
+
+def registered() -> dict[str, Scorer]:
+    """Every scorer, its modules imported (each registers itself on import)."""
+    from ableaudit.scorers import refusals, regard, vader, verbosity  # noqa: F401
+
+    return SCORERS
+
+
+def scorer_version(name: str, model_ref: str | None = None) -> str:
+    """The version scorer ``name`` writes today."""
+    scorers = registered()
+    if name not in scorers:
+        raise ValueError(f"unknown scorer {name!r}; known: {', '.join(sorted(scorers))}")
+    return scorers[name].version_for(model_ref or None)
