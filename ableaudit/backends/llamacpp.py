@@ -15,7 +15,7 @@ releases the GIL), so several requests decode in one llama.cpp batch.
 
 options (``target.options``):
   n_ctx: context window per request in tokens, prompt + completion (default 4096)
-  n_threads: CPU threads (default: all cores)
+  n_threads: CPU threads (default: the cores this process may use, less one; see default_threads)
   n_parallel: concurrent sequences (default 1)
   n_gpu_layers: layers to offload when xllamacpp was built with a GPU backend (default 0)
   verbose: keep llama.cpp's log output on stderr (default false)
@@ -38,6 +38,18 @@ if TYPE_CHECKING:
     from ..config import Target
 
 BUILTIN_PREFIX = "builtin:"
+
+
+def default_threads() -> int:
+    """The cores this process may use, less one (at least one).
+
+    llama.cpp's threads wait for each other at every step, so a thread whose core
+    another process holds stalls the whole decode: on 2 cores, 1 thread decoded
+    SmolLM2 at 11-22 tok/s and 2 threads at 2.4-2.6 tok/s, loaded or not
+    (bench/llamacpp_threads.py). Leaving one core to the rest of the machine
+    (dbt, Prefect, the other engines) costs little on a larger machine.
+    """
+    return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 def resolve_gguf(model: str) -> Path:
@@ -74,7 +86,7 @@ class LlamaCppBackend(Backend):
         self.gguf = resolve_gguf(target.model)
         self.n_parallel = max(1, int(opts.get("n_parallel", 1)))
         self.concurrency = int(target.batch_size)  # requests per generate call; n_parallel of them decode at once
-        n_threads = int(opts.get("n_threads") or os.cpu_count() or 1)
+        n_threads = int(opts.get("n_threads") or default_threads())
 
         params = xlc.CommonParams()
         params.model.path = str(self.gguf)
