@@ -43,6 +43,12 @@ def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
         "refusal_rule", refusals.refusal_rules_arrow, [varchar], varchar, type="arrow", null_handling="special"
     )
     conn.create_function("ableaudit_scorer_version", scorer_version, [varchar, varchar], varchar)
+    # regard_score(text, model_ref, batch_size): the classifier's struct per text ("special": null in, null out;
+    # side effects: it loads a model and must run once per row, never folded or repeated)
+    conn.create_function(
+        "regard_score", regard.regard_scores_arrow, [varchar, varchar, integer], duckdb.sqltype(regard.SCORE_SQL_TYPE),
+        type="arrow", null_handling="special", side_effects=True,
+    )
 
 
 def _is_read_only(conn: duckdb.DuckDBPyConnection) -> bool:

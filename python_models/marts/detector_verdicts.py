@@ -9,7 +9,7 @@ scored once per adapter and pair of generations; rows whose status is not final
 
 from ableaudit.adapters.detector.infer import FINAL_STATUSES, verdict_table
 from ableaudit.adapters.registry import list_adapters, resolve_adapter
-from ableaudit.scorers.pending import ibis_connection
+from ableaudit.warehouse import ibis_compat
 
 
 def model(dbt, session):
@@ -31,7 +31,7 @@ def model(dbt, session):
         reason = ("var detector_adapter is empty: no detector chosen" if (choice or "").strip().lower() in ("", "none")
                   else "no detector adapter registered; run the train-detector flow")
 
-    con = ibis_connection(session)
+    con = ibis_compat.from_connection(raw_con)
     where = (dbt.this.database, dbt.this.schema)
     pairs = con.table("int_pairs", database=where)
     g = con.table("stg_raw__generations", database=where)
