@@ -19,7 +19,7 @@
     split puts whole queries (images) in 'heldout' with probability
     var('preference_heldout_share'), from a hash of query_set and query_id, so
     a re-audit on the held-out queries compares base, prompt mitigation and DPO
-    on pairs the adapter never trained on.
+    on pairs the adapter never trained on. The texts come from int_pair_texts.
 #}
 {%- set chosen_rule = var('preference_chosen', 'neutral') -%}
 {%- if chosen_rule not in ['neutral', 'mitigation'] -%}
@@ -33,9 +33,9 @@ pair_judgments as (
 
 ),
 
-generations as (
+pair_texts as (
 
-    select * from {{ ref('stg_raw__generations') }}
+    select * from {{ ref('int_pair_texts') }}
 
 ),
 
@@ -82,6 +82,7 @@ alternatives as (
         flagged.pair_id,
         flagged.judge_name,
         faithful.arm as alternative_arm,
+        faithful.pair_id as alternative_pair_id,
         faithful.disability_generation_id as alternative_generation_id,
         row_number() over (
             partition by flagged.pair_id, flagged.judge_name
@@ -108,9 +109,11 @@ picked as (
         coalesce(alternatives.n_faithful_alternatives, 0) as n_faithful_alternatives,
         {% if chosen_rule == 'mitigation' -%}
         coalesce(alternatives.alternative_generation_id, flagged.neutral_generation_id) as chosen_generation_id,
+        coalesce(alternatives.alternative_pair_id, flagged.pair_id) as chosen_pair_id,
         coalesce('arm:' || alternatives.alternative_arm, 'neutral') as chosen_source
         {%- else -%}
             flagged.neutral_generation_id as chosen_generation_id,
+            flagged.pair_id as chosen_pair_id,
             'neutral' as chosen_source
         {%- endif %}
 
@@ -124,19 +127,24 @@ picked as (
 
 with_texts as (
 
+    -- rejected: the flagged pair's disability side; chosen: the neutral side of the
+    -- chosen pair (the flagged one) or the disability side of another arm's pair
     select
         picked.*,
-        rejected.system_prompt,
-        rejected.prompt_text,
-        rejected.adapter as rejected_adapter,
-        rejected.response_text as rejected_text,
-        chosen.response_text as chosen_text
+        rejected.disability_system_prompt as system_prompt,
+        rejected.disability_prompt_text as prompt_text,
+        rejected.disability_adapter as rejected_adapter,
+        rejected.disability_response_text as rejected_text,
+        case
+            when picked.chosen_source = 'neutral' then chosen.neutral_response_text
+            else chosen.disability_response_text
+        end as chosen_text
 
     from picked
-    inner join generations as rejected
-        on picked.disability_generation_id = rejected.generation_id
-    inner join generations as chosen
-        on picked.chosen_generation_id = chosen.generation_id
+    inner join pair_texts as rejected
+        on picked.pair_id = rejected.pair_id
+    inner join pair_texts as chosen
+        on picked.chosen_pair_id = chosen.pair_id
 
 ),
 

@@ -101,7 +101,7 @@ def test_preference_pairs_match_an_independent_computation(judged, chosen_rule):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     """A text pair whose neutral answer declines, and a vision pair with its image in raw.images."""
-    from ableaudit.judges.runner import judge_contrastive, select_pairs
+    from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
     from ableaudit.warehouse.landing import land_generations
     from ableaudit.warehouse import connect
     from tests.functional.test_detector import gen
@@ -133,6 +133,7 @@ def small(tmp_path_factory) -> Path:
                     "'occupations/chef/white_man.png', ?, 4, 4, 'chef', 'occupations', 'man', 'white', 'manifest')", [digest])
     finally:
         con.close()
+    build_subjects(wh)
     judge_contrastive(wh, judge_cfg(), KeywordJudge(), select_pairs(wh))
     run_dbt(["seed"], wh)
     run_dbt(["build", "--select", "+preference_pairs"], wh)

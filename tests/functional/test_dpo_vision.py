@@ -275,7 +275,7 @@ def test_a_file_mixing_text_and_vision_pairs_is_one_clear_error(tmp_path):
 @pytest.fixture(scope="module")
 def vision_warehouse(tmp_path_factory) -> tuple[Path, Path]:
     """Landed vision generations (neutral + disability description per image), raw.images, keyword verdicts."""
-    from ableaudit.judges.runner import judge_contrastive, select_pairs
+    from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
     from ableaudit.warehouse.landing import land_generations
     from ableaudit.warehouse import connect
     from tests.functional.test_detector import KeywordJudge, gen, judge_cfg
@@ -303,6 +303,7 @@ def vision_warehouse(tmp_path_factory) -> tuple[Path, Path]:
                          scenario, category, gender, race])
     finally:
         con.close()
+    build_subjects(wh)
     judge_contrastive(wh, judge_cfg(), KeywordJudge(), select_pairs(wh))
     return wh, images
 
