@@ -16,10 +16,11 @@
     One row per flagged pair and judge. A row that must not be trained on keeps
     its place with a status: 'chosen_declines' (the neutral response declines to
     answer, so it is no faithful answer), 'identical_texts' (chosen = rejected).
-    split puts whole queries (images) in 'heldout' with probability
-    var('preference_heldout_share'), from a hash of query_set and query_id, so
-    a re-audit on the held-out queries compares base, prompt mitigation and DPO
-    on pairs the adapter never trained on. The texts come from int_pair_texts.
+    split (from int_preference_splits) puts whole queries (images) in
+    'heldout' with probability var('preference_heldout_share'), from a hash of
+    query_set and query_id, so a re-audit on the held-out queries compares
+    base, prompt mitigation and DPO on pairs the adapter never trained on.
+    The texts come from int_pair_texts.
 #}
 {%- set chosen_rule = var('preference_chosen', 'neutral') -%}
 {%- if chosen_rule not in ['neutral', 'mitigation'] -%}
@@ -36,6 +37,12 @@ pair_judgments as (
 pair_texts as (
 
     select * from {{ ref('int_pair_texts') }}
+
+),
+
+splits as (
+
+    select * from {{ ref('int_preference_splits') }}
 
 ),
 
@@ -156,10 +163,16 @@ with_images as (
         images.image_id,
         images.rel_path as image_rel_path,
         images.image_sha256,
-        {{ preference_split_group('with_texts.query_set', 'with_texts.query_id') }} as split_group,
-        {{ preference_split('with_texts.query_set', 'with_texts.query_id') }} as split
+        splits.split_group,
+        splits.split,
+        splits.heldout_share
 
     from with_texts
+    inner join splits
+        on with_texts.task = splits.task
+        and with_texts.model_id = splits.model_id
+        and with_texts.query_set = splits.query_set
+        and with_texts.query_id = splits.query_id
     left join images
         on with_texts.task = 'vision'
         and with_texts.query_set = images.image_set
@@ -203,6 +216,7 @@ final as (
         n_faithful_alternatives,
         split_group,
         split,
+        heldout_share,
         case
             when chosen_source = 'neutral' and decline_in_response_a then 'chosen_declines'
             when chosen_text = rejected_text then 'identical_texts'

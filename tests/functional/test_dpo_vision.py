@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ableaudit.adapters.dpo.export import preference_record, split_of
+from ableaudit.adapters.dpo.export import preference_record
+from tests.fixtures.independent import preference_split
 from tests.fixtures.tiny_vlm import IMAGE_SIZE, PATCH_SIZE, write_png  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.slow
@@ -316,7 +317,7 @@ def test_train_dpo_flow_on_vision_pairs(vision_warehouse, tiny_vlm_dir, tmp_path
 
     wh, images = vision_warehouse
     share = 0.25
-    train_ids = [i for i, *_ in PAIRS if split_of("pairs", i, share) == "train"]
+    train_ids = [i for i, *_ in PAIRS if preference_split("pairs", i, share) == "train"]
     assert 0 < len(train_ids) < len(PAIRS)                        # both splits are exercised
     with pytest.raises(ValueError, match="needs image_root"):
         train_dpo_flow(model=str(tiny_vlm_dir), warehouse=str(wh), task="vision", build=False)
