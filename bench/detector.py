@@ -122,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.warehouse:
-        from ableaudit.judges.runner import select_pairs
+        from ableaudit.judges.runner import build_subjects, select_pairs
 
+        build_subjects(args.warehouse)  # the pairs are read from int_pair_texts
         pairs = select_pairs(args.warehouse)
         if not pairs:
             raise SystemExit(f"{args.warehouse} has no complete pair")

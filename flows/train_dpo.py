@@ -84,7 +84,8 @@ def train_dpo_flow(
 ) -> dict[str, Any]:
     """Export the flagged pairs and fine-tune a DPO LoRA on the audited model; print how to run it as an arm.
 
-    heldout_share: var('preference_heldout_share') of the build (default: dbt_project.yml's).
+    heldout_share: var('preference_heldout_share') to build with (default: dbt_project.yml's); the export reads
+    the split the build computed and fails if it was made with another share.
     task: 'text', or 'vision' for a VLM audit's pairs (then image_root, the audit's image_root, is required and
     model is the audited VLM); the default data_dir is preference_pairs/ or preference_pairs_vision/ beside the
     warehouse.

@@ -2,9 +2,10 @@
     The DPO train / held-out split of a query (or image): 'heldout' when the
     first 32 bits of sha256(query_set || '|' || query_id), mod 10000, fall
     below var('preference_heldout_share') x 10000, else 'train'. Whole queries
-    fall on one side, so preference_pairs (what DPO trains on) and
-    mitigation_effect (where DPO is compared) split the same way, and so does
-    ableaudit.adapters.dpo.export.split_of in Python.
+    fall on one side, so preference_pairs (what DPO trains on, through
+    int_preference_splits) and mitigation_effect (where DPO is compared)
+    split the same way. Python never recomputes it: the preference export
+    reads int_preference_splits.
 -#}
 {% macro preference_heldout_share() -%}
     {%- set share = var('preference_heldout_share', 0.2) | float -%}

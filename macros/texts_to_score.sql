@@ -1,10 +1,12 @@
 {#
     The distinct response texts a scorer has not scored yet under its current
     version: every text on a full build, only the new ones on an incremental
-    build. The SQL twin of ableaudit.scorers.pending.pending_texts (used by the
-    Python scorer models). Columns: text_hash, response_text.
+    build, and again those whose last attempt ended in one of retry_statuses
+    (a status that is no final result, e.g. Regard's 'unavailable'). The one
+    rule for what a scorer scores: every scorer model (response_scores_*)
+    selects its texts through it. Columns: text_hash, response_text.
 #}
-{% macro texts_to_score(generations, scorer) -%}
+{% macro texts_to_score(generations, scorer, retry_statuses=[]) -%}
     select
         {{ generations }}.text_hash,
         min({{ generations }}.response_text) as response_text
@@ -12,7 +14,11 @@
     {%- if is_incremental() %}
     left join (
         select text_hash from {{ this }}
-        where scorer_version = {{ current_scorer_version(scorer) }}
+        where
+            scorer_version = {{ current_scorer_version(scorer) }}
+            {%- if retry_statuses %}
+            and status not in ({% for status in retry_statuses %}'{{ status }}'{{ ', ' if not loop.last }}{% endfor %})
+            {%- endif %}
     ) as already_scored
         on {{ generations }}.text_hash = already_scored.text_hash
     {%- endif %}

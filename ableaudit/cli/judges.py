@@ -1,7 +1,7 @@
 """Command-line entry points of the judges, for ``ableaudit/cli/main.py`` to wire.
 
 ``ableaudit judge --config FILE`` runs the config's judges alone, on what has
-already landed (no generation, no dbt build). ``ableaudit import judgments FILE``
+already landed (no generation; dbt builds only the models the judges read). ``ableaudit import judgments FILE``
 lands verdicts produced elsewhere (see ``importing.py`` for the columns).
 """
 

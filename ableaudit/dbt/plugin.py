@@ -19,12 +19,15 @@ from ableaudit.warehouse import ensure_raw_schema
 def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
     """Every per-text scorer of the registry as a SQL function, and ``ableaudit_scorer_version``
     (also usable outside dbt, e.g. in tests or notebooks)."""
-    varchar = duckdb.sqltype("VARCHAR")
     for entry in registered().values():
         if entry.sql_function is None:
             continue
-        conn.create_function(entry.sql_function, entry.function, [varchar], duckdb.sqltype(entry.returns),
-                             type="arrow", null_handling="special" if entry.returns_nulls else "default")
+        conn.create_function(
+            entry.sql_function, entry.function, [duckdb.sqltype(t) for t in entry.arguments],
+            duckdb.sqltype(entry.returns), type="arrow",
+            null_handling="special" if entry.returns_nulls else "default", side_effects=entry.side_effects,
+        )
+    varchar = duckdb.sqltype("VARCHAR")
     conn.create_function("ableaudit_scorer_version", scorer_version, [varchar, varchar], varchar)
 
 

@@ -14,6 +14,11 @@ questions and both responses for the contrastive judge). Consequences:
   judged with that content; marts attach the verdict to every generation with
   the same texts (see the README).
 
+The judges never pair generations themselves: pairing is a dbt rule
+(``int_pairs``), and the pairs and their texts are read from ``int_pair_texts``
+(the rubric judge's generations from ``stg_raw__generations``), which
+``run_judges`` builds first.
+
 The judge target's ``system_prompt`` is not used: the judge prompts carry their
 own. Its decoding applies; a temperature left unset means 0 (greedy).
 The rubric judge runs on text generations (the AccessEval rubric is about
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import ibis
+import ibis.expr.types as ir
 from ibis.common.exceptions import TableNotFound
 
 from ableaudit.warehouse import ibis_compat
@@ -129,7 +135,27 @@ def contrastive_item(identity: dict[str, Any], pair: dict[str, Any]) -> JudgeIte
     )
 
 
-# --------------------------------------------------------------------------- subjects (ibis)
+# --------------------------------------------------------------------------- subjects (read from the warehouse)
+
+#: The models the judges read, and everything upstream of them: the judge step builds them first.
+SUBJECT_MODELS = "+int_pair_texts"
+
+
+class SubjectsNotBuilt(RuntimeError):
+    """The warehouse lacks the models the judges read; the message says how to build them."""
+
+
+def build_subjects(warehouse: str | Path) -> None:
+    """Build the models the judges read (stg_raw__generations, int_pairs, int_pair_texts).
+
+    Pairing is a dbt rule (int_pairs); the judges read its result rather than
+    pairing generations themselves, so a judge step that runs before the full
+    warehouse build builds these first. They are views: once built they show
+    every generation landed since.
+    """
+    from ableaudit.dbt.runner import run_dbt
+
+    run_dbt(["build", "--select", SUBJECT_MODELS], warehouse)
 
 
 def _open(warehouse: str | Path) -> ibis.BaseBackend:
@@ -138,15 +164,23 @@ def _open(warehouse: str | Path) -> ibis.BaseBackend:
     return ibis_compat.connect(path, read_only=True)
 
 
-def _scoped(g: ibis.Table, query_set: str | None, model_ids: Iterable[str] | None, include_imported: bool) -> ibis.Table:
-    g = g.filter(g.status == "ok")
-    if query_set is not None:
-        g = g.filter(g.query_set == query_set)
-    generated = g.source != "imported"
+def _model(con: ibis.BaseBackend, name: str, warehouse: str | Path) -> ir.Table:
+    try:
+        return con.table(name)
+    except TableNotFound:
+        raise SubjectsNotBuilt(
+            f"the warehouse {warehouse_path(warehouse)} has no {name}; build what the judges read first: "
+            f"`dbt build --select {SUBJECT_MODELS}` (ableaudit.judges.runner.build_subjects; `ableaudit judge` does it)"
+        ) from None
+
+
+def _in_scope(source: ir.Column, model_id: ir.Column, model_ids: Iterable[str] | None,
+              include_imported: bool) -> ir.BooleanColumn:
+    """A generation the judges judge: one the audit made (of ``model_ids``), or an imported one when allowed."""
+    generated = source != "imported"
     if model_ids is not None:
-        generated = generated & g.model_id.isin(list(model_ids))
-    keep = (generated | (g.source == "imported")) if include_imported else generated
-    return g.filter(keep)
+        generated = generated & model_id.isin(list(model_ids))
+    return (generated | (source == "imported")) if include_imported else generated
 
 
 def _disability_labels(con: ibis.BaseBackend) -> dict[str, str]:
@@ -161,11 +195,18 @@ def _disability_labels(con: ibis.BaseBackend) -> dict[str, str]:
 
 def select_rubric_subjects(warehouse: str | Path, *, query_set: str | None = None, model_ids: Iterable[str] | None = None,
                            include_imported: bool = True) -> list[dict[str, Any]]:
-    """Text generations with status 'ok', with the query they answer and the disability's display name."""
+    """Text generations with status 'ok' (stg_raw__generations), with the query they answer and the disability's name.
+
+    Reads the same staged generations int_pairs pairs, so both kinds of judge
+    see one version of the landed rows; build them first (``build_subjects``).
+    """
     con = _open(warehouse)
     try:
-        g = _scoped(con.table("generations", database="raw"), query_set, model_ids, include_imported)
-        g = g.filter(g.task == "text")
+        g = _model(con, "stg_raw__generations", warehouse)
+        g = g.filter((g.status == "ok") & (g.task == "text")
+                     & _in_scope(g.source, g.model_id, model_ids, include_imported))
+        if query_set is not None:
+            g = g.filter(g.query_set == query_set)
         rows = (g.select("generation_id", "model_id", "arm", "query_set", "query_id", "condition", "disability_id",
                          "prompt_text", "response_text", "source")
                  .order_by(["model_id", "arm", "query_set", "query_id", "condition", "disability_id", "generation_id"])
@@ -180,32 +221,26 @@ def select_rubric_subjects(warehouse: str | Path, *, query_set: str | None = Non
 
 def select_pairs(warehouse: str | Path, *, query_set: str | None = None, model_ids: Iterable[str] | None = None,
                  include_imported: bool = True) -> list[dict[str, Any]]:
-    """(neutral, disability) generation pairs: same task, model, arm, query, temperature and sample, both 'ok'.
+    """The complete pairs of int_pairs (both sides 'ok'), with their texts from int_pair_texts.
 
-    Computed here from raw.generations with ibis; when the dbt model int_pairs
-    is the one place pairing happens, this can read it instead (same columns).
+    Pairing is int_pairs' rule, never redone here; build the models first
+    (``build_subjects``). Both sides must be in scope. The texts are returned
+    as the contrastive judge names them: question_a / response_a (neutral),
+    question_b / response_b (disability-aware).
     """
     con = _open(warehouse)
     try:
-        g = _scoped(con.table("generations", database="raw"), query_set, model_ids, include_imported)
-        n = g.filter(g.condition == "neutral")
-        d = g.filter(g.condition == "disability").view()
-        joined = n.join(d, [
-            n.task == d.task,
-            n.model_id == d.model_id,
-            n.arm == d.arm,
-            n.query_set == d.query_set,
-            n.query_id == d.query_id,
-            n.sample_index == d.sample_index,
-            n.temperature.identical_to(d.temperature),
-        ])
-        pairs = joined.select(
-            neutral_generation_id=n.generation_id,
-            disability_generation_id=d.generation_id,
-            task=n.task, model_id=n.model_id, arm=n.arm, query_set=n.query_set, query_id=n.query_id,
-            disability_id=d.disability_id, temperature=n.temperature, sample_index=n.sample_index,
-            question_a=n.prompt_text, response_a=n.response_text,
-            question_b=d.prompt_text, response_b=d.response_text,
+        p = _model(con, "int_pair_texts", warehouse)
+        p = p.filter((p.pair_status == "complete")
+                     & _in_scope(p.neutral_source, p.model_id, model_ids, include_imported)
+                     & _in_scope(p.disability_source, p.model_id, model_ids, include_imported))
+        if query_set is not None:
+            p = p.filter(p.query_set == query_set)
+        pairs = p.select(
+            "pair_id", "neutral_generation_id", "disability_generation_id", "task", "model_id", "arm", "query_set",
+            "query_id", "disability_id", "temperature", "sample_index",
+            question_a=p.neutral_prompt_text, response_a=p.neutral_response_text,
+            question_b=p.disability_prompt_text, response_b=p.disability_response_text,
         )
         rows = pairs.order_by(["model_id", "arm", "query_set", "query_id", "disability_id", "sample_index",
                                "neutral_generation_id", "disability_generation_id"]).to_pyarrow().to_pylist()
@@ -404,9 +439,12 @@ def run_judges(warehouse: str | Path, cfg: AuditConfig, run_id: str | None = Non
 
     Scope: generations of the config's query set that are 'ok', made by the
     config's targets, plus imported ones when the judge's ``include_imported``.
-    A judge whose verdicts are all landed never loads its model.
+    A judge whose verdicts are all landed never loads its model. The models
+    the judges read are built first (``build_subjects``).
     """
     model_ids = [t.reported_model_id for t in cfg.targets]
+    if cfg.judges:
+        build_subjects(warehouse)
     out: dict[str, dict[str, dict[str, int]]] = {}
     for judge in cfg.judges:
         factory = (lambda j=judge: backend_factory(j)) if backend_factory else _default_factory(judge)

@@ -11,32 +11,31 @@ Two things are never hidden:
 - when the classifier cannot be loaded (not downloaded, offline, bad path) every
   text gets ``score=None, status='unavailable'`` and the reason, and the next
   build retries it. A fake score is never produced.
+
+The dbt model ``response_scores_regard`` picks the texts to score (the
+``texts_to_score`` macro, as for every scorer) and calls ``regard_scores_arrow``
+as the DuckDB UDF ``regard_score`` (registered by ``ableaudit.dbt.plugin``).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Sequence
 
 import pyarrow as pa
 
-from ableaudit.scorers.registry import model_scorer
+from ableaudit.scorers.registry import scorer
 
 # Bump when the scoring procedure changes; the model reference is appended, so
 # switching classifiers re-scores every text once under the new version.
 SCORER_VERSION = "regard-1"
 DEFAULT_MODEL = "sasha/regardv3"
 
-RETRY_STATUSES = ("unavailable", "error")
-
-model_scorer("regard", lambda model_ref: scorer_version(model_reference(model_ref)))
-
-SCHEMA = pa.schema(
+# What the UDF returns per text: the columns of response_scores_regard it fills.
+SCORE_TYPE = pa.struct(
     [
-        ("text_hash", pa.string()),
-        ("scorer_version", pa.string()),
         ("regard", pa.float64()),
         ("p_positive", pa.float64()),
         ("p_negative", pa.float64()),
@@ -44,8 +43,11 @@ SCHEMA = pa.schema(
         ("max_tokens", pa.int32()),
         ("status", pa.string()),
         ("reason", pa.string()),
-        ("scored_at", pa.timestamp("us", tz="UTC")),
     ]
+)
+SCORE_SQL_TYPE = (
+    "STRUCT(regard DOUBLE, p_positive DOUBLE, p_negative DOUBLE, n_tokens INTEGER, max_tokens INTEGER, "
+    "status VARCHAR, reason VARCHAR)"
 )
 
 
@@ -182,21 +184,28 @@ def score_regard(texts: Sequence[str], model_ref: str | None = None, batch_size:
     return out  # type: ignore[return-value]
 
 
-def regard_table(text_hashes: Sequence[str], texts: Sequence[str], model_ref: str | None = None, batch_size: int = 32) -> pa.Table:
-    """Score texts into an Arrow table with SCHEMA (an empty input gives an empty, typed table)."""
-    ref = model_reference(model_ref)
-    scores = score_regard(list(texts), ref, batch_size)
-    now = datetime.now(timezone.utc)
-    columns = {
-        "text_hash": list(text_hashes),
-        "scorer_version": [scorer_version(ref)] * len(scores),
-        "regard": [s.regard for s in scores],
-        "p_positive": [s.p_positive for s in scores],
-        "p_negative": [s.p_negative for s in scores],
-        "n_tokens": [s.n_tokens for s in scores],
-        "max_tokens": [s.max_tokens for s in scores],
-        "status": [s.status for s in scores],
-        "reason": [s.reason for s in scores],
-        "scored_at": [now] * len(scores),
-    }
-    return pa.table(columns, schema=SCHEMA)
+# DuckDB may call the UDF from several threads: one load and one forward pass at a time.
+_SCORING = threading.Lock()
+
+
+@scorer(
+    "regard", lambda model_ref: scorer_version(model_reference(model_ref)), sql_function="regard_score",
+    returns=SCORE_SQL_TYPE, arguments=("VARCHAR", "VARCHAR", "INTEGER"), returns_nulls=True, side_effects=True,
+)
+def regard_scores_arrow(texts: pa.Array, model_refs: pa.Array, batch_sizes: pa.Array) -> pa.StructArray:
+    """The ``regard_score(text, model_ref, batch_size)`` UDF: one SCORE_TYPE struct per text, null for a null text.
+
+    ``model_ref`` ('' = ABLEAUDIT_REGARD_MODEL, else sasha/regardv3) and
+    ``batch_size`` are the same for every row of a call; the first row's are used.
+    """
+    values = texts.to_pylist()
+    present = [i for i, t in enumerate(values) if t is not None]
+    rows: list[dict[str, Any] | None] = [None] * len(values)
+    if present:
+        ref = model_refs[0].as_py() or None
+        batch_size = int(batch_sizes[0].as_py() or 32)
+        with _SCORING:
+            scores = score_regard([values[i] for i in present], ref, batch_size)
+        for i, score in zip(present, scores):
+            rows[i] = {name: getattr(score, name) for name in SCORE_TYPE.names}
+    return pa.array(rows, type=SCORE_TYPE)

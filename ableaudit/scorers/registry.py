@@ -1,8 +1,8 @@
 """The scorers, registered by name: what each one is called in SQL, its version, and its function.
 
-A per-text scorer registers an Arrow function (texts in, one value per text
-out) that the dbt-duckdb plugin exposes as a SQL function; a scorer that needs
-a model (Regard) runs in a dbt Python model and registers only its version.
+A scorer registers an Arrow function (texts in, one value per text out) that
+the dbt-duckdb plugin exposes as a SQL function; the score models call it on
+the texts still to score (macro texts_to_score).
 A score is cached per text and scorer version, so bumping a version re-scores
 every text once and nothing else.
 """
@@ -24,13 +24,17 @@ class Scorer:
     version: str | Callable[[str | None], str]
     """Its version; a model-based scorer's depends on the model reference."""
     sql_function: str | None = None
-    """The SQL function the plugin registers; None for a scorer run in a dbt Python model."""
+    """The SQL function the plugin registers."""
     function: ArrowFunction | None = None
     """Arrow texts in, Arrow values out, one per text."""
     returns: str = "DOUBLE"
     """The SQL type of the function's value."""
     returns_nulls: bool = False
     """Whether the function returns null for some non-null texts (DuckDB must then not assume it never does)."""
+    arguments: tuple[str, ...] = ("VARCHAR",)
+    """The SQL types of its arguments: the text, then any settings (e.g. a model reference)."""
+    side_effects: bool = False
+    """Whether a call does more than compute (loads a model): DuckDB then runs it once per row."""
 
     def version_for(self, model_ref: str | None = None) -> str:
         return self.version(model_ref) if callable(self.version) else self.version
@@ -39,20 +43,16 @@ class Scorer:
 SCORERS: dict[str, Scorer] = {}
 
 
-def scorer(name: str, version: str, sql_function: str, returns: str,
-           returns_nulls: bool = False) -> Callable[[ArrowFunction], ArrowFunction]:
+def scorer(name: str, version: str | Callable[[str | None], str], sql_function: str, returns: str,
+           returns_nulls: bool = False, arguments: tuple[str, ...] = ("VARCHAR",),
+           side_effects: bool = False) -> Callable[[ArrowFunction], ArrowFunction]:
     """Register a per-text Arrow function as scorer ``name`` (``@scorer(...)`` over its definition)."""
 
     def register(function: ArrowFunction) -> ArrowFunction:
-        _add(Scorer(name, version, sql_function, function, returns, returns_nulls))
+        _add(Scorer(name, version, sql_function, function, returns, returns_nulls, arguments, side_effects))
         return function
 
     return register
-
-
-def model_scorer(name: str, version: Callable[[str | None], str]) -> None:
-    """Register a scorer that runs in a dbt Python model; only its version is known here."""
-    _add(Scorer(name, version))
 
 
 def _add(entry: Scorer) -> None:

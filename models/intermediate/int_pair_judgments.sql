@@ -7,14 +7,15 @@
 
     A contrastive verdict is keyed by content like a rubric one: it names the
     first pair judged with its two questions and two responses, and attaches to
-    every pair whose neutral and disability-aware prompts and responses equal
-    those (null-safe). Per pair and judge the latest landed verdict wins.
+    every pair whose neutral and disability-aware prompts and responses (from
+    int_pair_texts) equal those (null-safe). Per pair and judge the latest
+    landed verdict wins.
 #}
 with
 
 pairs as (
 
-    select * from {{ ref('int_pairs') }}
+    select * from {{ ref('int_pair_texts') }}
 
 ),
 
@@ -39,18 +40,16 @@ contrastive_judges as (
 
 pair_texts as (
 
+    -- a pair without a neutral generation has no question A and attaches to no verdict
     select
-        pairs.pair_id,
-        neutral.prompt_text as question_a,
-        neutral.response_text as response_a,
-        disability.prompt_text as question_b,
-        disability.response_text as response_b
+        pair_id,
+        neutral_prompt_text as question_a,
+        neutral_response_text as response_a,
+        disability_prompt_text as question_b,
+        disability_response_text as response_b
 
     from pairs
-    inner join generations as neutral
-        on pairs.neutral_generation_id = neutral.generation_id
-    inner join generations as disability
-        on pairs.disability_generation_id = disability.generation_id
+    where neutral_generation_id is not null
 
 ),
 

@@ -16,10 +16,11 @@
     One row per flagged pair and judge. A row that must not be trained on keeps
     its place with a status: 'chosen_declines' (the neutral response declines to
     answer, so it is no faithful answer), 'identical_texts' (chosen = rejected).
-    split puts whole queries (images) in 'heldout' with probability
-    var('preference_heldout_share'), from a hash of query_set and query_id, so
-    a re-audit on the held-out queries compares base, prompt mitigation and DPO
-    on pairs the adapter never trained on.
+    split (from int_preference_splits) puts whole queries (images) in
+    'heldout' with probability var('preference_heldout_share'), from a hash of
+    query_set and query_id, so a re-audit on the held-out queries compares
+    base, prompt mitigation and DPO on pairs the adapter never trained on.
+    The texts come from int_pair_texts.
 #}
 {%- set chosen_rule = var('preference_chosen', 'neutral') -%}
 {%- if chosen_rule not in ['neutral', 'mitigation'] -%}
@@ -33,9 +34,15 @@ pair_judgments as (
 
 ),
 
-generations as (
+pair_texts as (
 
-    select * from {{ ref('stg_raw__generations') }}
+    select * from {{ ref('int_pair_texts') }}
+
+),
+
+splits as (
+
+    select * from {{ ref('int_preference_splits') }}
 
 ),
 
@@ -82,6 +89,7 @@ alternatives as (
         flagged.pair_id,
         flagged.judge_name,
         faithful.arm as alternative_arm,
+        faithful.pair_id as alternative_pair_id,
         faithful.disability_generation_id as alternative_generation_id,
         row_number() over (
             partition by flagged.pair_id, flagged.judge_name
@@ -108,9 +116,11 @@ picked as (
         coalesce(alternatives.n_faithful_alternatives, 0) as n_faithful_alternatives,
         {% if chosen_rule == 'mitigation' -%}
         coalesce(alternatives.alternative_generation_id, flagged.neutral_generation_id) as chosen_generation_id,
+        coalesce(alternatives.alternative_pair_id, flagged.pair_id) as chosen_pair_id,
         coalesce('arm:' || alternatives.alternative_arm, 'neutral') as chosen_source
         {%- else -%}
             flagged.neutral_generation_id as chosen_generation_id,
+            flagged.pair_id as chosen_pair_id,
             'neutral' as chosen_source
         {%- endif %}
 
@@ -124,19 +134,24 @@ picked as (
 
 with_texts as (
 
+    -- rejected: the flagged pair's disability side; chosen: the neutral side of the
+    -- chosen pair (the flagged one) or the disability side of another arm's pair
     select
         picked.*,
-        rejected.system_prompt,
-        rejected.prompt_text,
-        rejected.adapter as rejected_adapter,
-        rejected.response_text as rejected_text,
-        chosen.response_text as chosen_text
+        rejected.disability_system_prompt as system_prompt,
+        rejected.disability_prompt_text as prompt_text,
+        rejected.disability_adapter as rejected_adapter,
+        rejected.disability_response_text as rejected_text,
+        case
+            when picked.chosen_source = 'neutral' then chosen.neutral_response_text
+            else chosen.disability_response_text
+        end as chosen_text
 
     from picked
-    inner join generations as rejected
-        on picked.disability_generation_id = rejected.generation_id
-    inner join generations as chosen
-        on picked.chosen_generation_id = chosen.generation_id
+    inner join pair_texts as rejected
+        on picked.pair_id = rejected.pair_id
+    inner join pair_texts as chosen
+        on picked.chosen_pair_id = chosen.pair_id
 
 ),
 
@@ -148,10 +163,16 @@ with_images as (
         images.image_id,
         images.rel_path as image_rel_path,
         images.image_sha256,
-        {{ preference_split_group('with_texts.query_set', 'with_texts.query_id') }} as split_group,
-        {{ preference_split('with_texts.query_set', 'with_texts.query_id') }} as split
+        splits.split_group,
+        splits.split,
+        splits.heldout_share
 
     from with_texts
+    inner join splits
+        on with_texts.task = splits.task
+        and with_texts.model_id = splits.model_id
+        and with_texts.query_set = splits.query_set
+        and with_texts.query_id = splits.query_id
     left join images
         on with_texts.task = 'vision'
         and with_texts.query_set = images.image_set
@@ -195,6 +216,7 @@ final as (
         n_faithful_alternatives,
         split_group,
         split,
+        heldout_share,
         case
             when chosen_source = 'neutral' and decline_in_response_a then 'chosen_declines'
             when chosen_text = rejected_text then 'identical_texts'

@@ -1,15 +1,20 @@
 """Mart `detector_verdicts`: the chosen LoRA detector applied to every pair of int_pairs.
 
-Thin wiring over ableaudit.adapters.detector.infer. The adapter is var('detector_adapter'):
+Thin wiring over ableaudit.adapters.detector.infer; the pairs and their texts
+come from int_pair_texts. The adapter is var('detector_adapter'):
 an adapter_id of raw.adapters, 'latest' (the newest detector, the default), or
 '' / 'none' (no detector). Incremental on (pair_id, adapter_id): a pair is
 scored once per adapter and pair of generations; rows whose status is not final
 (no_adapter, incomplete_pair, error) are tried again by the next build.
 """
 
-from ableaudit.adapters.detector.infer import FINAL_STATUSES, verdict_table
+from ableaudit.adapters.detector.infer import (
+    FINAL_STATUSES,
+    PAIR_COLUMNS,
+    verdict_table,
+)
 from ableaudit.adapters.registry import list_adapters, resolve_adapter
-from ableaudit.scorers.pending import ibis_connection
+from ableaudit.warehouse import ibis_compat
 
 
 def model(dbt, session):
@@ -18,8 +23,7 @@ def model(dbt, session):
         unique_key=["pair_id", "adapter_id"],
         on_schema_change="fail",
     )
-    dbt.ref("int_pairs")  # declares the dependencies for dbt's DAG
-    dbt.ref("stg_raw__generations")
+    dbt.ref("int_pair_texts")  # declares the dependency for dbt's DAG
     choice = dbt.config.meta_get("detector_adapter")
     configured_batch = dbt.config.meta_get("detector_batch_size")  # alone on its line: dbt parses these calls
     batch_size = int(configured_batch or 64)
@@ -31,10 +35,14 @@ def model(dbt, session):
         reason = ("var detector_adapter is empty: no detector chosen" if (choice or "").strip().lower() in ("", "none")
                   else "no detector adapter registered; run the train-detector flow")
 
-    con = ibis_connection(session)
+    con = ibis_compat.from_connection(raw_con)
     where = (dbt.this.database, dbt.this.schema)
-    pairs = con.table("int_pairs", database=where)
-    g = con.table("stg_raw__generations", database=where)
+    texts = con.table("int_pair_texts", database=where)
+    pairs = texts.select(
+        *(c for c in PAIR_COLUMNS if c not in ("response_a", "response_b")),
+        response_a=texts.neutral_response_text,
+        response_b=texts.disability_response_text,
+    )
     columns = pairs.columns
     if adapter is not None and dbt.is_incremental:
         this = con.table(dbt.this.identifier, database=where)
@@ -46,9 +54,5 @@ def model(dbt, session):
             pairs.neutral_generation_id.identical_to(done.d_neutral),
             pairs.disability_generation_id == done.d_disability,
         ]).select(*columns)
-    a = g.select(a_id=g.generation_id, response_a=g.response_text)
-    b = g.select(b_id=g.generation_id, response_b=g.response_text)
-    pairs = pairs.left_join(a, pairs.neutral_generation_id == a.a_id).select(*columns, "response_a")
-    pairs = pairs.left_join(b, pairs.disability_generation_id == b.b_id).select(*columns, "response_a", "response_b")
     rows = pairs.order_by("pair_id").to_pyarrow().to_pylist()
     return verdict_table(rows, adapter, batch_size=batch_size, no_adapter_reason=reason)

@@ -26,7 +26,7 @@ from ableaudit.backends import Backend
 from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
 from ableaudit.dbt.runner import run_dbt
-from ableaudit.judges.runner import judge_contrastive, select_pairs
+from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
 from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 from ableaudit.warehouse import connect
 
@@ -172,6 +172,7 @@ def land_human_labels(warehouse: Path, rows: list[tuple[str, str, str, str]]) ->
 def build_judged_warehouse(path: Path, *, humans: bool = True) -> Path:
     """Land the synthetic audit, judge it with KeywordJudge, land human labels on some pairs, build."""
     land_generations(path, synthetic_generations())
+    build_subjects(path)
     report = judge_contrastive(path, judge_cfg(), KeywordJudge(), select_pairs(path), run_id="judge-run")
     assert report.errors == 1 and report.unparseable == 1
     run_dbt(["seed"], path)

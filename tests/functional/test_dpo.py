@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from ableaudit.dbt.runner import run_dbt
-from ableaudit.adapters.dpo.export import split_of
+from tests.fixtures.independent import preference_split
 from tests.functional.test_detector import JUDGE, KeywordJudge, build_judged_warehouse, judge_cfg, labels_of, read
 
 
@@ -65,7 +65,7 @@ def independent_preferences(wh: Path, chosen_rule: str) -> pd.DataFrame:
                      "arm": r.arm, "query_id": r.query_id, "prompt_text": r.prompt_text,
                      "system_prompt": r.system_prompt, "rejected_text": r.response_text,
                      "flagged_dimensions": ",".join(dim for dim in DIMS if getattr(r, dim) == "Yes"),
-                     "split": split_of(r.query_set, r.query_id, SHARE)})
+                     "split": preference_split(r.query_set, r.query_id, SHARE)})
     return pd.DataFrame(rows)
 
 
@@ -101,7 +101,7 @@ def test_preference_pairs_match_an_independent_computation(judged, chosen_rule):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory) -> Path:
     """A text pair whose neutral answer declines, and a vision pair with its image in raw.images."""
-    from ableaudit.judges.runner import judge_contrastive, select_pairs
+    from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
     from ableaudit.warehouse.landing import land_generations
     from ableaudit.warehouse import connect
     from tests.functional.test_detector import gen
@@ -133,6 +133,7 @@ def small(tmp_path_factory) -> Path:
                     "'occupations/chef/white_man.png', ?, 4, 4, 'chef', 'occupations', 'man', 'white', 'manifest')", [digest])
     finally:
         con.close()
+    build_subjects(wh)
     judge_contrastive(wh, judge_cfg(), KeywordJudge(), select_pairs(wh))
     run_dbt(["seed"], wh)
     run_dbt(["build", "--select", "+preference_pairs"], wh)
@@ -202,13 +203,43 @@ def test_export_is_trl_conversational_and_readable_by_datasets(judged, exported)
         assert first["rejected"] == [{"role": "assistant", "content": row.rejected_text}]
     manifest = json.loads(exported.manifest.read_text())
     queries = read(judged, "select distinct query_set, query_id from int_pairs")
-    held = sorted(q for s, q in zip(queries.query_set, queries.query_id) if split_of(s, q, SHARE) == "heldout")
+    held = sorted(q for s, q in zip(queries.query_set, queries.query_id) if preference_split(s, q, SHARE) == "heldout")
     assert manifest["reaudit_subset"]["query_ids"] == held == ["q03", "q04", "q05", "q08", "q11"]
     assert manifest["judge"] == JUDGE and manifest["counts"] == exported.counts
     from ableaudit.adapters.dpo.export import PreferenceExportError, export_preference_pairs
 
     with pytest.raises(PreferenceExportError, match="another preference_heldout_share"):
         export_preference_pairs(judged, exported.out_dir / "other", heldout_share=0.9)
+    assert manifest["heldout_share"] == SHARE
+
+
+def test_export_writes_the_split_sql_computed(judged, tmp_path):
+    """The split is SQL's: rows go where preference_pairs.split puts them, the held-out queries are
+    int_preference_splits', and the share is the build's, even when those tables say otherwise than the hash."""
+    import shutil
+
+    import duckdb
+
+    from ableaudit.adapters.dpo.export import export_preference_pairs
+
+    wh = tmp_path / judged.name  # the same file name: the views name their catalog after it
+    shutil.copy(judged, wh)
+    before = read(wh, "select split, count(*) as n from preference_pairs where status = 'ok' group by split")
+    queries = read(wh, "select distinct query_set, query_id, split from int_preference_splits where task = 'text'")
+    flip = "case split when 'train' then 'heldout' else 'train' end"
+    con = duckdb.connect(str(wh))
+    try:
+        con.execute(f"update preference_pairs set split = {flip}")
+        con.execute(f"create table main.flipped as select * replace ({flip} as split) from int_preference_splits")
+        con.execute("drop view int_preference_splits")
+        con.execute("alter table main.flipped rename to int_preference_splits")
+    finally:
+        con.close()
+    report = export_preference_pairs(wh, tmp_path / "out")
+    assert report.counts == {{"train": "heldout", "heldout": "train"}[s]: n for s, n in zip(before.split, before.n)}
+    train = sorted((q.query_set, q.query_id) for q in queries.itertuples() if q.split == "train")
+    assert [(q["query_set"], q["query_id"]) for q in report.heldout_queries] == train
+    assert json.loads(report.manifest.read_text())["heldout_share"] == SHARE
 
 
 @pytest.fixture(scope="module")

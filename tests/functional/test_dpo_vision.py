@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ableaudit.adapters.dpo.export import preference_record, split_of
+from ableaudit.adapters.dpo.export import preference_record
+from tests.fixtures.independent import preference_split
 from tests.fixtures.tiny_vlm import IMAGE_SIZE, PATCH_SIZE, write_png  # noqa: F401  (session fixture)
 
 pytestmark = pytest.mark.slow
@@ -275,7 +276,7 @@ def test_a_file_mixing_text_and_vision_pairs_is_one_clear_error(tmp_path):
 @pytest.fixture(scope="module")
 def vision_warehouse(tmp_path_factory) -> tuple[Path, Path]:
     """Landed vision generations (neutral + disability description per image), raw.images, keyword verdicts."""
-    from ableaudit.judges.runner import judge_contrastive, select_pairs
+    from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
     from ableaudit.warehouse.landing import land_generations
     from ableaudit.warehouse import connect
     from tests.functional.test_detector import KeywordJudge, gen, judge_cfg
@@ -303,6 +304,7 @@ def vision_warehouse(tmp_path_factory) -> tuple[Path, Path]:
                          scenario, category, gender, race])
     finally:
         con.close()
+    build_subjects(wh)
     judge_contrastive(wh, judge_cfg(), KeywordJudge(), select_pairs(wh))
     return wh, images
 
@@ -315,7 +317,7 @@ def test_train_dpo_flow_on_vision_pairs(vision_warehouse, tiny_vlm_dir, tmp_path
 
     wh, images = vision_warehouse
     share = 0.25
-    train_ids = [i for i, *_ in PAIRS if split_of("pairs", i, share) == "train"]
+    train_ids = [i for i, *_ in PAIRS if preference_split("pairs", i, share) == "train"]
     assert 0 < len(train_ids) < len(PAIRS)                        # both splits are exercised
     with pytest.raises(ValueError, match="needs image_root"):
         train_dpo_flow(model=str(tiny_vlm_dir), warehouse=str(wh), task="vision", build=False)

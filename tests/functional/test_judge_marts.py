@@ -31,7 +31,7 @@ from ableaudit.backends import Backend
 from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
 from ableaudit.dbt.runner import run_dbt
-from ableaudit.judges.runner import judge_contrastive, judge_rubric, select_pairs, select_rubric_subjects
+from ableaudit.judges.runner import build_subjects, judge_contrastive, judge_rubric, select_pairs, select_rubric_subjects
 from ableaudit.scorers.refusals import detect_refusal
 from ableaudit.warehouse import connect
 from tests.fixtures.warehouse import PAIR_KEYS, SLICES, land, read
@@ -206,6 +206,7 @@ def built(dbt_env, tmp_path_factory) -> dict[str, Any]:
     connect(wh).close()
     land(wh, synthetic_generations())
     reports = []
+    build_subjects(wh)
     subjects = select_rubric_subjects(wh)
     pairs = select_pairs(wh)
     for name, model, salt in (("j1", "fake/judge-a", "a"), ("j2", "fake/judge-b", "b")):

@@ -19,16 +19,22 @@ from ableaudit.ingest.judgments import JudgmentImportError, import_judgments
 from ableaudit.warehouse.landing import land_judgments
 from ableaudit.judges.runner import (
     LazyBackend,
+    SubjectsNotBuilt,
+    build_subjects,
+    contrastive_item,
     judge_contrastive,
     judge_identity,
     judge_rubric,
     reparse_judgments,
+    rubric_item,
     run_judges,
     select_pairs,
     select_rubric_subjects,
 )
 from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 
+# the judges read the pairs and generations from dbt models (int_pair_texts and upstream), built here
+pytestmark = pytest.mark.usefixtures("dbt_env")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -122,6 +128,7 @@ def landed(warehouse: Path) -> Path:
             None, disability_id="mobility", status="error"),
     ]
     land_generations(warehouse, rows)
+    build_subjects(warehouse)
     return warehouse
 
 
@@ -191,6 +198,7 @@ def test_identical_texts_share_one_verdict(warehouse: Path) -> None:
         gen("s0", "How do I budget?", "Track spending.", sample_index=0),
         gen("s1", "How do I budget?", "Track spending.", sample_index=1),  # a greedy second sample
     ])
+    build_subjects(warehouse)
     fake = FakeJudge()
     report = judge_rubric(warehouse, judge_cfg(), fake, select_rubric_subjects(warehouse))
     assert (report.subjects, report.verdicts, report.called) == (2, 1, 1)
@@ -212,7 +220,7 @@ def test_disability_label_comes_from_the_seed_table(landed: Path) -> None:
 # --------------------------------------------------------------------------- contrastive runner and pairs
 
 
-def _pair_world(warehouse: Path) -> None:
+def _pair_world(warehouse: Path, build: bool = True) -> None:
     b = "She likely struggles at work, despite her condition."
     land_generations(warehouse, [
         gen("n1", "Describe the worker.", "A woman works at a desk."),
@@ -226,6 +234,8 @@ def _pair_world(warehouse: Path) -> None:
         gen("i2", "Describe the worker, who has a vision impairment.", b, model_id="ext", source="imported",
             disability_id="vision", temperature=None),
     ])
+    if build:
+        build_subjects(warehouse)
 
 
 def test_select_pairs_matches_only_true_pairs(warehouse: Path) -> None:
@@ -237,6 +247,49 @@ def test_select_pairs_matches_only_true_pairs(warehouse: Path) -> None:
     one = next(p for p in scoped if p["disability_generation_id"] == "d1")
     assert one["question_a"] == "Describe the worker." and one["response_b"].startswith("She likely")
     assert select_pairs(warehouse, query_set="accesseval") == []
+
+
+def test_judges_pair_exactly_as_int_pairs(warehouse: Path) -> None:
+    """Pairing is int_pairs' rule: the judges' pairs are its complete pairs, read from int_pair_texts, never redone."""
+    _pair_world(warehouse)
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        complete = set(con.execute("select neutral_generation_id, disability_generation_id from int_pairs "
+                                   "where pair_status = 'complete'").fetchall())
+    finally:
+        con.close()
+    assert {(p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)} == complete
+    # what the warehouse says is what the judges get: a pair left out of int_pair_texts is not judged
+    con = duckdb.connect(str(warehouse))
+    try:
+        con.execute("create table main.fewer_pair_texts as select * from int_pair_texts where disability_generation_id != 'd2'")
+        con.execute("drop view int_pair_texts")
+        con.execute("alter table main.fewer_pair_texts rename to int_pair_texts")
+    finally:
+        con.close()
+    assert {(p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)} == (
+        complete - {("n1", "d2")})
+
+
+def test_judges_need_their_models_built(warehouse: Path) -> None:
+    _pair_world(warehouse, build=False)
+    with pytest.raises(SubjectsNotBuilt, match=r"no int_pair_texts; build .*dbt build --select \+int_pair_texts"):
+        select_pairs(warehouse)
+    with pytest.raises(SubjectsNotBuilt, match="no stg_raw__generations"):
+        select_rubric_subjects(warehouse)
+
+
+def test_keys_of_known_subjects_are_unchanged(warehouse: Path) -> None:
+    """Landed verdicts stay cache hits: the keys of known subjects, read from the warehouse, are pinned."""
+    _pair_world(warehouse)
+    identity = judge_identity(judge_cfg())
+    pairs = {p["disability_generation_id"]: contrastive_item(identity, p) for p in select_pairs(warehouse)}
+    assert pairs["d1"].judgment_id == "008a87ddb413e359e7c83623c67bc933834600883888e3ef772aafc310008f5b"
+    assert pairs["d1"].subject_hash == "06fa06843fa6c81e77780e16ec149be7a08d08603b9cfa572998d764279f676e"
+    assert pairs["i2"].judgment_id == "0d523b6d6c622fbbb9039055caeec0f5143d07e8d6957b26d1caceb5a062f5b9"
+    rubric = {s["generation_id"]: rubric_item(identity, s) for s in select_rubric_subjects(warehouse)}
+    assert rubric["n1"].judgment_id == "e7a89767fa8623a21a7489a1f203f59d95fac88346b115f94dcb6760fe7775cb"
+    assert rubric["d1"].judgment_id == "18f2810c250fe0ef636e47cc22819c0b424201031943f4a4acd100e11cdbd738"
 
 
 def test_contrastive_lands_labels_and_counts_missing_spans(warehouse: Path) -> None:
@@ -265,7 +318,7 @@ def test_contrastive_lands_labels_and_counts_missing_spans(warehouse: Path) -> N
 
 
 def test_run_judges_runs_every_kind_in_scope(warehouse: Path) -> None:
-    _pair_world(warehouse)
+    _pair_world(warehouse, build=False)  # run_judges builds what the judges read
     cfg = AuditConfig(targets=[Target(name="m1", backend="openai", model="x")],
                       judges=[judge_cfg("j1"), judge_cfg("j2", kinds=("contrastive",)).model_copy(update={"include_imported": False})])
     made: list[FakeJudge] = []
@@ -323,7 +376,7 @@ def test_reparse_rewrites_only_parse_columns(landed: Path) -> None:
 
 
 def test_import_judgments_parses_with_the_same_code(tmp_path: Path, warehouse: Path) -> None:
-    _pair_world(warehouse)
+    _pair_world(warehouse, build=False)
     f = tmp_path / "verdicts.jsonl"
     rows = [
         {"judge_name": "gpt", "judge_model": "gpt-4o", "kind": "rubric", "generation_id": "n1", "raw_output": RUBRIC_OK,
@@ -359,7 +412,7 @@ def test_import_judgments_parses_with_the_same_code(tmp_path: Path, warehouse: P
 
 
 def test_import_judgments_rejects_bad_files_whole(tmp_path: Path, warehouse: Path) -> None:
-    _pair_world(warehouse)
+    _pair_world(warehouse, build=False)
     f = tmp_path / "bad.jsonl"
     rows = [
         {"judge_name": "g", "judge_model": "m", "kind": "rubric", "generation_id": "n1", "raw_output": RUBRIC_OK},  # fine
@@ -464,6 +517,7 @@ def test_smollm2_judges_end_to_end(warehouse: Path) -> None:
             "Apps that work with screen readers help. Blind people are so brave to manage money. Score: 10",
             disability_id="vision"),
     ])
+    build_subjects(warehouse)
     # one thread: llama.cpp's spinning workers slow down badly when the cores are shared
     judge = Judge(name="smol", target=Target(name="j", backend="llamacpp", model="builtin:smollm2",
                                              decoding=Decoding(max_new_tokens=160, temperature=0.0),
@@ -493,6 +547,7 @@ def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: 
     land_generations(warehouse, [gen("n1", "What are good budgeting apps?", "Try a spreadsheet."),
                                  gen("d1", "What are good budgeting apps for deaf people?", "Use captions.",
                                      disability_id="hearing")])
+    build_subjects(warehouse)
 
     class Recording(FakeJudge):
         def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

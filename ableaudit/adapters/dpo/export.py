@@ -19,20 +19,21 @@ manifest. ``train.*`` holds the train split, ``heldout.*`` the held-out one,
 and ``manifest.json`` the counts, a hash of the training rows, the judge and
 the held-out queries: the queries a re-audit should ask, so base, prompt
 mitigation and DPO are compared on queries the adapter never saw.
+
+The split is SQL's (the ``preference_split`` macro, computed once in
+``int_preference_splits``): the rows' ``split`` column, the held-out queries
+and the share are read from the warehouse, never recomputed here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
-
-from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import ibis_compat
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect, warehouse_path
@@ -75,19 +76,26 @@ class ExportReport:
         return "\n".join(lines)
 
 
-def heldout_share_default() -> float:
-    """var('preference_heldout_share') as dbt_project.yml sets it."""
-    try:
-        cfg = yaml.safe_load((PROJECT_ROOT / "dbt_project.yml").read_text())
-        return float(cfg["vars"]["preference_heldout_share"])
-    except Exception:  # noqa: BLE001 - a project without the var: the model's own default
-        return 0.2
+def built_heldout_share(shares: Sequence[float], expected: float | None) -> float | None:
+    """The one preference_heldout_share the warehouse's split was built with, checked against ``expected``.
 
-
-def split_of(query_set: str, query_id: str, share: float) -> str:
-    """The split preference_pairs gives a query: the same hash rule as the SQL (for every query, flagged or not)."""
-    bucket = int(hashlib.sha256(f"{query_set}|{query_id}".encode()).hexdigest()[:8], 16) % 10000
-    return "heldout" if bucket < round(share * 10000) else "train"
+    ``shares`` are the distinct heldout_share values of int_preference_splits
+    and preference_pairs. Several mean preference_pairs was built on a split
+    since rebuilt with another share; one that differs from ``expected`` (the
+    caller's) means the caller expects another split than the warehouse holds.
+    """
+    distinct = sorted(set(shares))
+    if len(distinct) > 1:
+        raise PreferenceExportError(f"preference_pairs was built on a split since rebuilt with another "
+                                    f"preference_heldout_share ({distinct}); rebuild them together: "
+                                    "`dbt build --select +preference_pairs`")
+    built = distinct[0] if distinct else None
+    if expected is not None and built is not None and not math.isclose(built, expected, abs_tol=1e-12):
+        raise PreferenceExportError(f"the warehouse's pairs were split with another preference_heldout_share "
+                                    f"({built}) than {expected}; pass heldout_share={built}, or rebuild with "
+                                    f"`dbt build --select +preference_pairs --vars '{{preference_heldout_share: "
+                                    f"{expected}}}'`")
+    return expected if built is None else built
 
 
 def _messages(system_prompt: str | None, prompt: str, vision: bool) -> list[dict[str, Any]]:
@@ -151,11 +159,12 @@ def export_preference_pairs(
 ) -> ExportReport:
     """Write train/heldout files (JSONL and/or Parquet) and manifest.json from ``preference_pairs``.
 
-    ``judge`` may be omitted when one contrastive judge flagged pairs.
-    ``heldout_share`` must equal the build's var('preference_heldout_share')
-    (default: dbt_project.yml's); it lists every held-out query of the
-    audited pairs in the manifest, flagged or not, and is checked against the
-    mart's own split.
+    ``judge`` may be omitted when one contrastive judge flagged pairs. The
+    split is the warehouse's: each row's ``split``, and in the manifest every
+    held-out query of the audited pairs, flagged or not (int_preference_splits).
+    ``heldout_share``, when given, must equal the var('preference_heldout_share')
+    the warehouse was built with (the export fails otherwise, rather than
+    write another split than the one asked for).
     """
     bad = [f for f in formats if f not in FORMATS]
     if bad or not formats:
@@ -164,7 +173,6 @@ def export_preference_pairs(
         raise PreferenceExportError(f"task must be 'text' or 'vision', got {task!r}")
     if task == "vision" and image_root is None:
         raise PreferenceExportError("a vision export needs image_root: the audit's image_root (the folder the images are under)")
-    share = heldout_share_default() if heldout_share is None else float(heldout_share)
     path = warehouse_path(warehouse)
     connect(path).close()
     con = ibis_compat.connect(path, read_only=True)
@@ -189,18 +197,25 @@ def export_preference_pairs(
         rows = (t.filter(t.judge_name == judge).order_by(["split", "model_id", "arm", "query_set", "query_id",
                                                           "disability_id", "sample_index", "preference_id"])
                 .to_pyarrow().to_pylist()) if judge else []
-        pairs = con.table("int_pairs")
-        pairs = pairs.filter(pairs.task == task)
+        try:
+            splits = con.table("int_preference_splits")
+        except Exception:  # noqa: BLE001 - ibis TableNotFound
+            raise PreferenceExportError(f"the warehouse {path} has no int_preference_splits; run `ableaudit build` "
+                                        "(or `dbt build --select +preference_pairs`)") from None
+        splits = splits.filter(splits.task == task)
         if model_ids:
-            pairs = pairs.filter(pairs.model_id.isin(list(model_ids)))
-        queries = pairs.select("query_set", "query_id").distinct().order_by(["query_set", "query_id"]).to_pyarrow().to_pylist()
+            splits = splits.filter(splits.model_id.isin(list(model_ids)))
+        built_shares = splits.select("heldout_share").distinct().to_pyarrow()["heldout_share"].to_pylist()
+        held = splits.filter(splits.split == "heldout")
+        heldout_queries = (held.select("query_set", "query_id").distinct().order_by(["query_set", "query_id"])
+                           .to_pyarrow().to_pylist())
     finally:
         con.disconnect()
 
-    mismatched = [r["pair_id"] for r in rows if split_of(r["query_set"], r["query_id"], share) != r["split"]]
-    if mismatched:
-        raise PreferenceExportError(f"{len(mismatched)} rows were split with another preference_heldout_share than "
-                                    f"{share}; pass heldout_share= the value of the build's var")
+    if rows and "heldout_share" not in rows[0]:
+        raise PreferenceExportError(f"preference_pairs in {path} predates its heldout_share column; rebuild it: "
+                                    "`dbt build --select +preference_pairs`")
+    share = built_heldout_share(built_shares + [r["heldout_share"] for r in rows], heldout_share)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = ExportReport(out_dir=out, judge=judge, task=task)
@@ -216,7 +231,7 @@ def export_preference_pairs(
             f = out / f"{split}.{fmt}"
             _write(records, f, fmt)
             report.files[f.name] = f
-    report.heldout_queries = [q for q in queries if split_of(q["query_set"], q["query_id"], share) == "heldout"]
+    report.heldout_queries = heldout_queries
     manifest = {
         "format": "trl-dpo-conversational",
         "warehouse": str(path),

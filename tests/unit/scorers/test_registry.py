@@ -17,7 +17,7 @@ def test_every_scorer_is_registered_with_its_version():
     assert scorer_version("verbosity") == verbosity.SCORER_VERSION
     assert scorer_version("refusal") == refusals.RULESET_VERSION
     assert scorer_version("regard", "some/classifier") == regard.scorer_version("some/classifier")
-    assert scorers["regard"].sql_function is None
+    assert scorers["regard"].sql_function == "regard_score" and scorers["regard"].side_effects
     with pytest.raises(ValueError, match="unknown scorer 'tone'; known: refusal, regard, vader, verbosity"):
         scorer_version("tone")
 

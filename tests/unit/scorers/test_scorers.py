@@ -118,10 +118,10 @@ def test_regard_unavailable_is_a_status_not_a_score(tmp_path, monkeypatch):
     assert all(s.regard is None and s.p_positive is None for s in scores)
     assert str(missing) in scores[0].reason and "ABLEAUDIT_ALLOW_DOWNLOAD" in scores[0].reason
 
-    table = regard.regard_table(["h1", "h2"], ["hello", "world"], str(missing))
-    assert table.schema == regard.SCHEMA
-    assert table.column("regard").null_count == 2
-    assert table.column("status").to_pylist() == ["unavailable", "unavailable"]
+    structs = regard.regard_scores_arrow(pa.array(["hello", "world"]), pa.array([str(missing)] * 2), pa.array([32, 32]))
+    assert structs.type == regard.SCORE_TYPE
+    assert structs.field("regard").null_count == 2
+    assert structs.field("status").to_pylist() == ["unavailable", "unavailable"]
 
 
 def test_regard_without_positive_negative_labels_is_unavailable(tmp_path):
@@ -130,6 +130,32 @@ def test_regard_without_positive_negative_labels_is_unavailable(tmp_path):
     assert s.status == "unavailable" and "positive" in s.reason
 
 
-def test_regard_table_is_typed_when_empty():
-    table = regard.regard_table([], [], "/nowhere")
-    assert table.num_rows == 0 and table.schema == regard.SCHEMA
+def test_regard_udf_is_typed_when_empty_and_null_for_null_texts():
+    empty = regard.regard_scores_arrow(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.int32()))
+    assert len(empty) == 0 and empty.type == regard.SCORE_TYPE
+    nulls = regard.regard_scores_arrow(pa.array([None], pa.string()), pa.array(["/nowhere"]), pa.array([32]))
+    assert nulls.to_pylist() == [None]
+
+
+def test_regard_udf_in_duckdb_scores_each_text_once(tiny_classifier, monkeypatch):
+    """regard_score(text, model_ref, batch_size) as dbt calls it: one struct per text, the classifier run once per row."""
+    calls = []
+    real = regard.score_regard
+    monkeypatch.setattr(regard, "score_regard", lambda texts, *a, **k: calls.append(len(texts)) or real(texts, *a, **k))
+    con = duckdb.connect()
+    register_udfs(con)
+    texts = ["you can plan the steps ahead", "unfortunately it is very difficult", "great"] * 1000 + [None]
+    con.register("texts", pa.table({"t": pa.array(texts, pa.string())}))
+    rows = con.execute(
+        "with scored as (select t, regard_score(t, ?, 2) as s from texts) "
+        "select t, s.regard, s.p_positive, s.p_negative, s.n_tokens, s.status, s.reason from scored",
+        [str(tiny_classifier)],
+    ).fetchall()
+    assert sum(calls) == len(texts) - 1  # once per non-null text, though four fields are read
+    expected = manual_regard(tiny_classifier, [t for t in set(texts) if t is not None])
+    for t, value, pos, neg, n_tokens, status, reason in rows:
+        if t is None:
+            assert (value, status) == (None, None)
+            continue
+        assert value == pytest.approx(expected[t][0], abs=1e-6) and value == pytest.approx(pos - neg, abs=1e-12)
+        assert (n_tokens, status, reason) == (expected[t][1], "ok", None)

@@ -1,0 +1,66 @@
+{#
+    The texts of every pair, joined here once: each pair of int_pairs with the
+    prompt and the response of its neutral and of its disability-aware
+    generation (null on the side that has not landed). The contrastive judges,
+    the detector, int_pair_judgments and preference_pairs read their pair texts
+    from this model.
+#}
+with
+
+pairs as (
+
+    select * from {{ ref('int_pairs') }}
+
+),
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+with_texts as (
+
+    select
+        pairs.*,
+        neutral.source as neutral_source,
+        neutral.prompt_text as neutral_prompt_text,
+        neutral.response_text as neutral_response_text,
+        disability.source as disability_source,
+        disability.system_prompt as disability_system_prompt,
+        disability.adapter as disability_adapter,
+        disability.prompt_text as disability_prompt_text,
+        disability.response_text as disability_response_text
+
+    from pairs
+    left join generations as neutral
+        on pairs.neutral_generation_id = neutral.generation_id
+    left join generations as disability
+        on pairs.disability_generation_id = disability.generation_id
+
+),
+
+final as (
+
+    select
+        {{ pair_columns() }}
+        neutral_generation_id,
+        disability_generation_id,
+        neutral_status,
+        disability_status,
+        pair_status,
+        run_id,
+        neutral_source,
+        neutral_prompt_text,
+        neutral_response_text,
+        disability_source,
+        disability_system_prompt,
+        disability_adapter,
+        disability_prompt_text,
+        disability_response_text
+
+    from with_texts
+
+)
+
+select * from final
