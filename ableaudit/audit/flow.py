@@ -63,16 +63,14 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
         for kind in kinds:
             image_root = None
             if kind == "vision":
-                from ableaudit.audit.vision import effective_image_root
-
                 summary["images"] = tasks.load_images(wh, cfg)
-                image_root = effective_image_root(cfg)
+                image_root = cfg.vision.images_folder()
             prompts = tasks.prepare_prompts(wh, cfg, kind)
             get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
             summary["targets"].update(runner(wh, plan_task(cfg, kind, prompts, image_root), run_id))
         for kind in kinds if cfg.judges else []:
             # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
-            scoped = cfg if kind == "text" else cfg.model_copy(update={"query_set": cfg.image_set})
+            scoped = cfg if kind == "text" else cfg.model_copy(update={"query_set": cfg.vision.image_set})
             summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(wh, scoped, run_id)
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)

@@ -54,7 +54,7 @@ def select_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, An
 
 def filter_subset(prompts: ibis.Table, sub: Any, field: str) -> ibis.Table:
     """Keep the prompts of the subset's domains, queries and disabilities (the neutral prompt stays with
-    its query); a value the prompts do not have is a ConfigError naming ``field`` (subset, vision_subset)."""
+    its query); a value the prompts do not have is a ConfigError naming ``field`` (subset, vision.subset)."""
     for column, wanted, label in (("domain", sub.domains, "domains"), ("query_id", sub.query_ids, "query_ids"),
                                   ("disability_id", sub.disabilities, "disabilities")):
         if not wanted:

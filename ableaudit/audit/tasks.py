@@ -54,10 +54,10 @@ def prepare_prompts(warehouse: str, cfg: AuditConfig, kind: str) -> list[dict[st
 @task(name="load-images", cache_policy=NO_CACHE)
 def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     """Land the audit's image set in raw.images (idempotent: unchanged files change nothing)."""
-    from ableaudit.audit.vision import effective_image_root, resolve_manifest
     from ableaudit.ingest.images import land_images, load_image_set
 
-    loaded = load_image_set(cfg.image_set, effective_image_root(cfg), resolve_manifest(cfg))
+    vision = cfg.vision
+    loaded = load_image_set(vision.image_set, vision.images_folder(), vision.manifest_path())
     report = land_images(warehouse, loaded)
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 

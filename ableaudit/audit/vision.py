@@ -27,7 +27,6 @@ import ibis
 import numpy as np
 import pandas as pd
 
-from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import ibis_compat
 from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Target
 from ableaudit.audit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan, filter_subset
@@ -38,55 +37,22 @@ PROMPT_KINDS_BY_ARM = {
 }
 
 
-# --------------------------------------------------------------------------- config helpers
-
-
-def resolve_image_root(cfg: AuditConfig) -> Path:
-    """The configured image root: absolute, or relative to the working directory, else to the project."""
-    if not cfg.image_root:
-        raise ConfigError("the config has vision targets but no `image_root`; set it to the folder holding the images")
-    p = Path(cfg.image_root).expanduser()
-    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
-        p = PROJECT_ROOT / p
-    if not p.is_dir():
-        raise ConfigError(f"image_root {cfg.image_root!r} is not a folder; point it at the folder holding the images "
-                          "(for PAIRS, the repository's data/ folder)")
-    return p.resolve()
-
-
-def effective_image_root(cfg: AuditConfig) -> Path:
-    """The folder rel_path is relative to: image_root for a manifest; for PAIRS, the folder of its categories."""
-    from ableaudit.ingest.images import find_pairs_root
-
-    root = resolve_image_root(cfg)
-    return root if cfg.image_manifest else find_pairs_root(root)
-
-
-def resolve_manifest(cfg: AuditConfig) -> Path | None:
-    if not cfg.image_manifest:
-        return None
-    p = Path(cfg.image_manifest).expanduser()
-    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
-        p = PROJECT_ROOT / p
-    return p
-
-
 def vision_temperatures(cfg: AuditConfig, target: Target) -> list[float]:
-    """The target's own temperature when it sets one, else the audit's vision_temperatures (default [0.0])."""
+    """The target's own temperature when it sets one, else the audit's vision.temperatures (default [0.0])."""
     if target.decoding.temperature is not None:
         return [target.decoding.temperature]
-    return list(cfg.vision_temperatures)
+    return list(cfg.vision.temperatures)
 
 
 # --------------------------------------------------------------------------- prompt selection
 
 
 def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
-    """The image x prompt rows of the configured image set and vision_subset, from ``int_vision_prompts``.
+    """The image x prompt rows of the configured image set and vision.subset, from ``int_vision_prompts``.
 
-    ``vision_subset.per_domain`` keeps that many scenarios per category (all
+    ``vision.subset.per_domain`` keeps that many scenarios per category (all
     images of a chosen scenario, so the parallel images stay together), chosen
-    by ``vision_subset.seed``; ``query_ids`` are image ids; ``domains`` are
+    by ``vision.subset.seed``; ``query_ids`` are image ids; ``domains`` are
     categories; ``disabilities`` the categories of the disability prompts.
     """
     con = ibis_compat.connect(warehouse, read_only=True)
@@ -95,12 +61,12 @@ def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[
             raise ConfigError(f"the warehouse {warehouse} has no int_vision_prompts table; load the images and "
                               "run `ableaudit build` (the audit flow does both)")
         prompts = con.table("int_vision_prompts")
-        prompts = prompts.filter(prompts.query_set == cfg.image_set)
+        prompts = prompts.filter(prompts.query_set == cfg.vision.image_set)
         if prompts.count().to_pyarrow().as_py() == 0:
-            raise ConfigError(f"image set {cfg.image_set!r} has no image in the warehouse; load it with "
-                              "`ableaudit import images` or let the audit flow load image_root")
-        sub = cfg.vision_subset
-        prompts = filter_subset(prompts, sub, "vision_subset")
+            raise ConfigError(f"image set {cfg.vision.image_set!r} has no image in the warehouse; load it with "
+                              "`ableaudit import images` or let the audit flow load vision.image_root")
+        sub = cfg.vision.subset
+        prompts = filter_subset(prompts, sub, "vision.subset")
         if sub.per_domain:
             scen = prompts.select("domain", "scenario").distinct()
             shuffle = (ibis.literal(str(sub.seed)) + ":" + scen.domain + "/" + scen.scenario).hash()
@@ -111,7 +77,7 @@ def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[
     finally:
         con.disconnect()
     if not rows:
-        raise ConfigError(f"vision_subset selects no prompt of image set {cfg.image_set!r}; widen `vision_subset:`")
+        raise ConfigError(f"vision.subset selects no prompt of image set {cfg.vision.image_set!r}; widen `vision.subset:`")
     return rows
 
 
@@ -123,12 +89,12 @@ def plan_vision_generations(cfg: AuditConfig, target: Target, prompts: list[dict
     """Every (image x prompt x arm x temperature x sample) for one vision target, each with its key.
 
     ``arms`` defaults to all the config's arms; ``include_probe`` (default: the
-    config's probe_disability_assignment) adds the assignment probe once, under
+    config's vision.probe_disability_assignment) adds the assignment probe once, under
     the reserved arm with the target's own system prompt and adapter.
     """
     arms = list(cfg.arms) if arms is None else list(arms)
     if include_probe is None:
-        include_probe = cfg.probe_disability_assignment
+        include_probe = cfg.vision.probe_disability_assignment
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for p in prompts:
         by_kind.setdefault(p["prompt_kind"], []).append(p)
@@ -145,9 +111,10 @@ def vision_adapter_groups(cfg: AuditConfig, target: Target) -> dict[str | None, 
     groups: dict[str | None, list[Arm]] = {}
     for arm in cfg.arms:
         groups.setdefault(arm.adapter or target.adapter, []).append(arm)
-    if cfg.probe_disability_assignment and target.adapter not in groups:
+    probe = cfg.vision.probe_disability_assignment
+    if probe and target.adapter not in groups:
         groups[target.adapter] = []
-    return {a: (arms, cfg.probe_disability_assignment and a == target.adapter) for a, arms in groups.items()}
+    return {a: (arms, probe and a == target.adapter) for a, arms in groups.items()}
 
 
 # --------------------------------------------------------------------------- group statistics (group_bias)

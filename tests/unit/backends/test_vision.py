@@ -246,8 +246,12 @@ def test_images_go_first_in_the_last_user_message():
     "data, fragment",
     [
         ({"targets": [{"name": "v", "backend": "llamacpp", "model": "x", "task": "vision"}],
-          "image_set": "pairs", "image_root": "."}, "vllm serve"),
+          "vision": {"image_set": "pairs", "image_root": "."}}, "vllm serve"),
         ({"targets": [{"name": "v", "backend": "openai", "model": "x", "task": "vision"}]}, "image_root"),
+        ({"targets": [{"name": "v", "backend": "openai", "model": "x", "task": "vision"}],
+          "vision": {"image_set": "pairs"}}, "`vision:` block"),
+        ({"targets": [{"name": "v", "backend": "openai", "model": "x"}], "vision": {"temperatures": []}},
+         "vision.temperatures"),
         ({"targets": [{"name": "v", "backend": "openai", "model": "x"}], "arms": [{"name": "disability_assignment"}]},
          "reserved"),
         ({"targets": [{"name": "v", "backend": "openai", "model": "x"}], "arms": [{"name": "m", "vision_prompt": "x"}]},
@@ -284,7 +288,9 @@ def _prompts(sha: str = "a" * 64) -> list[dict]:
 
 
 def _vision_cfg(**kw):
-    data = {"image_set": "pairs", "image_root": ".", "samples": 2, "vision_temperatures": [0.0, 0.5],
+    vision = {"image_set": "pairs", "image_root": ".", "temperatures": [0.0, 0.5]}
+    vision.update(kw.pop("vision", {}))
+    data = {"samples": 2, "vision": vision,
             "arms": [{"name": "baseline"}, {"name": "mitigation", "vision_prompt": "mitigation"}],
             "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"}]}
     data.update(kw)
@@ -294,7 +300,7 @@ def _vision_cfg(**kw):
 def test_vision_plan_arms_probe_and_keys(tmp_path):
     from ableaudit.audit.vision import plan_vision_generations
 
-    cfg = _vision_cfg(probe_disability_assignment=True)
+    cfg = _vision_cfg(vision={"probe_disability_assignment": True})
     plan = plan_vision_generations(cfg, cfg.targets[0], _prompts(), tmp_path)
     by_arm: dict[str, set] = {}
     for p in plan:
@@ -311,7 +317,7 @@ def test_vision_plan_arms_probe_and_keys(tmp_path):
     assert not {p.generation_id for p in plan} & {p.generation_id for p in other}
     again = plan_vision_generations(cfg, cfg.targets[0], _prompts(), tmp_path)
     assert [p.generation_id for p in again] == [p.generation_id for p in plan]
-    # a target's own temperature wins over vision_temperatures
+    # a target's own temperature wins over vision.temperatures
     cfg2 = _vision_cfg(targets=[{"name": "v", "backend": "openai", "model": "m", "task": "vision",
                                  "decoding": {"temperature": 0.3}}])
     assert {p.temperature for p in plan_vision_generations(cfg2, cfg2.targets[0], _prompts(), tmp_path)} == {0.3}

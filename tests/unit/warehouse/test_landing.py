@@ -169,7 +169,7 @@ def test_filter_subset_keeps_the_neutral_prompt_and_names_unknown_values(tmp_pat
         kept = filter_subset(prompts, Subset(domains=["finance"], disabilities=["hearing"]), "subset").to_pyarrow()
         assert sorted(zip(kept["query_id"].to_pylist(), kept["disability_id"].to_pylist()),
                       key=str) == [("q1", "hearing"), ("q1", None)]
-        with pytest.raises(ConfigError, match=r"vision_subset\.query_ids names unknown values \['q9'\]"):
-            filter_subset(prompts, Subset(query_ids=["q1", "q9"]), "vision_subset")
+        with pytest.raises(ConfigError, match=r"vision\.subset\.query_ids names unknown values \['q9'\]"):
+            filter_subset(prompts, Subset(query_ids=["q1", "q9"]), "vision.subset")
     finally:
         ib.disconnect()
