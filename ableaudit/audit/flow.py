@@ -21,7 +21,7 @@ from prefect.context import get_run_context  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ableaudit.audit import tasks  # noqa: E402
-from ableaudit.audit.planning import TargetPlan, plan_task  # noqa: E402
+from ableaudit.audit.planning import TargetPlan, audit_task, plan_task  # noqa: E402
 from ableaudit.audit.runs import finish_run, start_run  # noqa: E402
 from ableaudit.config import load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
@@ -70,7 +70,7 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
             summary["targets"].update(runner(wh, plan_task(cfg, kind, prompts, image_root), run_id))
         for kind in kinds if cfg.judges else []:
             # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
-            scoped = cfg if kind == "text" else cfg.model_copy(update={"query_set": cfg.vision.image_set})
+            scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
             summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(wh, scoped, run_id)
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)

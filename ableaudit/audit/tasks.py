@@ -15,7 +15,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from tqdm import tqdm
 
-from ableaudit.audit.planning import TargetPlan, select_prompts
+from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
 from ableaudit.backends import make_backend
 from ableaudit.backends.base import BackendError, requests_per_call, results_in_batches
 from ableaudit.config import AuditConfig, ConfigError
@@ -41,14 +41,9 @@ def transient(task: Any, task_run: Any, state: Any) -> bool:
 @task(name="prepare-prompts", cache_policy=NO_CACHE)
 def prepare_prompts(warehouse: str, cfg: AuditConfig, kind: str) -> list[dict[str, Any]]:
     """Build the prompts of ``kind`` ('text' | 'vision') from the seeds, then select the config's subset."""
-    model = "int_vision_prompts" if kind == "vision" else "int_prompts"
     run_dbt(["seed"], warehouse)
-    run_dbt(["build", "--select", f"+{model}"], warehouse)
-    if kind == "vision":
-        from ableaudit.audit.vision import select_vision_prompts
-
-        return select_vision_prompts(warehouse, cfg)
-    return select_prompts(warehouse, cfg)
+    run_dbt(["build", "--select", f"+{audit_task(cfg, kind).table}"], warehouse)
+    return select_prompts(warehouse, cfg, kind)
 
 
 @task(name="load-images", cache_policy=NO_CACHE)

@@ -382,18 +382,18 @@ def test_disability_assignment_tallies_the_probe(audited):
 
 def test_vision_subset_keeps_whole_scenarios(audited):
     from ableaudit.config import ConfigError, parse_config
-    from ableaudit.audit.vision import select_vision_prompts
+    from ableaudit.audit.planning import select_prompts
 
     def vision(subset):
         return parse_config({"vision": {"image_set": "pairs", "image_root": ".", "subset": subset},
                              "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"}]})
 
     cfg = vision({"per_domain": 1, "disabilities": ["speech"], "seed": 3})
-    rows = pd.DataFrame(select_vision_prompts(audited["warehouse"], cfg))
+    rows = pd.DataFrame(select_prompts(audited["warehouse"], cfg, "vision"))
     scen = rows.groupby("domain").scenario.nunique()
     assert (scen == 1).all() and set(scen.index) == {"occupations", "status"}
     assert rows.groupby("scenario").query_id.nunique().eq(4).all()      # all four people of a scenario
     assert set(rows.disability_id.dropna()) == {"speech"}
     assert set(rows.prompt_kind) == {"neutral", "disability", "mitigation", "assignment"}
     with pytest.raises(ConfigError, match=r"vision\.subset\.domains names unknown values"):
-        select_vision_prompts(audited["warehouse"], vision({"domains": ["sports"]}))
+        select_prompts(audited["warehouse"], vision({"domains": ["sports"]}), "vision")
