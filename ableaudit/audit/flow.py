@@ -21,19 +21,26 @@ from prefect.context import get_run_context  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ableaudit.audit import tasks  # noqa: E402
-from ableaudit.audit.planning import TargetPlan, audit_task, plan_task  # noqa: E402
+from ableaudit.audit.planning import audit_task, plan_task  # noqa: E402
 from ableaudit.audit.runs import finish_run, start_run  # noqa: E402
-from ableaudit.config import load_config  # noqa: E402
+from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 
 @flow(name="audit-targets")
-def audit_targets(wh: str, plans: list[TargetPlan], run_id: str) -> dict[str, Any]:
-    """Every target's generations, as many at once as the task runner allows (``parallel_targets``).
+def audit_targets(wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str) -> dict[str, Any]:
+    """Every target of task ``kind``: its prompts selected and planned here, then the targets' generations, as
+    many at once as the task runner allows (``parallel_targets``).
 
-    A failing target stops no other: each runs to its end (what it landed stays
-    landed), then the flow fails naming each failed target.
+    The plans are made inside this flow, never passed to it: a flow's parameters
+    are sent to the Prefect server, which refuses large ones, and a plan holds
+    every generation of an audit. A failing target stops no other: each runs to
+    its end (what it landed stays landed), then the flow fails naming each
+    failed target.
     """
+    prompts = tasks.prepare_prompts(wh, cfg, kind)
+    get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
+    plans = plan_task(cfg, kind, prompts, image_root)
     futures = [(plan.target.name, tasks.audit_target.submit(wh, plan, run_id)) for plan in plans]
     totals, failed = {}, []
     for name, future in futures:
@@ -64,10 +71,8 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
             image_root = None
             if kind == "vision":
                 summary["images"] = tasks.load_images(wh, cfg)
-                image_root = cfg.vision.images_folder()
-            prompts = tasks.prepare_prompts(wh, cfg, kind)
-            get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
-            summary["targets"].update(runner(wh, plan_task(cfg, kind, prompts, image_root), run_id))
+                image_root = str(cfg.vision.images_folder())
+            summary["targets"].update(runner(wh, cfg, kind, image_root, run_id))
         for kind in kinds if cfg.judges else []:
             # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
             scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
