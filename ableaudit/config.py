@@ -256,7 +256,7 @@ class VisionSettings(_Strict):
         return _project_path(self.manifest) if self.manifest else None
 
 
-# Top-level keys of earlier configs and the field of the `vision:` block each now is.
+# Deprecated top-level keys, each with the field of the `vision:` block that replaces it.
 DEPRECATED_VISION_KEYS = {
     "image_set": "image_set",
     "image_root": "image_root",
@@ -286,8 +286,8 @@ class AuditConfig(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _deprecated_vision_keys(cls, data: Any) -> Any:
-        # Configs written before the `vision:` block keep working: each old top-level
-        # key moves into the block, with a warning naming its new place.
+        # A deprecated top-level key is still read: it moves into the `vision:` block,
+        # with a warning naming its place there.
         if not isinstance(data, dict) or not any(k in data for k in DEPRECATED_VISION_KEYS):
             return data
         data = dict(data)

@@ -363,9 +363,8 @@ def test_text_targets_plan_as_before():
     assert p.generation_id == "d06bbebac384bd576d24681a97749afdbf0be00109b03b8162bb8851f30f4d62"
 
 
-# Keys of generations already landed: a config must plan them again, to the byte, or a
-# re-run would generate (and pay for) what exists. These were computed by the planner
-# text and vision each had before they shared one path.
+# Keys of generations audits have landed: a config must plan them again, to the byte, or a
+# re-run would generate (and pay for) what exists. Pinned as literal values, never recomputed.
 _PIN_ARMS = [{"name": "baseline"}, {"name": "mitigation", "vision_prompt": "mitigation"},
              {"name": "careful", "system_prompt": "Be careful.", "adapter": "org/debias-lora"}]
 _PIN_TEXT = {"samples": 2, "temperatures": [0.1, 0.7], "arms": _PIN_ARMS,

@@ -233,7 +233,7 @@ def _select(path, kind, subset=None, **over):
     return select_prompts(path, parse_config(data), kind)
 
 
-# The units a seed chose before text and vision shared one selection: a seed keeps choosing them.
+# The units a seed chooses, pinned: re-running an audit must send the same prompts.
 @pytest.mark.parametrize(
     "kind, subset, units",
     [
