@@ -6,13 +6,18 @@ not a silently ignored setting.
 
 from __future__ import annotations
 
+import logging
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ableaudit import PROJECT_ROOT
 from ableaudit.backends.registry import backend_class, backend_names, backends_where
+
+logger = logging.getLogger(__name__)
 
 # The paper's generation defaults (AccessEval, section 4.1-4.2).
 PAPER_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -69,7 +74,7 @@ class Target(_Strict):
     @classmethod
     def _vision_defaults(cls, data: Any) -> Any:
         # A vision target takes the vision paper's defaults where the config is silent:
-        # 512 new tokens and no system prompt (temperature: AuditConfig.vision_temperatures).
+        # 512 new tokens and no system prompt (temperature: VisionSettings.temperatures).
         if isinstance(data, dict) and data.get("task") == "vision":
             data = dict(data)
             data.setdefault("system_prompt", VISION_SYSTEM_PROMPT)
@@ -175,13 +180,95 @@ class Judge(_Strict):
 
 
 class Subset(_Strict):
-    """Which queries to send. Empty lists mean 'all'."""
+    """Which prompts to send. Empty lists mean 'all'.
 
-    per_domain: int | None = Field(None, ge=1)   # neutral queries per domain, chosen by seed
+    The same keys serve both tasks: for text, ``per_domain`` counts neutral
+    queries per domain and ``query_ids`` are query ids; for vision (``vision.subset``),
+    ``per_domain`` counts scenarios per category (each with all its images),
+    ``query_ids`` are image ids and ``domains`` are image categories.
+    """
+
+    per_domain: int | None = Field(None, ge=1)
+    """How many units (text: neutral queries; vision: scenarios) to keep in each domain, chosen by ``seed``."""
     query_ids: list[str] = []
+    """Only these queries (text) or images (vision)."""
     domains: list[str] = []
+    """Only these domains (text) or image categories (vision)."""
     disabilities: list[str] = []
+    """Only these disability categories on the disability side; the neutral prompt always stays."""
     seed: int = 0
+    """The seed of the ``per_domain`` choice."""
+
+
+def _project_path(value: str) -> Path:
+    """A configured path: absolute, or relative to the working directory, else to the project."""
+    p = Path(value).expanduser()
+    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
+        p = PROJECT_ROOT / p
+    return p
+
+
+class VisionSettings(_Strict):
+    """The vision audit: which images targets with ``task: vision`` describe, and how they are sampled.
+
+    The ``vision:`` block of the config. Vision generations land under the
+    image set's name as their query_set, so text and vision settings never mix.
+    """
+
+    image_set: str | None = None
+    """The image set to describe, e.g. 'pairs': the query_set of vision generations."""
+    image_root: str | None = None
+    """The folder holding the images (for PAIRS, its data/ folder or the repository above it)."""
+    manifest: str | None = None
+    """A manifest CSV for an image set other than PAIRS; without it image_root is read as a PAIRS tree."""
+    subset: Subset = Subset()
+    """Which images and categories to use (per_domain: scenarios per category; query_ids: image ids)."""
+    temperatures: list[float] = [VISION_TEMPERATURE]
+    """The sampling temperatures of vision targets; a target's own decoding.temperature wins."""
+    probe_disability_assignment: bool = False
+    """Also ask each vision target which of the nine categories the pictured person might have."""
+
+    @field_validator("temperatures")
+    @classmethod
+    def _some_temperature(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("`vision.temperatures` must list at least one value")
+        return v
+
+    def image_root_path(self) -> Path:
+        """The configured image root as an existing folder: absolute, or relative to the working directory,
+        else to the project (so a config in configs/ runs from anywhere)."""
+        if not self.image_root:
+            raise ConfigError("the config has vision targets but no `vision.image_root`; "
+                              "set it to the folder holding the images")
+        p = _project_path(self.image_root)
+        if not p.is_dir():
+            raise ConfigError(f"vision.image_root {self.image_root!r} is not a folder; point it at the folder "
+                              "holding the images (for PAIRS, the repository's data/ folder)")
+        return p.resolve()
+
+    def images_folder(self) -> Path:
+        """The folder an image's rel_path is relative to: the image root for a manifest; for PAIRS, the folder of
+        its categories (the root itself or its data/ folder)."""
+        from ableaudit.ingest.images import find_pairs_root
+
+        root = self.image_root_path()
+        return root if self.manifest else find_pairs_root(root)
+
+    def manifest_path(self) -> Path | None:
+        """The manifest CSV, located like image_root; None for a PAIRS tree."""
+        return _project_path(self.manifest) if self.manifest else None
+
+
+# Deprecated top-level keys, each with the field of the `vision:` block that replaces it.
+DEPRECATED_VISION_KEYS = {
+    "image_set": "image_set",
+    "image_root": "image_root",
+    "image_manifest": "manifest",
+    "vision_subset": "subset",
+    "vision_temperatures": "temperatures",
+    "probe_disability_assignment": "probe_disability_assignment",
+}
 
 
 class AuditConfig(_Strict):
@@ -198,12 +285,38 @@ class AuditConfig(_Strict):
     # (openai targets on their own servers); in-process models share this machine's cores.
     parallel_targets: int = Field(1, ge=1)
     # Vision targets (task: vision) describe the images of one image set.
-    image_set: str | None = None           # e.g. 'pairs': the query_set of vision generations
-    image_root: str | None = None          # folder holding the images (PAIRS: its data/ folder)
-    image_manifest: str | None = None      # a manifest CSV (else image_root is read as a PAIRS tree)
-    vision_subset: Subset = Subset()       # per_domain: scenarios per category; query_ids: image ids
-    vision_temperatures: list[float] = [VISION_TEMPERATURE]
-    probe_disability_assignment: bool = False  # also ask which of the 9 categories the person might have
+    vision: VisionSettings = VisionSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_vision_keys(cls, data: Any) -> Any:
+        # A deprecated top-level key is still read: it moves into the `vision:` block,
+        # with a warning naming its place there.
+        if not isinstance(data, dict) or not any(k in data for k in DEPRECATED_VISION_KEYS):
+            return data
+        data = dict(data)
+        block = data.get("vision")
+        if isinstance(block, VisionSettings):
+            block = block.model_dump(exclude_unset=True)
+        elif block is None:
+            block = {}
+        if not isinstance(block, dict):
+            return data  # validation names `vision` (and the old keys) as wrong
+        block = dict(block)
+        clashes = [f"`{old}` (top level) and `vision.{new}`" for old, new in DEPRECATED_VISION_KEYS.items()
+                   if old in data and new in block]
+        if clashes:
+            raise ValueError(f"both set: {'; '.join(clashes)}; keep the `vision:` block's key and remove the "
+                             "deprecated top-level one")
+        for old, new in DEPRECATED_VISION_KEYS.items():
+            if old in data:
+                block[new] = data.pop(old)
+                message = (f"config key `{old}` is deprecated: move it into the `vision:` block as "
+                           f"`vision.{new}` (see docs/configuration.md)")
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
+                logger.warning(message)
+        data["vision"] = block
+        return data
 
     @model_validator(mode="after")
     def _unique_names(self) -> "AuditConfig":
@@ -219,14 +332,12 @@ class AuditConfig(_Strict):
             raise ValueError("at least one target is needed under `targets:`")
         if not self.temperatures:
             raise ValueError("`temperatures` must list at least one value")
-        if not self.vision_temperatures:
-            raise ValueError("`vision_temperatures` must list at least one value")
         if ASSIGNMENT_ARM in [a.name for a in self.arms]:
             raise ValueError(f"arm name {ASSIGNMENT_ARM!r} is reserved for the disability-assignment probe")
-        vision = [t.name for t in self.targets if t.task == "vision"]
-        if vision and not (self.image_set and self.image_root):
+        vision = [t.name for t in self.vision_targets]
+        if vision and not (self.vision.image_set and self.vision.image_root):
             raise ValueError(f"vision targets {vision} need `image_set` (e.g. pairs) and `image_root` "
-                             "(the folder holding the images) at the top level of the config")
+                             "(the folder holding the images) in the config's `vision:` block")
         return self
 
     @property

@@ -21,19 +21,24 @@ from prefect.context import get_run_context  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ableaudit.audit import tasks  # noqa: E402
-from ableaudit.audit.planning import TargetPlan, plan_task  # noqa: E402
+from ableaudit.audit.planning import audit_task, plan_task  # noqa: E402
 from ableaudit.audit.runs import finish_run, start_run  # noqa: E402
-from ableaudit.config import load_config  # noqa: E402
+from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 
-def audit_targets(wh: str, plans: list[TargetPlan], run_id: str, parallel: int) -> dict[str, Any]:
-    """Every target's generations, ``parallel`` at once on a thread-pool task runner.
+def audit_targets(wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str) -> dict[str, Any]:
+    """Every target of task ``kind``, ``parallel_targets`` at once on a thread-pool task runner.
 
-    A failing target stops no other: each runs to its end (what it landed stays
-    landed), then the flow fails naming each failed target.
+    Plans are task inputs, never flow parameters (the Prefect server refuses a
+    flow run's parameters over 512 KiB, which an audit's plan passes). A failing
+    target stops no other: each runs to its end (what it landed stays landed),
+    then the flow fails naming each failed target.
     """
-    with ThreadPoolTaskRunner(max_workers=parallel) as runner:
+    prompts = tasks.prepare_prompts(wh, cfg, kind)
+    get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
+    plans = plan_task(cfg, kind, prompts, image_root)
+    with ThreadPoolTaskRunner(max_workers=cfg.parallel_targets) as runner:
         futures = [(p.target.name, runner.submit(tasks.audit_target, {"wh": wh, "plan": p, "run_id": run_id}))
                    for p in plans]
         totals, failed = {}, []
@@ -63,17 +68,12 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
         for kind in kinds:
             image_root = None
             if kind == "vision":
-                from ableaudit.audit.vision import effective_image_root
-
                 summary["images"] = tasks.load_images(wh, cfg)
-                image_root = effective_image_root(cfg)
-            prompts = tasks.prepare_prompts(wh, cfg, kind)
-            get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
-            plans = plan_task(cfg, kind, prompts, image_root)
-            summary["targets"].update(audit_targets(wh, plans, run_id, cfg.parallel_targets))
+                image_root = str(cfg.vision.images_folder())
+            summary["targets"].update(audit_targets(wh, cfg, kind, image_root, run_id))
         for kind in kinds if cfg.judges else []:
             # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
-            scoped = cfg if kind == "text" else cfg.model_copy(update={"query_set": cfg.image_set})
+            scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
             summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(wh, scoped, run_id)
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)

@@ -1,60 +1,160 @@
-"""From prompts and a config to the list of generations an audit needs.
+"""From prompts and a config to the list of generations an audit needs: one path for text and vision.
 
-Prompts come from the dbt model ``int_prompts``; the subset is chosen with an
-ibis expression so the same selection runs on any backend ibis supports.
+A text target answers the prompts of the dbt model ``int_prompts``; a vision
+target describes the images of the config's image set under the prompts of
+``int_vision_prompts``. Everything the two tasks differ in is data, held by an
+:class:`AuditTask` (``audit_task``): the table and the query set, the subset
+and what its ``per_domain`` counts, the order, the temperatures, which prompts
+an arm sends, and whether the disability-assignment probe runs. The selection
+is an ibis expression, so it runs on any backend ibis supports.
+
+An arm sends the prompts whose role (text: ``condition``; vision:
+``prompt_kind``) its ``vision_prompt`` names: ``neutral_disability`` (the
+default) the neutral and the disability prompts; ``mitigation`` (vision only:
+text targets skip such an arm) the neutral prompt and the mitigation prompt on
+the disability side. The vision probe lands as 'neutral' generations under the
+reserved arm ``disability_assignment``, where no disability generation exists
+to pair with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Literal
 
 import ibis
 
 from ableaudit.warehouse import ibis_compat
-from ableaudit.config import Arm, AuditConfig, ConfigError, Target
+from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Subset, Target
 from ableaudit.keys import canonical_json, content_key, model_fingerprint
 from ableaudit.records import PlannedGeneration
 
 
-def select_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
-    """Read the prompts of the configured query set and subset from ``int_prompts``."""
+@dataclass(frozen=True)
+class AuditTask:
+    """One task of an audit (text or vision) as data: what it selects, and how its targets are planned."""
+
+    kind: Literal["text", "vision"]
+    """The ``task`` of its targets and of the generations they land."""
+    table: str
+    """The dbt model its prompts come from."""
+    query_set: str | None
+    """The query set (text) or image set (vision) whose prompts it sends (vision: None when not configured)."""
+    set_key: str
+    """The config key naming ``query_set``, for error messages."""
+    subset: Subset
+    """Which of the set's prompts to send."""
+    subset_key: str
+    """The config key holding ``subset``, for error messages."""
+    unit: tuple[str, ...]
+    """What ``subset.per_domain`` counts in a domain; a chosen unit keeps all its prompts
+    (text: a query; vision: a scenario, with every image of it)."""
+    order_by: tuple[str, ...]
+    """The order prompts are selected and planned in."""
+    role: str
+    """The prompt column that says which side of a pair a prompt is (an arm sends some roles)."""
+    arm_roles: Mapping[str, tuple[str, ...]]
+    """For each ``Arm.vision_prompt``, the roles such an arm sends; an arm whose value is absent is skipped."""
+    probe_role: str | None
+    """The role the disability-assignment probe sends under ASSIGNMENT_ARM; None: no probe."""
+    load_hint: str
+    """How a missing set gets into the warehouse."""
+    targets: tuple[Target, ...]
+    """The config's targets of this task."""
+    arms: tuple[Arm, ...]
+    """The config's arms this task runs (those whose ``vision_prompt`` it has roles for)."""
+    temperatures: tuple[float, ...]
+    """The task's temperatures; a target's own ``decoding.temperature`` wins."""
+    samples: int
+    """Repeated samples of every prompt."""
+
+
+_PAIR = ("neutral", "disability")
+
+
+def audit_task(cfg: AuditConfig, kind: str) -> AuditTask:
+    """The text or the vision task of ``cfg``: the one place the two differ."""
+    if kind == "text":
+        fields: dict[str, Any] = {
+            "table": "int_prompts", "query_set": cfg.query_set, "set_key": "query_set",
+            "subset": cfg.subset, "subset_key": "subset", "unit": ("query_id",),
+            "order_by": ("domain", "query_id", "condition", "disability_id"),
+            "role": "condition", "arm_roles": {"neutral_disability": _PAIR}, "probe_role": None,
+            "load_hint": "load it first, e.g. `ableaudit import queries accesseval.csv --query-set accesseval`",
+            "temperatures": tuple(cfg.temperatures),
+        }
+    elif kind == "vision":
+        vision = cfg.vision
+        fields = {
+            "table": "int_vision_prompts", "query_set": vision.image_set, "set_key": "vision.image_set",
+            "subset": vision.subset, "subset_key": "vision.subset", "unit": ("domain", "scenario"),
+            "order_by": ("domain", "query_id", "prompt_kind", "disability_id"),
+            "role": "prompt_kind", "arm_roles": {"neutral_disability": _PAIR, "mitigation": ("neutral", "mitigation")},
+            "probe_role": "assignment" if vision.probe_disability_assignment else None,
+            "load_hint": "load it with `ableaudit import images` or let the audit flow load `vision.image_root`",
+            "temperatures": tuple(vision.temperatures),
+        }
+    else:
+        raise ValueError(f"unknown task {kind!r}; a task is 'text' or 'vision'")
+    return AuditTask(kind=kind, targets=tuple(t for t in cfg.targets if t.task == kind),
+                     arms=tuple(a for a in cfg.arms if a.vision_prompt in fields["arm_roles"]),
+                     samples=cfg.samples, **fields)
+
+
+# --------------------------------------------------------------------------- prompt selection
+
+
+def select_prompts(warehouse: str | Path, cfg: AuditConfig, kind: str = "text") -> list[dict[str, Any]]:
+    """The prompts of the task's set and subset, read from its table in the warehouse.
+
+    ``subset.per_domain`` keeps that many units per domain, chosen by
+    ``subset.seed`` among the units that have a neutral prompt: whole queries
+    (text) or whole scenarios with all their images (vision), so a pair or a
+    set of parallel images is never split.
+    """
+    task = audit_task(cfg, kind)
     con = ibis_compat.connect(warehouse, read_only=True)
     try:
-        if "int_prompts" not in con.list_tables():
-            raise ConfigError(
-                f"the warehouse {warehouse} has no int_prompts table; run `ableaudit build` "
-                "(or let the audit flow prepare it) before selecting prompts"
-            )
-        prompts = con.table("int_prompts")
+        if task.table not in con.list_tables():
+            raise ConfigError(f"the warehouse {warehouse} has no {task.table} table; run `ableaudit build` "
+                              "(the audit flow builds it before selecting prompts)")
+        prompts = con.table(task.table)
         known_sets = sorted(prompts.select("query_set").distinct().to_pyarrow()["query_set"].to_pylist())
-        if cfg.query_set not in known_sets:
-            raise ConfigError(
-                f"query_set {cfg.query_set!r} is not in the warehouse (found: {known_sets}); "
-                "load it first, e.g. `ableaudit import queries accesseval.csv --query-set accesseval`"
-            )
-        prompts = prompts.filter(prompts.query_set == cfg.query_set)
-        sub = cfg.subset
-        prompts = filter_subset(prompts, sub, "subset")
+        if task.query_set not in known_sets:
+            raise ConfigError(f"{task.set_key} {task.query_set!r} is not in the warehouse's {task.table} "
+                              f"(found: {known_sets}); {task.load_hint}")
+        prompts = prompts.filter(prompts.query_set == task.query_set)
+        sub = task.subset
+        prompts = filter_subset(prompts, sub, task.subset_key)
         if sub.per_domain:
-            # a deterministic, seed-dependent choice of neutral queries in each domain
-            neutral = prompts.filter(prompts.condition == "neutral").select("query_id", "domain")
-            shuffle = (ibis.literal(str(sub.seed)) + ":" + neutral.query_id).hash()
-            ranked = neutral.mutate(rank=ibis.row_number().over(group_by=neutral.domain, order_by=[shuffle, neutral.query_id]))
-            chosen = ranked.filter(ranked["rank"] < sub.per_domain).select("query_id")
-            prompts = prompts.semi_join(chosen, "query_id")
-        rows = prompts.order_by(["domain", "query_id", "condition", "disability_id"]).to_pyarrow().to_pylist()
+            prompts = prompts.semi_join(_sample_units(prompts, task.unit, sub), list(task.unit))
+        rows = prompts.order_by(list(task.order_by)).to_pyarrow().to_pylist()
     finally:
         con.disconnect()
     if not rows:
-        raise ConfigError(f"the subset in the config selects no prompt of query_set {cfg.query_set!r}; widen `subset:`")
+        raise ConfigError(f"`{task.subset_key}` selects no prompt of {task.set_key} {task.query_set!r}; "
+                          f"widen `{task.subset_key}:`")
     return rows
 
 
-def filter_subset(prompts: ibis.Table, sub: Any, field: str) -> ibis.Table:
+def _sample_units(prompts: ibis.Table, unit: tuple[str, ...], sub: Subset) -> ibis.Table:
+    """A deterministic, seed-dependent choice of ``sub.per_domain`` units in each domain."""
+    units = prompts.filter(prompts.condition == "neutral")
+    units = units.select(*dict.fromkeys(("domain", *unit))).distinct()
+    label = units[unit[0]]
+    for column in unit[1:]:
+        label = label + "/" + units[column]
+    shuffle = (ibis.literal(str(sub.seed)) + ":" + label).hash()
+    ranked = units.mutate(rank=ibis.row_number().over(group_by=units.domain,
+                                                      order_by=[shuffle, *(units[c] for c in unit)]))
+    return ranked.filter(ranked["rank"] < sub.per_domain).select(*unit)
+
+
+def filter_subset(prompts: ibis.Table, sub: Subset, field: str) -> ibis.Table:
     """Keep the prompts of the subset's domains, queries and disabilities (the neutral prompt stays with
-    its query); a value the prompts do not have is a ConfigError naming ``field`` (subset, vision_subset)."""
+    its query); a value the prompts do not have is a ConfigError naming ``field`` (subset, vision.subset)."""
     for column, wanted, label in (("domain", sub.domains, "domains"), ("query_id", sub.query_ids, "query_ids"),
                                   ("disability_id", sub.disabilities, "disabilities")):
         if not wanted:
@@ -166,19 +266,7 @@ def arm_system_prompt(arm: Arm, target: Target) -> str | None:
     return arm.system_prompt if arm.system_prompt is not None else target.system_prompt
 
 
-def plan_generations(cfg: AuditConfig, target: Target, prompts: list[dict[str, Any]], task: str = "text") -> list[PlannedGeneration]:
-    """Every (prompt x arm x temperature x sample) for one target, each with its key."""
-    temperatures = [target.decoding.temperature] if target.decoding.temperature is not None else cfg.temperatures
-    arm_plans = [ArmPlan(arm.name, arm.adapter or target.adapter, arm_system_prompt(arm, target), prompts) for arm in cfg.arms]
-    return expand_plan(target, arm_plans, task=task, temperatures=temperatures, samples=cfg.samples)
-
-
-def arms_by_adapter(cfg: AuditConfig, target: Target) -> dict[str | None, list[Arm]]:
-    """Arms grouped by the adapter they need, so each model variant loads once."""
-    groups: dict[str | None, list[Arm]] = {}
-    for arm in cfg.arms:
-        groups.setdefault(arm.adapter or target.adapter, []).append(arm)
-    return groups
+# --------------------------------------------------------------------------- planning
 
 
 @dataclass(frozen=True)
@@ -190,18 +278,44 @@ class TargetPlan:
     groups: list[tuple[str | None, list[PlannedGeneration]]]
     """(adapter, its planned generations): each model variant loads once."""
 
+    @property
+    def planned(self) -> list[PlannedGeneration]:
+        """Every planned generation of the target, group after group."""
+        return [p for _, planned in self.groups for p in planned]
 
-def plan_task(cfg: AuditConfig, task: str, prompts: list[dict[str, Any]],
+
+def adapter_groups(task: AuditTask, target: Target) -> list[tuple[str | None, list[Arm], bool]]:
+    """The task's arms grouped by the adapter they need, so each model variant loads once, and whether the
+    task's probe runs in the group (the one of the target's own adapter, made for it when no arm uses it)."""
+    groups: dict[str | None, list[Arm]] = {}
+    for arm in task.arms:
+        groups.setdefault(arm.adapter or target.adapter, []).append(arm)
+    probe = task.probe_role is not None
+    if probe and target.adapter not in groups:
+        groups[target.adapter] = []
+    return [(adapter, arms, probe and adapter == target.adapter) for adapter, arms in groups.items()]
+
+
+def plan_task(cfg: AuditConfig, kind: str, prompts: list[dict[str, Any]],
               image_root: str | Path | None = None) -> list[TargetPlan]:
-    """Every target of ``task`` ('text' | 'vision') with its planned generations."""
-    if task == "vision":
-        from ableaudit.audit.vision import plan_vision_generations, vision_adapter_groups
+    """Every target of task ``kind`` ('text' | 'vision') with its planned generations, by adapter group.
 
-        return [TargetPlan(target, [(adapter, plan_vision_generations(cfg, target, prompts, image_root, arms, probe))
-                                    for adapter, (arms, probe) in vision_adapter_groups(cfg, target).items()])
-                for target in cfg.vision_targets]
-    # an arm with vision_prompt: mitigation is a vision arm; text targets skip it
-    text_cfg = cfg.model_copy(update={"arms": [a for a in cfg.arms if a.vision_prompt == "neutral_disability"]})
-    return [TargetPlan(target, [(adapter, plan_generations(text_cfg.model_copy(update={"arms": arms}), target, prompts))
-                                for adapter, arms in arms_by_adapter(text_cfg, target).items()])
-            for target in cfg.text_targets]
+    Each target plans (arm x temperature x sample x prompt), an arm sending
+    the prompts of its roles; a vision prompt's image is read under
+    ``image_root`` at send time.
+    """
+    task = audit_task(cfg, kind)
+    plans = []
+    for target in task.targets:
+        temperatures = [target.decoding.temperature] if target.decoding.temperature is not None else task.temperatures
+        groups = []
+        for adapter, arms, probe in adapter_groups(task, target):
+            work = [ArmPlan(arm.name, adapter, arm_system_prompt(arm, target),
+                            [p for p in prompts if p[task.role] in task.arm_roles[arm.vision_prompt]]) for arm in arms]
+            if probe:
+                work.append(ArmPlan(ASSIGNMENT_ARM, target.adapter, target.system_prompt,
+                                    [p for p in prompts if p[task.role] == task.probe_role]))
+            groups.append((adapter, expand_plan(target, work, task=task.kind, temperatures=temperatures,
+                                                samples=task.samples, image_root=image_root)))
+        plans.append(TargetPlan(target, groups))
+    return plans

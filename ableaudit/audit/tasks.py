@@ -15,7 +15,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from tqdm import tqdm
 
-from ableaudit.audit.planning import TargetPlan, select_prompts
+from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
 from ableaudit.backends import make_backend
 from ableaudit.backends.base import Backend, BackendError, results_in_batches
 from ableaudit.config import AuditConfig, ConfigError
@@ -41,23 +41,18 @@ def transient(task: Any, task_run: Any, state: Any) -> bool:
 @task(name="prepare-prompts", cache_policy=NO_CACHE)
 def prepare_prompts(warehouse: str, cfg: AuditConfig, kind: str) -> list[dict[str, Any]]:
     """Build the prompts of ``kind`` ('text' | 'vision') from the seeds, then select the config's subset."""
-    model = "int_vision_prompts" if kind == "vision" else "int_prompts"
     run_dbt(["seed"], warehouse)
-    run_dbt(["build", "--select", f"+{model}"], warehouse)
-    if kind == "vision":
-        from ableaudit.audit.vision import select_vision_prompts
-
-        return select_vision_prompts(warehouse, cfg)
-    return select_prompts(warehouse, cfg)
+    run_dbt(["build", "--select", f"+{audit_task(cfg, kind).table}"], warehouse)
+    return select_prompts(warehouse, cfg, kind)
 
 
 @task(name="load-images", cache_policy=NO_CACHE)
 def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     """Land the audit's image set in raw.images (idempotent: unchanged files change nothing)."""
-    from ableaudit.audit.vision import effective_image_root, resolve_manifest
     from ableaudit.ingest.images import land_images, load_image_set
 
-    loaded = load_image_set(cfg.image_set, effective_image_root(cfg), resolve_manifest(cfg))
+    vision = cfg.vision
+    loaded = load_image_set(vision.image_set, vision.images_folder(), vision.manifest_path())
     report = land_images(warehouse, loaded)
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 

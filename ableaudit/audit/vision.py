@@ -1,4 +1,4 @@
-"""Vision audits: which image x prompt generations an audit needs, and the group statistics of group_bias.
+"""Vision audits: the group statistics of group_bias.
 
 A vision generation is a text generation with an image beside the prompt. It
 lands in ``raw.generations`` like any other, with ``task = 'vision'``,
@@ -6,148 +6,18 @@ lands in ``raw.generations`` like any other, with ``task = 'vision'``,
 image's category, so the warehouse pairs each disability description with the
 neutral description of the same image, model, arm, temperature and sample
 (``int_pairs``) and every text metric, judge and mart applies unchanged.
-
-The key of a vision generation hashes everything a text key hashes plus the
-sha256 of the image's bytes: a changed picture is a new generation.
-
-Arms: an arm with ``vision_prompt: neutral_disability`` (the default) sends the
-neutral prompt and the disability prompt per category; ``mitigation`` sends
-the neutral prompt and the mitigation prompt per category (the disability
-side). The optional disability-assignment probe lands as 'neutral'
-generations under the reserved arm ``disability_assignment``, where no
-disability generation exists to pair with it.
+Which generations a vision audit needs is planned on the one path text
+audits take (``ableaudit.audit.planning``); the key of a vision generation
+also hashes the sha256 of the image's bytes, so a changed picture is a new
+generation.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Iterable
 
-import ibis
 import numpy as np
 import pandas as pd
-
-from ableaudit import PROJECT_ROOT
-from ableaudit.warehouse import ibis_compat
-from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Target
-from ableaudit.audit.planning import ArmPlan, PlannedGeneration, arm_system_prompt, expand_plan, filter_subset
-
-PROMPT_KINDS_BY_ARM = {
-    "neutral_disability": ("neutral", "disability"),
-    "mitigation": ("neutral", "mitigation"),
-}
-
-
-# --------------------------------------------------------------------------- config helpers
-
-
-def resolve_image_root(cfg: AuditConfig) -> Path:
-    """The configured image root: absolute, or relative to the working directory, else to the project."""
-    if not cfg.image_root:
-        raise ConfigError("the config has vision targets but no `image_root`; set it to the folder holding the images")
-    p = Path(cfg.image_root).expanduser()
-    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
-        p = PROJECT_ROOT / p
-    if not p.is_dir():
-        raise ConfigError(f"image_root {cfg.image_root!r} is not a folder; point it at the folder holding the images "
-                          "(for PAIRS, the repository's data/ folder)")
-    return p.resolve()
-
-
-def effective_image_root(cfg: AuditConfig) -> Path:
-    """The folder rel_path is relative to: image_root for a manifest; for PAIRS, the folder of its categories."""
-    from ableaudit.ingest.images import find_pairs_root
-
-    root = resolve_image_root(cfg)
-    return root if cfg.image_manifest else find_pairs_root(root)
-
-
-def resolve_manifest(cfg: AuditConfig) -> Path | None:
-    if not cfg.image_manifest:
-        return None
-    p = Path(cfg.image_manifest).expanduser()
-    if not p.is_absolute() and not p.exists() and (PROJECT_ROOT / p).exists():
-        p = PROJECT_ROOT / p
-    return p
-
-
-def vision_temperatures(cfg: AuditConfig, target: Target) -> list[float]:
-    """The target's own temperature when it sets one, else the audit's vision_temperatures (default [0.0])."""
-    if target.decoding.temperature is not None:
-        return [target.decoding.temperature]
-    return list(cfg.vision_temperatures)
-
-
-# --------------------------------------------------------------------------- prompt selection
-
-
-def select_vision_prompts(warehouse: str | Path, cfg: AuditConfig) -> list[dict[str, Any]]:
-    """The image x prompt rows of the configured image set and vision_subset, from ``int_vision_prompts``.
-
-    ``vision_subset.per_domain`` keeps that many scenarios per category (all
-    images of a chosen scenario, so the parallel images stay together), chosen
-    by ``vision_subset.seed``; ``query_ids`` are image ids; ``domains`` are
-    categories; ``disabilities`` the categories of the disability prompts.
-    """
-    con = ibis_compat.connect(warehouse, read_only=True)
-    try:
-        if "int_vision_prompts" not in con.list_tables():
-            raise ConfigError(f"the warehouse {warehouse} has no int_vision_prompts table; load the images and "
-                              "run `ableaudit build` (the audit flow does both)")
-        prompts = con.table("int_vision_prompts")
-        prompts = prompts.filter(prompts.query_set == cfg.image_set)
-        if prompts.count().to_pyarrow().as_py() == 0:
-            raise ConfigError(f"image set {cfg.image_set!r} has no image in the warehouse; load it with "
-                              "`ableaudit import images` or let the audit flow load image_root")
-        sub = cfg.vision_subset
-        prompts = filter_subset(prompts, sub, "vision_subset")
-        if sub.per_domain:
-            scen = prompts.select("domain", "scenario").distinct()
-            shuffle = (ibis.literal(str(sub.seed)) + ":" + scen.domain + "/" + scen.scenario).hash()
-            ranked = scen.mutate(rank=ibis.row_number().over(group_by=scen.domain, order_by=[shuffle, scen.scenario]))
-            chosen = ranked.filter(ranked["rank"] < sub.per_domain).select("domain", "scenario")
-            prompts = prompts.semi_join(chosen, ["domain", "scenario"])
-        rows = prompts.order_by(["domain", "query_id", "prompt_kind", "disability_id"]).to_pyarrow().to_pylist()
-    finally:
-        con.disconnect()
-    if not rows:
-        raise ConfigError(f"vision_subset selects no prompt of image set {cfg.image_set!r}; widen `vision_subset:`")
-    return rows
-
-
-# --------------------------------------------------------------------------- planning
-
-
-def plan_vision_generations(cfg: AuditConfig, target: Target, prompts: list[dict[str, Any]], image_root: str | Path,
-                            arms: list[Arm] | None = None, include_probe: bool | None = None) -> list[PlannedGeneration]:
-    """Every (image x prompt x arm x temperature x sample) for one vision target, each with its key.
-
-    ``arms`` defaults to all the config's arms; ``include_probe`` (default: the
-    config's probe_disability_assignment) adds the assignment probe once, under
-    the reserved arm with the target's own system prompt and adapter.
-    """
-    arms = list(cfg.arms) if arms is None else list(arms)
-    if include_probe is None:
-        include_probe = cfg.probe_disability_assignment
-    by_kind: dict[str, list[dict[str, Any]]] = {}
-    for p in prompts:
-        by_kind.setdefault(p["prompt_kind"], []).append(p)
-    work = [ArmPlan(arm.name, arm.adapter or target.adapter, arm_system_prompt(arm, target),
-                    [p for k in PROMPT_KINDS_BY_ARM[arm.vision_prompt] for p in by_kind.get(k, [])]) for arm in arms]
-    if include_probe:
-        work.append(ArmPlan(ASSIGNMENT_ARM, target.adapter, target.system_prompt, by_kind.get("assignment", [])))
-    return expand_plan(target, work, task="vision", temperatures=vision_temperatures(cfg, target), samples=cfg.samples,
-                       image_root=image_root)
-
-
-def vision_adapter_groups(cfg: AuditConfig, target: Target) -> dict[str | None, tuple[list[Arm], bool]]:
-    """Arms grouped by the adapter they need (each model variant loads once), and whether the probe runs in it."""
-    groups: dict[str | None, list[Arm]] = {}
-    for arm in cfg.arms:
-        groups.setdefault(arm.adapter or target.adapter, []).append(arm)
-    if cfg.probe_disability_assignment and target.adapter not in groups:
-        groups[target.adapter] = []
-    return {a: (arms, cfg.probe_disability_assignment and a == target.adapter) for a, arms in groups.items()}
 
 
 # --------------------------------------------------------------------------- group statistics (group_bias)

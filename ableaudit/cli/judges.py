@@ -28,7 +28,7 @@ def judge_command(config: str | Path, warehouse: str | Path | None = None, run_i
     with progress_bars() as progress:
         counts = run_judges(wh, cfg, run, progress=progress)
         if cfg.vision_targets:  # vision pairs live under the image set's name
-            vision = run_judges(wh, cfg.model_copy(update={"query_set": cfg.image_set}), run, progress=progress)
+            vision = run_judges(wh, cfg.model_copy(update={"query_set": cfg.vision.image_set}), run, progress=progress)
             counts.update({f"{k} (vision)": v for k, v in vision.items()})
     return counts
 

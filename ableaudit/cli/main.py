@@ -137,8 +137,8 @@ def cmd_import_images(args: argparse.Namespace) -> int:
     print(loaded.summary())
     report = land_images(wh, loaded, replace=args.replace)
     print(f"Landed image set {args.image_set!r} in {wh}: {report.as_dict()}")
-    print(f"Audit it with `image_set: {args.image_set}` and `image_root: {loaded.root}` (and, for a manifest, "
-          f"`image_manifest: {src if src.is_file() else ''}`) beside a target with `task: vision`.")
+    print(f"Audit it with a `vision:` block holding `image_set: {args.image_set}` and `image_root: {loaded.root}` "
+          f"(and, for a manifest, `manifest: {src if src.is_file() else ''}`) beside a target with `task: vision`.")
     return 0
 
 

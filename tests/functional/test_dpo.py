@@ -280,7 +280,7 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(judged, dpo_trai
     from ableaudit.config import Arm, AuditConfig, Decoding, Target
     from ableaudit.judges.runner import judge_contrastive, select_pairs
     from ableaudit.warehouse.landing import land_generations, result_row
-    from ableaudit.audit.planning import arms_by_adapter, plan_generations
+    from ableaudit.audit.planning import plan_task
 
     held = ["q03", "q04", "q05", "q08", "q11"]
     base = read(judged, "select * from raw.generations where arm = 'baseline'")
@@ -290,9 +290,9 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(judged, dpo_trai
     target = Target(name="m1", backend="transformers", model=str(tiny_chat_model_dir), batch_size=8,
                     decoding=Decoding(max_new_tokens=6, seed=0), options={"device": "cpu"})
     cfg = AuditConfig(targets=[target], arms=[Arm(name="dpo", adapter=dpo_trained.adapter.path)], temperatures=[0.1])
-    groups = arms_by_adapter(cfg, target)
-    assert list(groups) == [dpo_trained.adapter.path]
-    planned = plan_generations(cfg, target, prompts)
+    (plan,) = plan_task(cfg, "text", prompts)
+    assert [adapter for adapter, _ in plan.groups] == [dpo_trained.adapter.path]
+    planned = plan.planned
     assert {p.adapter for p in planned} == {dpo_trained.adapter.path} and len(planned) == len(prompts)
     backend = TransformersBackend(target, adapter=dpo_trained.adapter.path)
     try:

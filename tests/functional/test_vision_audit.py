@@ -147,12 +147,14 @@ def audited(tmp_path_factory, tiny_vlm_dir):
         mp.setenv("DBT_LOG_PATH", str(tmp / "dbt-logs"))
         config = {
             "name": "vision-e2e",
-            "image_set": "pairs",
-            "image_root": str(root.parent),          # the PAIRS repository folder: data/ is found under it
-            "vision_subset": {"disabilities": DISABILITIES},
-            "vision_temperatures": TEMPERATURES,
+            "vision": {
+                "image_set": "pairs",
+                "image_root": str(root.parent),      # the PAIRS repository folder: data/ is found under it
+                "subset": {"disabilities": DISABILITIES},
+                "temperatures": TEMPERATURES,
+                "probe_disability_assignment": True,
+            },
             "samples": SAMPLES,
-            "probe_disability_assignment": True,
             "arms": [{"name": "baseline"}, {"name": "mitigation", "vision_prompt": "mitigation"}],
             "targets": [
                 {"name": "tiny-llava", "task": "vision", "backend": "transformers", "model": str(tiny_vlm_dir),
@@ -380,15 +382,18 @@ def test_disability_assignment_tallies_the_probe(audited):
 
 def test_vision_subset_keeps_whole_scenarios(audited):
     from ableaudit.config import ConfigError, parse_config
-    from ableaudit.audit.vision import select_vision_prompts
+    from ableaudit.audit.planning import select_prompts
 
-    base = {"image_set": "pairs", "image_root": ".", "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"}]}
-    cfg = parse_config(dict(base, vision_subset={"per_domain": 1, "disabilities": ["speech"], "seed": 3}))
-    rows = pd.DataFrame(select_vision_prompts(audited["warehouse"], cfg))
+    def vision(subset):
+        return parse_config({"vision": {"image_set": "pairs", "image_root": ".", "subset": subset},
+                             "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"}]})
+
+    cfg = vision({"per_domain": 1, "disabilities": ["speech"], "seed": 3})
+    rows = pd.DataFrame(select_prompts(audited["warehouse"], cfg, "vision"))
     scen = rows.groupby("domain").scenario.nunique()
     assert (scen == 1).all() and set(scen.index) == {"occupations", "status"}
     assert rows.groupby("scenario").query_id.nunique().eq(4).all()      # all four people of a scenario
     assert set(rows.disability_id.dropna()) == {"speech"}
     assert set(rows.prompt_kind) == {"neutral", "disability", "mitigation", "assignment"}
-    with pytest.raises(ConfigError, match="unknown values"):
-        select_vision_prompts(audited["warehouse"], parse_config(dict(base, vision_subset={"domains": ["sports"]})))
+    with pytest.raises(ConfigError, match=r"vision\.subset\.domains names unknown values"):
+        select_prompts(audited["warehouse"], vision({"domains": ["sports"]}), "vision")

@@ -56,3 +56,101 @@ def test_local_model_fingerprint_changes_with_the_files(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"x" * 10)
     assert model_fingerprint(str(tmp_path)) != before
     assert model_fingerprint("org/model", "abc") == "org/model@abc"
+
+
+# --------------------------------------------------------------------------- the vision block
+
+VISION_TARGET = {"name": "v", "backend": "openai", "model": "m", "task": "vision"}
+
+
+def test_vision_block_holds_the_vision_settings():
+    cfg = parse_config({"targets": [VISION_TARGET],
+                        "vision": {"image_set": "pairs", "image_root": ".", "manifest": "m.csv",
+                                   "subset": {"per_domain": 2}, "temperatures": [0.0, 0.5],
+                                   "probe_disability_assignment": True}})
+    v = cfg.vision
+    assert (v.image_set, v.image_root, v.manifest) == ("pairs", ".", "m.csv")
+    assert v.subset.per_domain == 2 and v.temperatures == [0.0, 0.5] and v.probe_disability_assignment
+    # the text settings stay apart
+    assert cfg.subset.per_domain is None and cfg.temperatures == [PAPER_TEMPERATURE]
+    defaults = parse_config({"targets": [{"name": "t", "backend": "openai", "model": "m"}]}).vision
+    assert defaults.temperatures == [0.0] and not defaults.probe_disability_assignment and defaults.image_set is None
+
+
+@pytest.mark.parametrize(
+    "old, value, new",
+    [
+        ("image_set", "pairs", "image_set"),
+        ("image_root", ".", "image_root"),
+        ("image_manifest", "m.csv", "manifest"),
+        ("vision_subset", {"per_domain": 3}, "subset"),
+        ("vision_temperatures", [0.0, 1.0], "temperatures"),
+        ("probe_disability_assignment", True, "probe_disability_assignment"),
+    ],
+)
+def test_deprecated_top_level_vision_keys_move_into_the_block(old, value, new, caplog):
+    data = {"targets": [VISION_TARGET], "vision": {"image_set": "pairs", "image_root": "."}}
+    data["vision"].pop(new, None)
+    data[old] = value
+    with caplog.at_level("WARNING", logger="ableaudit.config"), \
+            pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated.*`vision.{new}`"):
+        cfg = parse_config(data)
+    got = getattr(cfg.vision, new)
+    assert (got.model_dump(exclude_defaults=True) if hasattr(got, "model_dump") else got) == value
+    assert any(f"`{old}`" in r.getMessage() and f"`vision.{new}`" in r.getMessage() for r in caplog.records)
+
+
+def test_a_config_of_only_old_keys_still_runs(recwarn):
+    cfg = parse_config({"targets": [VISION_TARGET], "image_set": "pairs", "image_root": ".",
+                        "vision_temperatures": [0.5]})
+    assert (cfg.vision.image_set, cfg.vision.image_root, cfg.vision.temperatures) == ("pairs", ".", [0.5])
+    assert {str(w.message).split("`")[1] for w in recwarn.list if w.category is DeprecationWarning} == {
+        "image_set", "image_root", "vision_temperatures"}
+
+
+def test_old_and_new_vision_key_together_is_an_error_naming_both():
+    with pytest.raises(ConfigError) as err:
+        parse_config({"targets": [VISION_TARGET], "image_manifest": "a.csv",
+                      "vision": {"image_set": "pairs", "image_root": ".", "manifest": "b.csv"}}, "both.yaml")
+    assert "`image_manifest` (top level)" in str(err.value) and "`vision.manifest`" in str(err.value)
+    assert "both.yaml" in str(err.value)
+
+
+def test_unknown_vision_key_is_named():
+    with pytest.raises(ConfigError, match=r"vision\.image_mainfest"):
+        parse_config({"targets": [VISION_TARGET], "vision": {"image_set": "pairs", "image_root": ".",
+                                                             "image_mainfest": "x.csv"}})
+
+
+@pytest.mark.parametrize("name", ["default.yaml", "judged.yaml", "vision-example.yaml"])
+def test_shipped_configs_use_no_deprecated_key(name):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        load_config(ROOT / "configs" / name)
+
+
+def test_vision_paths_resolve_against_the_project(tmp_path, monkeypatch):
+    from ableaudit.config import VisionSettings
+
+    monkeypatch.chdir(tmp_path)
+    v = VisionSettings(image_set="pairs", image_root="seeds", manifest="seeds/queries.csv")
+    assert v.image_root_path() == (ROOT / "seeds").resolve()        # not in the working directory: the project's
+    assert v.manifest_path() == ROOT / "seeds" / "queries.csv"
+    assert v.images_folder() == v.image_root_path()                  # a manifest: paths are under image_root
+    (tmp_path / "seeds").mkdir()
+    assert v.image_root_path() == (tmp_path / "seeds").resolve()     # the working directory comes first
+    assert VisionSettings(image_set="pairs").manifest_path() is None
+    with pytest.raises(ConfigError, match="no `vision.image_root`"):
+        VisionSettings(image_set="pairs").image_root_path()
+    with pytest.raises(ConfigError, match=r"vision.image_root 'nope' is not a folder"):
+        VisionSettings(image_set="pairs", image_root="nope").image_root_path()
+
+
+def test_a_pairs_tree_is_found_under_the_image_root(tmp_path):
+    from ableaudit.config import VisionSettings
+
+    (tmp_path / "data" / "status").mkdir(parents=True)
+    v = VisionSettings(image_set="pairs", image_root=str(tmp_path))
+    assert v.images_folder() == (tmp_path / "data").resolve()

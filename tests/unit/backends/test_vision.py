@@ -247,8 +247,12 @@ def test_images_go_first_in_the_last_user_message():
     "data, fragment",
     [
         ({"targets": [{"name": "v", "backend": "llamacpp", "model": "x", "task": "vision"}],
-          "image_set": "pairs", "image_root": "."}, "vllm serve"),
+          "vision": {"image_set": "pairs", "image_root": "."}}, "vllm serve"),
         ({"targets": [{"name": "v", "backend": "openai", "model": "x", "task": "vision"}]}, "image_root"),
+        ({"targets": [{"name": "v", "backend": "openai", "model": "x", "task": "vision"}],
+          "vision": {"image_set": "pairs"}}, "`vision:` block"),
+        ({"targets": [{"name": "v", "backend": "openai", "model": "x"}], "vision": {"temperatures": []}},
+         "vision.temperatures"),
         ({"targets": [{"name": "v", "backend": "openai", "model": "x"}], "arms": [{"name": "disability_assignment"}]},
          "reserved"),
         ({"targets": [{"name": "v", "backend": "openai", "model": "x"}], "arms": [{"name": "m", "vision_prompt": "x"}]},
@@ -285,18 +289,24 @@ def _prompts(sha: str = "a" * 64) -> list[dict]:
 
 
 def _vision_cfg(**kw):
-    data = {"image_set": "pairs", "image_root": ".", "samples": 2, "vision_temperatures": [0.0, 0.5],
+    vision = {"image_set": "pairs", "image_root": ".", "temperatures": [0.0, 0.5]}
+    vision.update(kw.pop("vision", {}))
+    data = {"samples": 2, "vision": vision,
             "arms": [{"name": "baseline"}, {"name": "mitigation", "vision_prompt": "mitigation"}],
             "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"}]}
     data.update(kw)
     return parse_config(data)
 
 
-def test_vision_plan_arms_probe_and_keys(tmp_path):
-    from ableaudit.audit.vision import plan_vision_generations
+def _plan(cfg, kind, prompts, image_root=None):
+    from ableaudit.audit.planning import plan_task
 
-    cfg = _vision_cfg(probe_disability_assignment=True)
-    plan = plan_vision_generations(cfg, cfg.targets[0], _prompts(), tmp_path)
+    return [p for plan in plan_task(cfg, kind, prompts, image_root) for p in plan.planned]
+
+
+def test_vision_plan_arms_probe_and_keys(tmp_path):
+    cfg = _vision_cfg(vision={"probe_disability_assignment": True})
+    plan = _plan(cfg, "vision", _prompts(), tmp_path)
     by_arm: dict[str, set] = {}
     for p in plan:
         by_arm.setdefault(p.arm, set()).add(p.prompt_id)
@@ -308,21 +318,22 @@ def test_vision_plan_arms_probe_and_keys(tmp_path):
     assert all(p.image_rel_path == "status/phone/black_man.png" and p.image_root == str(tmp_path.resolve()) for p in plan)
     assert all(p.max_new_tokens == 512 and p.system_prompt == "" for p in plan)
     # the image's bytes are part of the key; nothing else about the plan changes with them
-    other = plan_vision_generations(cfg, cfg.targets[0], _prompts("b" * 64), tmp_path)
+    other = _plan(cfg, "vision", _prompts("b" * 64), tmp_path)
     assert not {p.generation_id for p in plan} & {p.generation_id for p in other}
-    again = plan_vision_generations(cfg, cfg.targets[0], _prompts(), tmp_path)
+    again = _plan(cfg, "vision", _prompts(), tmp_path)
     assert [p.generation_id for p in again] == [p.generation_id for p in plan]
-    # a target's own temperature wins over vision_temperatures
+    # a target's own temperature wins over vision.temperatures
     cfg2 = _vision_cfg(targets=[{"name": "v", "backend": "openai", "model": "m", "task": "vision",
                                  "decoding": {"temperature": 0.3}}])
-    assert {p.temperature for p in plan_vision_generations(cfg2, cfg2.targets[0], _prompts(), tmp_path)} == {0.3}
+    assert {p.temperature for p in _plan(cfg2, "vision", _prompts(), tmp_path)} == {0.3}
+    # without the probe, no generation of the reserved arm
+    assert "disability_assignment" not in {p.arm for p in _plan(_vision_cfg(), "vision", _prompts(), tmp_path)}
 
 
 def test_planned_vision_request_carries_the_image_and_the_backend_reads_it_checked(tmp_path):
     """Planning reads no file: the request carries a reference that is read (and checked) at send time."""
     import hashlib
 
-    from ableaudit.audit.vision import plan_vision_generations
     from ableaudit.media import ImageSetError, image_bytes
     from ableaudit.records import ImageRef
 
@@ -330,13 +341,13 @@ def test_planned_vision_request_carries_the_image_and_the_backend_reads_it_check
     (tmp_path / "status" / "phone").mkdir(parents=True)
     (tmp_path / "status" / "phone" / "black_man.png").write_bytes(data)
     cfg = _vision_cfg()
-    plan = plan_vision_generations(cfg, cfg.targets[0], _prompts(hashlib.sha256(data).hexdigest()), tmp_path)
+    plan = _plan(cfg, "vision", _prompts(hashlib.sha256(data).hexdigest()), tmp_path)
     req = plan[0].request()
     (ref,) = req.images
     assert isinstance(ref, ImageRef) and image_bytes(ref) == data
     assert req.messages == ({"role": "user", "content": plan[0].prompt_text},)
     assert "image_root" not in __import__("ableaudit.warehouse.landing", fromlist=["x"]).GENERATION_COLUMNS
-    stale = plan_vision_generations(cfg, cfg.targets[0], _prompts("c" * 64), tmp_path)[0]
+    stale = _plan(cfg, "vision", _prompts("c" * 64), tmp_path)[0]
     (stale_ref,) = stale.request().images  # planning never reads the file
     with pytest.raises(ImageSetError, match="changed since it was loaded"):
         image_bytes(stale_ref)
@@ -344,11 +355,92 @@ def test_planned_vision_request_carries_the_image_and_the_backend_reads_it_check
 
 def test_text_targets_plan_as_before():
     """A text-only config plans exactly what it planned before vision existed (same keys)."""
-    from ableaudit.audit.planning import plan_generations
-
     cfg = parse_config({"targets": [{"name": "t", "backend": "openai", "model": "m"}], "samples": 1})
     prompt = {"prompt_id": "ableaudit:q1:neutral", "prompt_text": "Hello?", "query_set": "ableaudit", "query_id": "q1",
               "domain": "education", "disability_id": None, "condition": "neutral"}
-    (p,) = plan_generations(cfg, cfg.targets[0], [prompt])
+    (p,) = _plan(cfg, "text", [prompt])
     assert p.image_rel_path is None and p.request().images == ()
     assert p.system_prompt == "You are a helpful assistant." and p.max_new_tokens == 1048 and p.temperature == 0.1
+    assert p.generation_id == "d06bbebac384bd576d24681a97749afdbf0be00109b03b8162bb8851f30f4d62"
+
+
+# Keys of generations audits have landed: a config must plan them again, to the byte, or a
+# re-run would generate (and pay for) what exists. Pinned as literal values, never recomputed.
+_PIN_ARMS = [{"name": "baseline"}, {"name": "mitigation", "vision_prompt": "mitigation"},
+             {"name": "careful", "system_prompt": "Be careful.", "adapter": "org/debias-lora"}]
+_PIN_TEXT = {"samples": 2, "temperatures": [0.1, 0.7], "arms": _PIN_ARMS,
+             "targets": [{"name": "t", "backend": "openai", "model": "m"},
+                         {"name": "u", "backend": "transformers", "model": "org/lm", "adapter": "org/base-lora",
+                          "model_id": "lm-x", "decoding": {"temperature": 0.2, "seed": None}}]}
+_PIN_VISION = {"samples": 2, "arms": _PIN_ARMS,
+               "vision": {"image_set": "pairs", "image_root": ".", "temperatures": [0.0, 0.5],
+                          "probe_disability_assignment": True},
+               "targets": [{"name": "v", "backend": "openai", "model": "m", "task": "vision"},
+                           {"name": "w", "backend": "transformers", "model": "org/vlm", "revision": "r1",
+                            "task": "vision", "adapter": "org/base-lora", "decoding": {"temperature": 0.3}}]}
+_PIN_TEXT_PROMPTS = [
+    {"prompt_id": "ableaudit:q1:neutral", "prompt_text": "Hello?", "query_set": "ableaudit", "query_id": "q1",
+     "domain": "education", "disability_id": None, "condition": "neutral"},
+    {"prompt_id": "ableaudit:q1:hearing", "prompt_text": "I am deaf. Hello?", "query_set": "ableaudit", "query_id": "q1",
+     "domain": "education", "disability_id": "hearing", "condition": "disability"},
+]
+
+
+def _plan_digest(plans) -> tuple[int, str]:
+    import hashlib
+
+    rows = sorted(f"{plan.target.name}|{adapter}|{p.arm}|{p.prompt_id}|{p.temperature}|{p.sample_index}|{p.generation_id}"
+                  for plan in plans for adapter, planned in plan.groups for p in planned)
+    return len(rows), hashlib.sha256("\n".join(rows).encode()).hexdigest()
+
+
+def _first_keys(plans) -> dict[tuple, str]:
+    return {(plan.target.name, adapter): planned[0].generation_id for plan in plans for adapter, planned in plan.groups}
+
+
+def test_text_keys_are_pinned():
+    from ableaudit.audit.planning import plan_task
+
+    plans = plan_task(parse_config(_PIN_TEXT), "text", _PIN_TEXT_PROMPTS)
+    # the vision-only mitigation arm is skipped; an arm's adapter loads in a group of its own
+    assert _first_keys(plans) == {
+        ("t", None): "d06bbebac384bd576d24681a97749afdbf0be00109b03b8162bb8851f30f4d62",
+        ("t", "org/debias-lora"): "50e557838af02fd2a8e229f38e17ca7d59c3d0c049f0a3bf8b9d0b5807ed7d14",
+        ("u", "org/base-lora"): "004fea98b972fed3bc47c1c170cc6782b4c5b1dfcc7e1ae6193b01193336a7fc",
+        ("u", "org/debias-lora"): "830268073ec4c000365e0672de61a459ee59593954ccd9db24263229e0152b98",
+    }
+    assert _plan_digest(plans) == (24, "f262e6bffa811936dfe239d8d227af3c0300956e45c28581176777606d3b0172")
+
+
+def test_vision_keys_are_pinned():
+    from ableaudit.audit.planning import plan_task
+
+    plans = plan_task(parse_config(_PIN_VISION), "vision", _prompts(), "/tmp")
+    # the probe runs in the group of the target's own adapter
+    assert _first_keys(plans) == {
+        ("v", None): "af87f46f4abdf26be8912d7ca84ab989058d5157f2718e86f895b11f744f5a2a",
+        ("v", "org/debias-lora"): "48b221f6ab1672cb64e0bf01e536a82015e08ba226cfd6c7d7fe87ecd710800f",
+        ("w", "org/base-lora"): "f92e75a602f0f89a21277bdefed552502add31ffca2a1035ec0c36ac7e37fd25",
+        ("w", "org/debias-lora"): "cbb0782d5d083aeb22c467796d82c0d36212c61ca4e285fe2655fbc9cdbd76c1",
+    }
+    assert {(plan.target.name, a): {p.arm for p in planned} for plan in plans for a, planned in plan.groups} == {
+        ("v", None): {"baseline", "mitigation", "disability_assignment"}, ("v", "org/debias-lora"): {"careful"},
+        ("w", "org/base-lora"): {"baseline", "mitigation", "disability_assignment"},
+        ("w", "org/debias-lora"): {"careful"},
+    }
+    assert _plan_digest(plans) == (60, "2b74d2e2bdbe60a727e1961e17eaca877a1c26bb9b1c49a6baedef54aaba3217")
+
+
+def test_deprecated_vision_keys_plan_the_same_keys():
+    import warnings
+
+    from ableaudit.audit.planning import plan_task
+
+    old = {k: v for k, v in _PIN_VISION.items() if k != "vision"}
+    old.update(image_set="pairs", image_root=".", vision_temperatures=[0.0, 0.5], probe_disability_assignment=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cfg = parse_config(old)
+    assert cfg.vision == parse_config(_PIN_VISION).vision
+    assert _plan_digest(plan_task(cfg, "vision", _prompts(), "/tmp")) == _plan_digest(
+        plan_task(parse_config(_PIN_VISION), "vision", _prompts(), "/tmp"))

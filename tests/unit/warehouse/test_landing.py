@@ -4,9 +4,9 @@ import duckdb
 import pytest
 
 from ableaudit.records import GenerationResult
-from ableaudit.config import parse_config
+from ableaudit.config import ConfigError, parse_config
 from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
-from ableaudit.audit.planning import plan_generations
+from ableaudit.audit.planning import plan_task
 
 PROMPTS = [
     {"prompt_id": "s:q1:neutral", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": None,
@@ -14,6 +14,12 @@ PROMPTS = [
     {"prompt_id": "s:q1:hearing", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": "hearing",
      "condition": "disability", "prompt_text": "How do I build an emergency fund as a person with hearing impairments?"},
 ]
+
+
+def _plan(cfg, target, prompts):
+    """The text plan of one target of ``cfg``, every adapter group together."""
+    (plan,) = [p for p in plan_task(cfg, "text", prompts) if p.target == target]
+    return plan.planned
 
 
 def _cfg(**over):
@@ -24,7 +30,7 @@ def _cfg(**over):
 
 def test_plan_covers_every_combination_with_distinct_keys():
     cfg = _cfg(arms=[{"name": "baseline"}, {"name": "guard", "system_prompt": "Be accurate."}])
-    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    plan = _plan(cfg, cfg.targets[0], PROMPTS)
     assert len(plan) == 2 * 2 * 2 * 2  # prompts x arms x temperatures x samples
     assert len({p.generation_id for p in plan}) == len(plan)
     guard = [p for p in plan if p.arm == "guard"]
@@ -34,20 +40,20 @@ def test_plan_covers_every_combination_with_distinct_keys():
 
 def test_keys_are_stable_and_depend_on_what_determines_the_generation():
     cfg = _cfg()
-    a = {p.generation_id for p in plan_generations(cfg, cfg.targets[0], PROMPTS)}
-    b = {p.generation_id for p in plan_generations(cfg, cfg.targets[0], PROMPTS)}
+    a = {p.generation_id for p in _plan(cfg, cfg.targets[0], PROMPTS)}
+    b = {p.generation_id for p in _plan(cfg, cfg.targets[0], PROMPTS)}
     assert a == b
     other = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model", "decoding": {"max_new_tokens": 10}}])
-    assert a.isdisjoint({p.generation_id for p in plan_generations(other, other.targets[0], PROMPTS)})
+    assert a.isdisjoint({p.generation_id for p in _plan(other, other.targets[0], PROMPTS)})
     # the name marts report is part of the key: two targets of one model each land their own rows
     # (else the second would find the first's rows "landed" and appear nowhere in the marts)
     two = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model"},
                         {"name": "m2", "backend": "openai", "model": "served-model"}])
-    assert a.isdisjoint({p.generation_id for p in plan_generations(two, two.targets[1], PROMPTS)})
+    assert a.isdisjoint({p.generation_id for p in _plan(two, two.targets[1], PROMPTS)})
     # a target renamed with its old model_id keeps its rows; its servers are not part of the key
     renamed = _cfg(targets=[{"name": "m2", "model_id": "m", "backend": "openai", "model": "served-model",
                              "base_url": ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]}])
-    assert a == {p.generation_id for p in plan_generations(renamed, renamed.targets[0], PROMPTS)}
+    assert a == {p.generation_id for p in _plan(renamed, renamed.targets[0], PROMPTS)}
 
 
 def _rows(plan, status_for):
@@ -64,7 +70,7 @@ def _rows(plan, status_for):
 
 def test_landing_is_idempotent_and_retries_only_errors(warehouse):
     cfg = _cfg(samples=1, temperatures=[0.1])
-    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    plan = _plan(cfg, cfg.targets[0], PROMPTS)
     first = land_generations(warehouse, _rows(plan, lambda p: "error" if p.condition == "disability" else "ok"))
     assert (first.inserted, first.errors) == (2, 1)
     assert landed_keys(warehouse, [p.generation_id for p in plan]) == {plan[0].generation_id}
@@ -82,7 +88,7 @@ def test_landing_is_idempotent_and_retries_only_errors(warehouse):
 
 def test_error_rows_never_carry_a_response(warehouse):
     cfg = _cfg(samples=1, temperatures=[0.1])
-    plan = plan_generations(cfg, cfg.targets[0], PROMPTS[:1])
+    plan = _plan(cfg, cfg.targets[0], PROMPTS[:1])
     land_generations(warehouse, _rows(plan, lambda p: "error"))
     con = duckdb.connect(str(warehouse), read_only=True)
     text, msg = con.execute("select response_text, error_message from raw.generations").fetchone()
@@ -92,7 +98,7 @@ def test_error_rows_never_carry_a_response(warehouse):
 
 def test_a_failed_landing_lands_nothing(warehouse):
     cfg = _cfg(samples=1, temperatures=[0.1])
-    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    plan = _plan(cfg, cfg.targets[0], PROMPTS)
     rows = _rows(plan, lambda p: "ok")
     land_generations(warehouse, rows[:1])
     rows[1]["task"] = None  # violates NOT NULL
@@ -105,7 +111,7 @@ def test_a_failed_landing_lands_nothing(warehouse):
 
 def test_result_must_match_its_plan():
     cfg = _cfg(samples=1, temperatures=[0.1])
-    plan = plan_generations(cfg, cfg.targets[0], PROMPTS)
+    plan = _plan(cfg, cfg.targets[0], PROMPTS)
     with pytest.raises(ValueError, match="does not belong"):
         result_row(plan[0], GenerationResult.from_text(plan[1].generation_id, "x"), "r")
 
@@ -126,7 +132,7 @@ def test_landing_waits_for_another_process_holding_the_file(warehouse):
     assert holder.stdout.readline().strip() == "held"
     start = time.monotonic()
     cfg = _cfg(samples=1, temperatures=[0.1])
-    report = land_generations(warehouse, _rows(plan_generations(cfg, cfg.targets[0], PROMPTS), lambda p: "ok"))
+    report = land_generations(warehouse, _rows(_plan(cfg, cfg.targets[0], PROMPTS), lambda p: "ok"))
     holder.wait()
     assert report.inserted == 2 and time.monotonic() - start > 0.5
 
@@ -169,7 +175,110 @@ def test_filter_subset_keeps_the_neutral_prompt_and_names_unknown_values(tmp_pat
         kept = filter_subset(prompts, Subset(domains=["finance"], disabilities=["hearing"]), "subset").to_pyarrow()
         assert sorted(zip(kept["query_id"].to_pylist(), kept["disability_id"].to_pylist()),
                       key=str) == [("q1", "hearing"), ("q1", None)]
-        with pytest.raises(ConfigError, match=r"vision_subset\.query_ids names unknown values \['q9'\]"):
-            filter_subset(prompts, Subset(query_ids=["q1", "q9"]), "vision_subset")
+        with pytest.raises(ConfigError, match=r"vision\.subset\.query_ids names unknown values \['q9'\]"):
+            filter_subset(prompts, Subset(query_ids=["q1", "q9"]), "vision.subset")
     finally:
         ib.disconnect()
+
+
+# --------------------------------------------------------------------------- selection (one path for text and vision)
+
+TEXT_TARGET = {"name": "t", "backend": "openai", "model": "m"}
+VISION_TARGET = {"name": "v", "backend": "openai", "model": "m", "task": "vision"}
+
+
+@pytest.fixture(scope="module")
+def prompt_tables(tmp_path_factory):
+    """A warehouse holding the two prompt tables: 3 domains x 4 queries (neutral + 2 disabilities) of set 's',
+    and 2 categories x 3 scenarios x 2 images (neutral, probe, 2 disability and 2 mitigation prompts) of 'pairs'."""
+    path = tmp_path_factory.mktemp("prompts") / "p.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("create table int_prompts (prompt_id varchar, query_set varchar, query_id varchar, domain varchar, "
+                "disability_id varchar, condition varchar, prompt_text varchar)")
+    con.execute("create table int_vision_prompts (prompt_id varchar, query_set varchar, query_id varchar, "
+                "domain varchar, scenario varchar, rel_path varchar, image_sha256 varchar, prompt_kind varchar, "
+                "condition varchar, disability_id varchar, prompt_text varchar)")
+    for d in ("education", "finance", "health"):
+        for q in range(4):
+            qid = f"{d[:3]}_{q}"
+            con.execute("insert into int_prompts values (?, 's', ?, ?, null, 'neutral', ?)",
+                        [f"s:{qid}:neutral", qid, d, f"Q {qid}?"])
+            for dis in ("hearing", "vision"):
+                con.execute("insert into int_prompts values (?, 's', ?, ?, ?, 'disability', ?)",
+                            [f"s:{qid}:{dis}", qid, d, dis, f"Q {qid} as {dis}?"])
+    con.execute("insert into int_prompts values ('o:x:neutral', 'other', 'x', 'education', null, 'neutral', 'X?')")
+    for d in ("occupations", "status"):
+        for sc in ("a", "b", "c"):
+            for person in ("black_man", "white_woman"):
+                img = f"{d}/{sc}/{person}"
+                kinds = [("neutral", "neutral", None), ("assignment", "neutral", None)]
+                kinds += [(k, "disability", dis) for dis in ("hearing", "speech") for k in ("disability", "mitigation")]
+                for kind, condition, dis in kinds:
+                    con.execute("insert into int_vision_prompts values (?, 'pairs', ?, ?, ?, ?, ?, ?, ?, ?, 'p')",
+                                [f"pairs:{img}:{kind}" + (f":{dis}" if dis else ""), img, d, sc, f"{img}.png",
+                                 "0" * 64, kind, condition, dis])
+    con.close()
+    return path
+
+
+def _select(path, kind, subset=None, **over):
+    from ableaudit.audit.planning import select_prompts
+
+    if kind == "text":
+        data = {"query_set": "s", "targets": [TEXT_TARGET], **({"subset": subset} if subset else {})}
+    else:
+        vision = {"image_set": "pairs", "image_root": ".", **({"subset": subset} if subset else {})}
+        data = {"vision": vision, "targets": [VISION_TARGET]}
+    data.update(over)
+    return select_prompts(path, parse_config(data), kind)
+
+
+# The units a seed chooses, pinned: re-running an audit must send the same prompts.
+@pytest.mark.parametrize(
+    "kind, subset, units",
+    [
+        ("text", {"per_domain": 2, "seed": 0}, ["edu_0", "edu_2", "fin_0", "fin_2", "hea_1", "hea_2"]),
+        ("text", {"per_domain": 2, "seed": 5}, ["edu_1", "edu_3", "fin_1", "fin_2", "hea_2", "hea_3"]),
+        ("text", {"per_domain": 1, "seed": 5, "domains": ["finance", "health"], "disabilities": ["hearing"]},
+         ["fin_1", "hea_2"]),
+        ("vision", {"per_domain": 1, "seed": 0, "disabilities": ["speech"]}, ["occupations/a", "status/a"]),
+        ("vision", {"per_domain": 2, "seed": 0}, ["occupations/a", "occupations/c", "status/a", "status/b"]),
+        ("vision", {"per_domain": 1, "seed": 5, "disabilities": ["speech"]}, ["occupations/a", "status/c"]),
+    ],
+)
+def test_per_domain_keeps_whole_units_chosen_by_the_seed(prompt_tables, kind, subset, units):
+    rows = _select(prompt_tables, kind, subset)
+    if kind == "text":  # a unit is a query: its neutral prompt and each chosen disability's
+        got = {r["query_id"] for r in rows}
+        per_unit = 1 + len(subset.get("disabilities") or ["hearing", "vision"])
+        assert all(sum(r["query_id"] == q for r in rows) == per_unit for q in got)
+    else:  # a unit is a scenario, with both of its images and every prompt of each
+        got = {f"{r['domain']}/{r['scenario']}" for r in rows}
+        per_image = 2 + 2 * len(subset.get("disabilities") or ["hearing", "speech"])
+        assert len(rows) == len(got) * 2 * per_image
+    assert sorted(got) == units
+    assert {r["disability_id"] for r in rows} - {None} <= set(subset.get("disabilities") or ["hearing", "vision", "speech"])
+
+
+def test_selection_order_is_the_tasks(prompt_tables):
+    text = [r["prompt_id"] for r in _select(prompt_tables, "text", {"query_ids": ["edu_2", "edu_0"]})]
+    assert text == ["s:edu_0:hearing", "s:edu_0:vision", "s:edu_0:neutral",
+                    "s:edu_2:hearing", "s:edu_2:vision", "s:edu_2:neutral"]
+    vision = [r["prompt_id"] for r in _select(prompt_tables, "vision", {"query_ids": ["status/b/white_woman"],
+                                                                         "disabilities": ["speech"]})]
+    assert vision == [f"pairs:status/b/white_woman:{k}" for k in
+                      ("assignment", "disability:speech", "mitigation:speech", "neutral")]
+
+
+def test_selection_errors_name_the_task_keys(prompt_tables, tmp_path):
+    with pytest.raises(ConfigError, match=r"query_set 'nope' is not in .*\['other', 's'\].*import queries"):
+        _select(prompt_tables, "text", query_set="nope")
+    with pytest.raises(ConfigError, match=r"vision.image_set 'mine' is not in .*\['pairs'\].*import images"):
+        _select(prompt_tables, "vision", vision={"image_set": "mine", "image_root": "."})
+    with pytest.raises(ConfigError, match=r"vision\.subset\.domains names unknown values \['sports'\]"):
+        _select(prompt_tables, "vision", {"domains": ["sports"]})
+    with pytest.raises(ConfigError, match=r"subset\.query_ids names unknown values \['q9'\]"):
+        _select(prompt_tables, "text", {"query_ids": ["q9"]})
+    duckdb.connect(str(tmp_path / "empty.duckdb")).close()
+    with pytest.raises(ConfigError, match="has no int_vision_prompts table; run `ableaudit build`"):
+        _select(tmp_path / "empty.duckdb", "vision")
