@@ -70,6 +70,6 @@ def add_judge_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
 def add_import_judgments_parser(imp: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`ableaudit import judgments FILE`."""
     p = imp.add_parser("judgments", parents=[common], help="judge verdicts made elsewhere (CSV, JSONL or Parquet)")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="the verdicts file (CSV, JSONL or Parquet; columns: see docs/judges.md)")
     p.set_defaults(func=cmd_import_judgments)
     return p

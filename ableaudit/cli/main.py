@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from ableaudit import PROJECT_ROOT
+from ableaudit import PROJECT_ROOT, __version__
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.warehouse import warehouse_path
 
@@ -74,10 +74,16 @@ def _ensure_prompts(wh: Path) -> None:
     run_dbt(["build", "--select", "+int_prompts"], wh)
 
 
+def _require_file(path: Path) -> None:
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path} does not exist or is not a file; check the path")
+
+
 def cmd_import_responses(args: argparse.Namespace) -> int:
     from ableaudit.ingest.responses import import_responses
 
     wh = warehouse_path(args.warehouse)
+    _require_file(args.file)  # before dbt prepares the prompts, which takes a minute
     _ensure_prompts(wh)
     report = import_responses(args.file, wh, default_query_set=args.query_set)
     print(f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.retried} replaced errors")
@@ -156,12 +162,14 @@ def cmd_export_preference_pairs(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--warehouse", help="DuckDB file (default: $ABLEAUDIT_WAREHOUSE or warehouse/ableaudit.duckdb)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("audit", parents=[common], help="run the audit flow on a config")
-    p.add_argument("--config", default=str(PROJECT_ROOT / "configs" / "default.yaml"), type=Path)
+    p.add_argument("--config", default=str(PROJECT_ROOT / "configs" / "default.yaml"), type=Path,
+                   help="the audit config, YAML (default: configs/default.yaml, the embedded SmolLM2 audit)")
     p.add_argument("--no-build", action="store_true", help="land generations only; skip dbt build and publish")
     p.set_defaults(func=cmd_audit)
 
@@ -180,36 +188,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("export", help="write files for people").add_subparsers(dest="what", required=True)
     p = exp.add_parser("annotation-sample", parents=[common], help="a stratified sample for human annotators")
-    p.add_argument("out_dir", type=Path)
-    p.add_argument("--kind", choices=["rubric", "contrastive"], default="rubric")
+    p.add_argument("out_dir", type=Path, help="folder to write the sample files into")
+    p.add_argument("--kind", choices=["rubric", "contrastive"], default="rubric",
+                   help="rate single responses (rubric) or neutral/disability pairs (contrastive)")
     p.add_argument("--size-per-domain", type=int, default=200, help="items per domain (the paper used 200)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--query-set")
+    p.add_argument("--seed", type=int, default=0, help="seed of the stratified draw")
+    p.add_argument("--query-set", help="only this query set (default: every query set)")
     p.add_argument("--model", action="append", help="only this model_id (repeatable)")
     p.set_defaults(func=cmd_export_annotation_sample)
     p = exp.add_parser("preference-pairs", parents=[common], help="flagged pairs in TRL's DPO layout")
-    p.add_argument("out_dir", type=Path)
-    p.add_argument("--judge")
-    p.add_argument("--task", choices=["text", "vision"], default="text")
-    p.add_argument("--arm", action="append")
-    p.add_argument("--model", action="append")
-    p.add_argument("--image-root", type=Path)
-    p.add_argument("--format", action="append", choices=["jsonl", "parquet"])
-    p.add_argument("--heldout-share", type=float)
+    p.add_argument("out_dir", type=Path, help="folder to write train/heldout files and the manifest into")
+    p.add_argument("--judge", help="the contrastive judge whose flags choose the pairs (default: the only one)")
+    p.add_argument("--task", choices=["text", "vision"], default="text", help="text pairs, or a VLM audit's pairs")
+    p.add_argument("--arm", action="append", help="only pairs of this arm (repeatable; default: the baseline)")
+    p.add_argument("--model", action="append", help="only this model_id (repeatable)")
+    p.add_argument("--image-root", type=Path, help="vision: the audit's image_root, under which images are named")
+    p.add_argument("--format", action="append", choices=["jsonl", "parquet"],
+                   help="file format (repeatable; default: both)")
+    p.add_argument("--heldout-share", type=float,
+                   help="check that the warehouse was built with this var('preference_heldout_share')")
     p.set_defaults(func=cmd_export_preference_pairs)
 
     imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(dest="what", required=True)
     p = imp.add_parser("annotations", parents=[common], help="human ratings (wide or long CSV, JSONL, Parquet)")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="the ratings file")
     p.set_defaults(func=cmd_import_annotations)
     add_import_judgments_parser(imp, common)
     p = imp.add_parser("responses", parents=[common], help="responses as CSV, JSONL or Parquet")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="the responses file (columns: see docs/importing.md)")
     p.add_argument("--query-set", default="ableaudit", help="query set of rows without a query_set column")
     p.set_defaults(func=cmd_import_responses)
     p = imp.add_parser("queries", parents=[common], help="the published AccessEval CSV (local file, or the hub when online)")
-    p.add_argument("file", type=Path, nargs="?")
-    p.add_argument("--query-set", default="accesseval")
+    p.add_argument("file", type=Path, nargs="?", help="the AccessEval CSV (default: fetched from the hub when online)")
+    p.add_argument("--query-set", default="accesseval", help="name to land the set under (default: accesseval)")
     p.add_argument("--lenient", action="store_true", help="report unresolvable rows instead of stopping")
     p.set_defaults(func=cmd_import_queries)
     p = imp.add_parser("images", parents=[common],

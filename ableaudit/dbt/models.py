@@ -38,6 +38,22 @@ def read(relation: Any, columns: Sequence[str] | None = None, where: str | None 
     return _relation_arrow(relation).to_pandas()
 
 
+def bootstrap_settings(n_boot: Any, seed: Any) -> tuple[int, int]:
+    """var('bootstrap_samples') and var('bootstrap_seed') as read by the model, with their defaults."""
+    return meta(n_boot, 2000, int), meta(seed, 0, int)
+
+
+def after_arm(schema: Mapping[str, str]) -> dict[str, str]:
+    """A statistics schema with ``query_set`` after ``arm``: the marts' keys read task, model, arm,
+    query set, then the rest (the statistics run per query set, which is never pooled)."""
+    out: dict[str, str] = {}
+    for column, dtype in schema.items():
+        out[column] = dtype
+        if column == "arm":
+            out["query_set"] = "str"
+    return out
+
+
 def meta(value: Any, default: Any, cast: type) -> Any:
     """A var read with ``dbt.config.meta_get`` (dbt parses those calls from the model's code, so each
     model makes the call itself), with its default when unset or empty."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ableaudit.ingest.responses import ResponseImportError, read_table
+from ableaudit.ingest.responses import ResponseImportError, read_table, require_columns
 from ableaudit.warehouse.landing import land_judgments
 from ableaudit.judges.parsing import parse_verdict
 from ableaudit.judges.runner import contrastive_subject, judgment_key, rubric_subject
@@ -54,16 +54,9 @@ def import_judgments(path: str | Path, warehouse: str | Path, run_id: str | None
         rows = read_table(path)
     except ResponseImportError as err:
         raise JudgmentImportError(str(err)) from None
-    if not rows:
-        raise JudgmentImportError(f"{path} holds no rows")
-    columns = set(rows[0])
-    missing = [c for c in REQUIRED if c not in columns]
-    if missing:
-        raise JudgmentImportError(
-            f"{path} lacks required column(s) {missing}; found {sorted(columns)}. Required: {list(REQUIRED)}; "
-            "plus generation_id (rubric) or neutral_generation_id and disability_generation_id (contrastive); "
-            f"optional: prompt_version, judge_revision"
-        )
+    require_columns(path, rows, REQUIRED, "plus generation_id (rubric) or neutral_generation_id and "
+                    "disability_generation_id (contrastive); optional: prompt_version, judge_revision",
+                    JudgmentImportError)
     wanted = {_text(r.get(c)) for r in rows for c in ("generation_id", "neutral_generation_id", "disability_generation_id")}
     wanted.discard("")
     con = connect(warehouse)

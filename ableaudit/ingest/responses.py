@@ -8,7 +8,7 @@ lists what is wrong, and the warehouse is left as it was.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import duckdb
 
@@ -63,17 +63,21 @@ def _disability_lookup(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return lookup
 
 
+def require_columns(path: str | Path, rows: list[dict], required: Sequence[str], optional: str,
+                    error: type[Exception]) -> None:
+    """Refuse a file with no rows, or without a required column, in one message naming what it has."""
+    if not rows:
+        raise error(f"{path} holds no rows")
+    columns = set(rows[0])
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise error(f"{path} lacks required column(s) {missing}; found {sorted(columns)}. "
+                    f"Required: {list(required)}; {optional}")
+
+
 def import_responses(path: str | Path, warehouse: str | Path, default_query_set: str = "ableaudit", run_id: str | None = None) -> LandingReport:
     rows = read_table(path)
-    if not rows:
-        raise ResponseImportError(f"{path} holds no rows")
-    columns = set(rows[0])
-    missing = [c for c in REQUIRED if c not in columns]
-    if missing:
-        raise ResponseImportError(
-            f"{path} lacks required column(s) {missing}; found {sorted(columns)}. "
-            f"Required: {list(REQUIRED)}; optional: {list(OPTIONAL)}"
-        )
+    require_columns(path, rows, REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError)
     con = connect(warehouse)
     try:
         tables = {r[0] for r in con.execute("select table_name from information_schema.tables where table_schema = 'main'").fetchall()}

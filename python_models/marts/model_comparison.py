@@ -7,15 +7,11 @@ query set and metric, over the included pairs of int_pair_scores.
 
 import pandas as pd
 
-from ableaudit.dbt.models import read, to_arrow
+from ableaudit.dbt.models import after_arm, read, to_arrow
 from ableaudit.stats import MODEL_COMPARISON_SCHEMA, model_comparison
 
 PAIR_COLUMNS = ["task", "model_id", "arm", "query_set", "metric", "neutral_score", "disability_score"]
-SCHEMA = {}
-for _col, _dtype in MODEL_COMPARISON_SCHEMA.items():
-    SCHEMA[_col] = _dtype
-    if _col == "arm":
-        SCHEMA["query_set"] = "str"
+SCHEMA = after_arm(MODEL_COMPARISON_SCHEMA)
 
 
 def model(dbt, session):

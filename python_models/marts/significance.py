@@ -10,24 +10,19 @@ var('bootstrap_seed'). Query sets are never pooled, as in `degradation`.
 
 import pandas as pd
 
-from ableaudit.dbt.models import meta, read, to_arrow
+from ableaudit.dbt.models import after_arm, bootstrap_settings, read, to_arrow
 from ableaudit.stats import SIGNIFICANCE_SCHEMA, significance
 
 PAIR_COLUMNS = ["task", "model_id", "arm", "query_set", "metric", "direction", "domain", "disability_id",
                 "query_id", "neutral_score", "disability_score"]
-# query_set after arm: the mart's key reads task, model, arm, query set, metric, slice
-SCHEMA = {}
-for _col, _dtype in SIGNIFICANCE_SCHEMA.items():
-    SCHEMA[_col] = _dtype
-    if _col == "arm":
-        SCHEMA["query_set"] = "str"
+SCHEMA = after_arm(SIGNIFICANCE_SCHEMA)
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
     n_boot = dbt.config.meta_get("bootstrap_samples")  # each meta_get alone on its line: dbt parses these calls
     seed = dbt.config.meta_get("bootstrap_seed")
-    n_boot, seed = meta(n_boot, 2000, int), meta(seed, 0, int)
+    n_boot, seed = bootstrap_settings(n_boot, seed)
 
     pairs = read(dbt.ref("int_pair_scores"), PAIR_COLUMNS, where="included")
     parts = [

@@ -16,6 +16,7 @@ import pytest
 from ableaudit import PROJECT_ROOT
 from ableaudit.audit.flow import audit as audit_flow
 from tests.fixtures.independent import degradation_vader
+from tests.fixtures.warehouse import read as _read
 
 CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_llamacpp.yaml"  # with both judges
 NO_JUDGES = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_nojudge.yaml"
@@ -23,14 +24,6 @@ N_JUDGED = 6 * 2  # CONFIG: 6 domains x (1 neutral + 1 disability), answered and
 N_PLANNED = 6 * 3  # NO_JUDGES: 6 domains x (1 neutral + 2 disabilities)
 
 pytestmark = pytest.mark.slow
-
-
-def _read(path: Path, sql: str) -> pd.DataFrame:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.execute(sql).df()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")

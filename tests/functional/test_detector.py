@@ -29,6 +29,7 @@ from ableaudit.dbt.runner import run_dbt
 from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
 from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 from ableaudit.warehouse import connect
+from tests.fixtures.warehouse import read
 
 pytestmark = pytest.mark.slow
 
@@ -145,14 +146,6 @@ class KeywordJudge(Backend):
 def judge_cfg() -> Judge:
     return Judge(name=JUDGE, kinds=["contrastive"],
                  target=Target(name="judge", backend="openai", model="fake/judge", decoding=Decoding(temperature=0.0)))
-
-
-def read(warehouse: Path, sql: str) -> pd.DataFrame:
-    con = duckdb.connect(str(warehouse), read_only=True)
-    try:
-        return con.execute(sql).df()
-    finally:
-        con.close()
 
 
 def land_human_labels(warehouse: Path, rows: list[tuple[str, str, str, str]]) -> None:

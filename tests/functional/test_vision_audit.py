@@ -27,6 +27,7 @@ import yaml
 from ableaudit.audit.flow import audit as audit_flow
 from tests.fixtures.independent import degradation_vader, vader
 from tests.fixtures.tiny_vlm import make_pairs_tree  # noqa: F401
+from tests.fixtures.warehouse import read as _read
 
 pytestmark = pytest.mark.slow
 
@@ -126,14 +127,6 @@ class FakeVLMServer:
     def __exit__(self, *exc) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def _read(path: Path, sql: str) -> pd.DataFrame:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        return con.execute(sql).df()
-    finally:
-        con.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,40 @@
+"""The command line: a version, help on every flag, and a missing input file named before any slow step."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pytest
+
+from ableaudit import __version__
+from ableaudit.cli.main import build_parser, main
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"ableaudit {__version__}"
+
+
+def test_every_flag_and_argument_has_help():
+    missing = [f"{p.prog} {a.dest}" for p in _parsers(build_parser()) for a in p._actions
+               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction))
+               and not a.help]
+    assert missing == []
+
+
+def test_a_missing_responses_file_is_named_in_seconds(tmp_path, capsys):
+    start = time.monotonic()
+    code = main(["import", "responses", str(tmp_path / "missing.csv"), "--warehouse", str(tmp_path / "wh.duckdb")])
+    assert code == 2 and time.monotonic() - start < 5
+    assert "missing.csv does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "wh.duckdb").exists()
