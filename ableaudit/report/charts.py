@@ -49,6 +49,12 @@ def _svg(fig, chart_id: str, title: str, summary: str) -> str:
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    # matplotlib names its groups line2d_1, patch_1, ... in every figure: prefix them, so several charts
+    # on one page never share an id
+    names = set(re.findall(r'\sid="([^"]+)"', svg))
+    svg = re.sub(r'(\sid="|url\(#|href="#)([^"\)]+)(["\)])',
+                 lambda m: m.group(1) + (f"{chart_id}-{m.group(2)}" if m.group(2) in names else m.group(2)) + m.group(3),
+                 svg)
     opening = re.match(r"<svg[^>]*>", svg).group(0)
     new_opening = re.sub(r'\s(width|height)="[^"]*"', "", opening)
     new_opening = new_opening.replace(

@@ -191,7 +191,7 @@ def split_answer(text: str, spans: list[tuple[str, str]]) -> list[Piece]:
     for s in merged:
         if s.start > pos:
             pieces.append(Piece(text[pos : s.start]))
-        pieces.append(Piece(text[s.start : s.end], "quoted by " + "; ".join(s.labels)))
+        pieces.append(Piece(text[s.start : s.end], "quoted by " + "; ".join(sorted(s.labels))))
         pos = s.end
     if pos < len(text):
         pieces.append(Piece(text[pos:]))
