@@ -12,9 +12,10 @@ from __future__ import annotations
 import html
 import io
 import re
+from collections.abc import Sequence
 from itertools import cycle
-from typing import Sequence
 
+MAX_LEGEND = 12  # more series than this are drawn without a legend; the data table beside the chart names them
 # Okabe & Ito (2008), without yellow (too light on white).
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#56B4E9", "#E69F00", "#000000"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
@@ -48,7 +49,7 @@ def _svg(fig, chart_id: str, title: str, summary: str) -> str:
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
-    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
     # matplotlib names its groups line2d_1, patch_1, ... in every figure: prefix them, so several charts
     # on one page never share an id
     names = set(re.findall(r'\sid="([^"]+)"', svg))
@@ -85,7 +86,7 @@ def line_chart(chart_id: str, title: str, summary: str, series: dict[str, list[t
         ax.set_ylabel(ylabel)
         if ylim:
             ax.set_ylim(*ylim)
-        if series:
+        if 0 < len(series) <= MAX_LEGEND:
             ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
         return _svg(fig, chart_id, title, summary)
 
@@ -101,7 +102,7 @@ def scatter_chart(chart_id: str, title: str, summary: str, series: dict[str, lis
         for (name, points), (colour, marker, _) in zip(series.items(), _styles()):
             if not points:
                 continue
-            labels, xs, ys = zip(*points)
+            _, xs, ys = zip(*points)
             ax.scatter(xs, ys, color=colour, marker=marker, label=name, s=30)
             for text, x, y in points:
                 ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
@@ -110,7 +111,7 @@ def scatter_chart(chart_id: str, title: str, summary: str, series: dict[str, lis
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_ylim(0, 100)
-        if series:
+        if 0 < len(series) <= MAX_LEGEND:
             ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False)
         return _svg(fig, chart_id, title, summary)
 

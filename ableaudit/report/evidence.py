@@ -247,7 +247,7 @@ def _arms(values: Any) -> list[str]:
 
 def _page(marts: Marts, task: str, query_set: str, model_id: str, units: pd.DataFrame, max_pairs: int) -> ModelPage:
     pairs = marts.query(_PAIRS_SQL, [task, query_set, model_id, max_pairs])
-    chosen = pairs[["pair_id"]]  # noqa: F841 - read by DuckDB's replacement scan
+    chosen = pairs[["pair_id"]]
     marts.con.register("report_chosen_pairs", chosen)
     try:
         scores = marts.query(

@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from ableaudit.report.records import Cell, Source
 
 NA = "n/a"
@@ -33,9 +36,10 @@ def missing(value: Any) -> bool:
     if value is None:
         return True
     try:
-        return bool(value != value)  # NaN, NA
+        result = pd.isna(value)
     except (TypeError, ValueError):
         return False
+    return isinstance(result, (bool, np.bool_)) and bool(result)
 
 
 def pct(value: Any) -> str:

@@ -32,10 +32,28 @@ class Source:
         """The key as compact JSON."""
         return json.dumps(self.key, sort_keys=True, separators=(",", ":"), default=str)
 
-    def key_attr(self) -> Markup:
-        """The key's JSON escaped for a single-quoted attribute (its double quotes need no escaping there)."""
-        text = self.key_json().replace("&", "&amp;").replace("'", "&#39;").replace("<", "&lt;").replace(">", "&gt;")
-        return Markup(text)
+
+
+class Provenance:
+    """The keys of a page's figures, each written once.
+
+    A figure's element names its table and column (``data-src``, ``data-col``)
+    and the number of its row's key (``data-k``); the keys themselves are one
+    JSON list at the end of the page (``<script type="application/json"
+    id="provenance">``), so a row of ten figures carries its key once.
+    """
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+
+    def __call__(self, source: Source) -> int:
+        """The number of ``source``'s key in this page's list."""
+        return self._index.setdefault(source.key_json(), len(self._index))
+
+    def json(self) -> Markup:
+        """The list, safe inside a script element."""
+        keys = sorted(self._index, key=self._index.__getitem__)
+        return Markup("[" + ",".join(keys).replace("</", "<\\/") + "]")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from ableaudit.report import evidence as ev
 from ableaudit.report import sections as sec
 from ableaudit.report.marts import Marts, ReportError, resolve_source
-from ableaudit.report.records import Page, Source, Table
+from ableaudit.report.records import Page, Provenance, Source, Table
 
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
        "base-uri 'none'; form-action 'none'")
@@ -106,11 +106,11 @@ def _pages(marts: Marts, max_pairs: int) -> list[Page]:
     sections = sec.build_sections(ctx)
     pages = [Page("index.html", "ableaudit report")]
     pages[0].html = env.get_template("index.html").render(
-        title="Disability-bias audit report", sections=sections, root="", **common)
+        title="Disability-bias audit report", sections=sections, root="", prov=Provenance(), **common)
     sig = marts.frame("significance", "", "task, query_set, model_id, arm, metric, slice, slice_value")
     pages.append(Page("significance.html", "Significance: every slice"))
     pages[-1].html = env.get_template("table_page.html").render(
-        title="Significance: every slice", root="",
+        title="Significance: every slice", root="", prov=Provenance(),
         intro="Every row of the significance mart: paired t-tests per model, arm, metric and slice (overall, "
               "domain, disability), with Holm and Benjamini-Hochberg adjusted p and the 95 % bootstrap interval "
               "of the mean shift (disability-aware minus neutral score).",
@@ -120,7 +120,7 @@ def _pages(marts: Marts, max_pairs: int) -> list[Page]:
     dq = marts.frame("data_quality", "", "task, model_id, arm, run_id, area, metric, status")
     pages.append(Page("data-quality.html", "Data quality: every exclusion"))
     pages[-1].html = env.get_template("table_page.html").render(
-        title="Data quality: every exclusion", root="",
+        title="Data quality: every exclusion", root="", prov=Provenance(),
         intro="Every row of the data_quality mart: generations, pairs, scores, rates and verdicts counted by status, "
               "per run, model and arm. A rate leaves a row out only by the rule its status names.",
         table=Table("Rows by status (data_quality)", ["Model", "Arm", "Task", "Run", "Area", "Metric", "Status",
@@ -132,6 +132,6 @@ def _pages(marts: Marts, max_pairs: int) -> list[Page]:
     for mp in model_pages:
         page = Page(mp.path, f"Pairs of {mp.model_id}")
         page.html = template.render(title=f"Pairs of {mp.model_id} ({mp.task}, {mp.query_set})", page=mp,
-                                    root="../", script=script, max_pairs=max_pairs, **common)
+                                    root="../", script=script, max_pairs=max_pairs, prov=Provenance(), **common)
         pages.append(page)
     return pages

@@ -9,15 +9,24 @@ its heading and says in one sentence what would fill it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import pandas as pd
 
 from ableaudit.report import charts
 from ableaudit.report import format as fmt
 from ableaudit.report.marts import Marts
-from ableaudit.report.records import Cell, Chart, Heading, Paragraph, Section, Source, Table
+from ableaudit.report.records import (
+    Cell,
+    Chart,
+    Heading,
+    Paragraph,
+    Section,
+    Source,
+    Table,
+)
 
 ALPHA = 0.05
 DIMENSIONS = ("interpret", "stereotype", "framing", "abstain")
@@ -156,10 +165,10 @@ def headline(ctx: Context) -> Section:
         rows = []
         for _, r in g.iterrows():
             k = key_of(r, ["task", "model_id", "arm", "query_set", "metric", "slice", "slice_value"])
-            src = lambda col, k=k: Source("degradation", col, k)  # noqa: E731
+            src = lambda col, k=k: Source("degradation", col, k)
             s = sig_rows.get(tuple(r[c] for c in sig_key))
             sk = key_of(s, ["task", "model_id", "arm", "query_set", "metric", "slice", "slice_value"]) if s is not None else None
-            ssrc = lambda col, sk=sk: Source("significance", col, sk) if sk else None  # noqa: E731
+            ssrc = lambda col, sk=sk: Source("significance", col, sk) if sk else None
             significant = s is not None and fmt.is_finite(s.p_holm) and float(s.p_holm) < ALPHA
             rows.append([
                 fmt.row_header(r.model_id), fmt.row_header(r.arm), fmt.row_header(_metric_label(r.metric)),
@@ -380,7 +389,9 @@ def sensitivity(ctx: Context) -> Section:
             cid = ctx.next_id()
             title = f"Degradation rate against threshold: {_metric_label(metric[0])} ({task}, arm {arm})"
             summary = (f"Lines of the degradation rate in % (vertical axis, 0 to 100) against the threshold "
-                       f"(horizontal axis) for {len(series)} models; the table after the chart lists every point.")
+                       f"(horizontal axis) for {len(series)} models"
+                       + ("" if len(series) <= charts.MAX_LEGEND else ", too many to label in the chart")
+                       + "; the table after the chart lists every point.")
             section.blocks.append(Chart(charts.line_chart(cid, title, summary, series, "threshold (share of |neutral score|)",
                                                           "degradation rate (%)"), title, summary, chart_table))
         section.blocks.append(table)
@@ -424,8 +435,8 @@ def scaling(ctx: Context) -> Section:
                           for r in pts.sort_values(["metric", "params_b"]).itertuples()]
             cid = ctx.next_id()
             title = f"Degradation rate against model size ({task}, {query_set}, arm {arm})"
-            summary = (f"Points of each model's overall degradation rate in % (vertical axis) against its size in "
-                       f"billions of parameters (horizontal axis, logarithmic), one marker per metric; "
+            summary = ("Points of each model's overall degradation rate in % (vertical axis) against its size in "
+                       "billions of parameters (horizontal axis, logarithmic), one marker per metric; "
                        "the table after the chart lists every point.")
             section.blocks.append(Chart(
                 charts.scatter_chart(cid, title, summary, series, "parameters (billions, log scale)", "degradation rate (%)"),
@@ -445,7 +456,7 @@ def significance_rows(sig: pd.DataFrame) -> list[list[Cell]]:
     rows = []
     for r in sig.itertuples():
         k = key_of(r._asdict(), ["task", "model_id", "arm", "query_set", "metric", "slice", "slice_value"])
-        src = lambda c, k=k: Source("significance", c, k)  # noqa: E731
+        src = lambda c, k=k: Source("significance", c, k)
         rows.append([
             fmt.row_header(r.model_id), fmt.row_header(r.arm), fmt.row_header(_metric_label(r.metric)),
             fmt.row_header(r.slice if r.slice == "overall" else f"{r.slice} {r.slice_value}"),
@@ -621,7 +632,7 @@ def _group_rows(g: pd.DataFrame, key_cols: list[str]) -> tuple[list[str], list[l
     rows = []
     for r in g.itertuples():
         k = key_of(r._asdict(), key_cols)
-        src = lambda c, k=k: Source("group_bias", c, k)  # noqa: E731
+        src = lambda c, k=k: Source("group_bias", c, k)
         rows.append([fmt.row_header(_metric_label(r.measure_id)), fmt.row_header(r.grouping),
                      fmt.row_header(r.group_value),
                      fmt.fig(fmt.count(r.n_pairs), src("n_pairs")), fmt.fig(fmt.pct(r.rate_pct), src("rate_pct")),
@@ -713,7 +724,7 @@ def assistive_technology(ctx: Context) -> Section:
     rows = []
     for r in rates.itertuples():
         k = key_of(r._asdict(), key_cols)
-        src = lambda c, k=k: Source("assistive_tech_mismatch_rates", c, k)  # noqa: E731
+        src = lambda c, k=k: Source("assistive_tech_mismatch_rates", c, k)
         top = r.top_mismatched_technologies
         rows.append([fmt.row_header(r.model_id), fmt.row_header(r.arm), fmt.row_header(r.disability_group),
                      fmt.fig(fmt.count(r.n_matched), src("n_matched")),
@@ -818,7 +829,7 @@ def trust(ctx: Context) -> Section:
         rows = []
         for r in ag.itertuples():
             k = key_of(r._asdict(), ["dimension", "rater_a", "rater_b"])
-            src = lambda c, k=k: Source("agreement", c, k)  # noqa: E731
+            src = lambda c, k=k: Source("agreement", c, k)
             rows.append([fmt.row_header(r.kind_pair), fmt.row_header(r.dimension), fmt.row_header(r.rater_a),
                          fmt.row_header(r.rater_b), fmt.fig(fmt.count(r.n_items), src("n_items")),
                          fmt.fig(fmt.number(r.spearman_rho), src("spearman_rho")),
@@ -834,7 +845,7 @@ def trust(ctx: Context) -> Section:
             rows = []
             for r in aa.itertuples():
                 k = key_of(r._asdict(), ["dimension", "rater_kind"])
-                src = lambda c, k=k: Source("annotator_agreement", c, k)  # noqa: E731
+                src = lambda c, k=k: Source("annotator_agreement", c, k)
                 rows.append([fmt.row_header(r.rater_kind), fmt.row_header(r.dimension),
                              fmt.fig(fmt.count(r.n_annotators), src("n_annotators")),
                              fmt.fig(fmt.count(r.n_items), src("n_items")),

@@ -1,7 +1,7 @@
 """The HTML report, rendered from published copies of built warehouses.
 
 Every figure the report prints carries the mart row and column it was read from
-(``data-src``, ``data-col``, ``data-key``); these tests parse the rendered pages
+(``data-src``, ``data-col``, and ``data-k``: its key in the page's provenance list); these tests parse the pages
 with the standard library's HTML parser and compare each printed figure with that
 row, read here with plain DuckDB SQL. The worlds come from
 tests/fixtures/report_world.py: a rich multi-model one and a one-model one.
@@ -41,6 +41,7 @@ class Figures(HTMLParser):
         self.sections: list[str] = []
         self.empty: list[str] = []
         self.marks: list[str] = []
+        self.keys: list[dict] = []
         self._open: list[dict] = []  # elements whose text is being collected
 
     def handle_starttag(self, tag, attrs):
@@ -58,6 +59,8 @@ class Figures(HTMLParser):
             collect = {"kind": "empty"}
         elif tag == "mark":
             collect = {"kind": "mark"}
+        elif tag == "script" and a.get("id") == "provenance":
+            collect = {"kind": "provenance"}
         if collect is not None:
             collect.update(tag=tag, text="")
             self._open.append(collect)
@@ -79,6 +82,8 @@ class Figures(HTMLParser):
                 self.unsourced.append(el["text"])
             elif el["kind"] == "empty":
                 self.empty.append(el["text"])
+            elif el["kind"] == "provenance":
+                self.keys = json.loads(el["text"])
             elif el["kind"] == "mark":  # the quoted text, without the words read out around it
                 self.marks.append(re.sub(r"\[start of span [^\]]*\] | \[end of span\]", "", el["text"]))
 
@@ -136,7 +141,7 @@ def check_figures(pages: list[Path], wh: Warehouse) -> dict[str, int]:
         parsed = parse(page)
         assert not parsed.unsourced, f"{page.name}: numbers printed without a source: {parsed.unsourced[:5]}"
         for f in parsed.figures:
-            key = json.loads(f["data-key"])
+            key = parsed.keys[int(f["data-k"])]
             rows = wh.rows(f["data-src"], key)
             agg, col, text = f.get("data-agg"), f["data-col"], f["text"]
             if agg == "count":
@@ -144,8 +149,12 @@ def check_figures(pages: list[Path], wh: Warehouse) -> dict[str, int]:
             elif agg:
                 values = rows[col].dropna()
                 assert len(rows), (page.name, f)
-                ok = matches(text, None) if values.empty else {"min": lambda: matches(text, values.min()), "max": lambda: matches(text, values.max()),
-                      "distinct": lambda: any(matches(text, v) for v in values.unique())}[agg]()
+                if values.empty:
+                    ok = matches(text, None)
+                elif agg == "distinct":
+                    ok = any(matches(text, v) for v in values.unique())
+                else:
+                    ok = matches(text, values.min() if agg == "min" else values.max())
             else:
                 if len(rows) != 1:
                     problems.append((page.name, f["data-src"], key, f"{len(rows)} rows"))
@@ -210,8 +219,9 @@ def test_every_printed_figure_equals_its_mart_row(rendered, warehouse):
 def test_headline_has_one_row_per_model_arm_and_counted_metric(rendered, warehouse):
     html = rendered.index.read_text()
     headline = html[html.index('id="headline"'):html.index('id="shaded"')]
-    printed = {tuple(sorted(json.loads(k).items())) for k in re.findall(
-        r"data-src=\"degradation\" data-col=\"degradation_pct\" data-key='([^']*)'", headline)}
+    keys = parse(rendered.index).keys
+    printed = {tuple(sorted(keys[int(k)].items())) for k in re.findall(
+        r'data-src="degradation" data-col="degradation_pct" data-k="(\d+)"', headline)}
     rows = warehouse.rows("degradation", {"slice": "overall"})
     counted = rows.groupby(["task", "query_set", "metric"]).n_pairs.transform("max") > 0
     expected = {tuple(sorted({k: r[k] for k in ["task", "model_id", "arm", "query_set", "metric", "slice",
@@ -321,3 +331,25 @@ def test_a_missing_or_unbuilt_warehouse_is_one_clear_error(tmp_path, capsys):
     duckdb.connect(str(empty)).close()
     assert main(["report", "--warehouse", str(empty)]) == 2
     assert "has no mart `degradation`" in capsys.readouterr().err
+
+
+def test_the_audit_flow_task_renders_the_report_and_links_it_to_the_run(report_world, tmp_path):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from ableaudit.audit import tasks
+
+    copy = tmp_path / "published" / report_world.name
+    copy.parent.mkdir()
+    shutil.copy(report_world, copy)
+
+    @flow(name="render-report-wiring")
+    def wiring(published: str) -> str:
+        return tasks.render_report(published)
+
+    index = Path(wiring(str(copy)))
+    assert index == copy.parent / "report" / "index.html" and index.is_file()
+    with get_client(sync_client=True) as client:
+        links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["audit-report"])))
+    assert any(index.as_uri() in (a.data or "") for a in links), [a.data for a in links]

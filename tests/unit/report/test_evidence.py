@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from ableaudit.report.evidence import Links, ModelPage, Pair, Piece, anchor, slug, split_answer
+from ableaudit.report.evidence import (
+    Links,
+    ModelPage,
+    Pair,
+    Piece,
+    anchor,
+    slug,
+    split_answer,
+)
 from ableaudit.report.records import Source
 
 

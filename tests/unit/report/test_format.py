@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -35,7 +36,7 @@ def test_every_change_shade_keeps_aa_contrast_with_its_text(value):
 
 def test_rate_shades_darken_as_the_rate_grows():
     lum = [wcag_luminance(fmt.rate_colour(v)) for v in range(0, 101, 10)]
-    assert all(a > b for a, b in zip(lum, lum[1:]))
+    assert all(a > b for a, b in itertools.pairwise(lum))
     assert fmt.rate_colour(None) is None and fmt.rate_colour(float("nan")) is None
     assert fmt.rate_colour(150) == fmt.rate_colour(100) and fmt.rate_colour(-5) == fmt.rate_colour(0)
 
