@@ -98,6 +98,8 @@ class Table:
     """Cells carry a colour scale (a legend is rendered with the table)."""
     legend: str | None = None
     """The colour scale in words: what light and dark mean."""
+    scale: str = "rate"
+    """Which colour scale the shading uses: 'rate' (sequential) or 'change' (diverging); sets the legend's swatch."""
     note: str | None = None
     """A sentence under the table (what n/a means, what was left out)."""
 

@@ -700,7 +700,7 @@ def mitigation(ctx: Context) -> Section:
             f"Mitigation of {model} ({task}, {query_set}), scope {scope}: rates in %, change in points",
             ["Measure", "Baseline rate %"] + [c for _ in arms for c in ("pairs", "rate %", "change")],
             rows, row_headers=1, column_groups=[("", 2)] + [(f"{a} ({kinds[a]})", 3) for a in arms],
-            shaded=True, legend=fmt.CHANGE_LEGEND))
+            shaded=True, legend=fmt.CHANGE_LEGEND, scale="change"))
     return section
 
 
