@@ -23,8 +23,12 @@ $(BIN)/.installed: requirements.lock requirements-nodeps.lock pyproject.toml
 audit: $(BIN)/.installed
 	$(BIN)/ableaudit audit --config configs/default.yaml
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed node_modules/.package-lock.json
 	$(BIN)/pytest
+
+# axe-core and playwright-core for the report's browser test (tests/functional/test_report_browser.py)
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
 
 build: $(BIN)/.installed
 	$(BIN)/ableaudit build

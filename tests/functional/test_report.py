@@ -54,7 +54,7 @@ class Figures(HTMLParser):
         if "data-src" in a:
             collect = {"kind": "figure", **a}
         elif tag == "td" and "num" in (a.get("class") or "").split():
-            collect = {"kind": "td", "sourced": False}
+            collect = {"kind": "td", "outside": ""}
         elif tag == "p" and a.get("class") == "empty":
             collect = {"kind": "empty"}
         elif tag == "mark":
@@ -64,21 +64,21 @@ class Figures(HTMLParser):
         if collect is not None:
             collect.update(tag=tag, text="")
             self._open.append(collect)
-        if "data-src" in a:
-            for el in self._open:
-                if el["kind"] == "td":
-                    el["sourced"] = True
 
     def handle_data(self, data):
         for el in self._open:
             el["text"] += data
+        figure_open = any(el["kind"] == "figure" for el in self._open)
+        for el in self._open:
+            if el["kind"] == "td" and not figure_open:
+                el["outside"] += data  # text of a numeric cell that no source covers
 
     def handle_endtag(self, tag):
         if self._open and self._open[-1]["tag"] == tag:
             el = self._open.pop()
             if el["kind"] == "figure":
                 self.figures.append(el)
-            elif el["kind"] == "td" and not el["sourced"] and re.search(r"\d", el["text"]):
+            elif el["kind"] == "td" and re.search(r"\d", el["outside"]):
                 self.unsourced.append(el["text"])
             elif el["kind"] == "empty":
                 self.empty.append(el["text"])
@@ -122,15 +122,25 @@ class Warehouse:
     def __init__(self, path: Path) -> None:
         self.con = duckdb.connect(str(path), read_only=True)
         self.frames: dict[str, pd.DataFrame] = {}
+        self.groups: dict[tuple, dict[tuple, pd.DataFrame]] = {}
+
+    @staticmethod
+    def _norm(value):
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
     def rows(self, relation: str, key: dict) -> pd.DataFrame:
+        """The rows whose columns equal the key's values (null matching null)."""
         if relation not in self.frames:
             self.frames[relation] = self.con.execute(f'select * from "{relation}"').df()
         frame = self.frames[relation]
-        mask = pd.Series(True, index=frame.index)
-        for col, value in key.items():
-            mask &= frame[col].isna() if value is None else (frame[col] == value)
-        return frame[mask]
+        cols = tuple(sorted(key))
+        if not cols:
+            return frame
+        if (relation, cols) not in self.groups:
+            self.groups[(relation, cols)] = {
+                tuple(self._norm(v) for v in (k if isinstance(k, tuple) else (k,))): g
+                for k, g in frame.groupby(list(cols), dropna=False, sort=False)}
+        return self.groups[(relation, cols)].get(tuple(self._norm(key[c]) for c in cols), frame.iloc[0:0])
 
 
 def check_figures(pages: list[Path], wh: Warehouse) -> dict[str, int]:

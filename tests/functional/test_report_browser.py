@@ -6,7 +6,7 @@ zero violations is the test. It also records every request that leaves the page'
 own file, console errors, the sections present, the skip link from the keyboard,
 sideways scrolling at 200 % zoom, and a drill-down page filtered by its address and
 from the keyboard. Screenshots go to the test's temporary folder. `.ci/run` installs
-Chromium and the npm packages (package.json).
+Chromium; `make test` installs the npm packages (package.json, `npm ci`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def _browser_tools() -> None:
         missing.append("Chromium (apt-get install -y chromium)")
     for package in ("axe-core", "playwright-core"):
         if not (ROOT / "node_modules" / package / "package.json").is_file():
-            missing.append(f"the npm package {package} (npm ci in the repository root)")
-    assert not missing, "the browser test needs " + ", ".join(missing) + "; `bash .ci/run` installs them"
+            missing.append(f"the npm package {package} (`npm ci` in the repository root; `make test` runs it)")
+    assert not missing, "the browser test needs " + ", ".join(missing)
 
 
 @pytest.fixture(scope="module")
