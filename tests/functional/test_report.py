@@ -363,3 +363,13 @@ def test_the_audit_flow_task_renders_the_report_and_links_it_to_the_run(report_w
     with get_client(sync_client=True) as client:
         links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["audit-report"])))
     assert any(index.as_uri() in (a.data or "") for a in links), [a.data for a in links]
+
+
+def test_build_renders_the_report_beside_the_published_copy(dbt_env, report_world, tmp_path, capsys):
+    live = tmp_path / "live" / report_world.name
+    live.parent.mkdir()
+    shutil.copy(report_world.parent.parent / report_world.name, live)
+    assert main(["build", "--warehouse", str(live)]) == 0
+    index = live.parent / "published" / "report" / "index.html"
+    assert f"Report {index}" in capsys.readouterr().out
+    assert parse(index).sections == SECTIONS
