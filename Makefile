@@ -25,7 +25,7 @@ $(BIN)/.installed: requirements.lock requirements-nodeps.lock pyproject.toml
 audit: $(BIN)/.installed
 	$(BIN)/ableaudit audit --config configs/default.yaml
 
-test: $(BIN)/.installed $(BI_VENV)/.installed
+test: $(BIN)/.installed $(BI_VENV)/.installed node_modules/.package-lock.json
 	$(BIN)/pytest
 
 # DuckDB 1.x clients (CLI, Python, SQLAlchemy + duckdb-engine) in a venv of their own:
@@ -36,6 +36,10 @@ $(BI_VENV)/.installed: requirements-bi.lock
 	touch $@
 
 bi-clients: $(BI_VENV)/.installed
+
+# axe-core and playwright-core for the report's browser test (tests/functional/test_report_browser.py)
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
 
 build: $(BIN)/.installed
 	$(BIN)/ableaudit build

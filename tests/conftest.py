@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.tiny_models",
     "tests.fixtures.tiny_vlm",
     "tests.fixtures.warehouse",
+    "tests.fixtures.report_world",
 ]
 
 

@@ -1,4 +1,4 @@
-"""The `audit` flow: prompts -> generations -> raw.generations -> judges -> dbt build -> publish.
+"""The `audit` flow: prompts -> generations -> raw.generations -> judges -> dbt build -> publish -> report.
 
 Text targets answer the prompts of int_prompts; vision targets describe the
 images of the config's image set under the prompts of int_vision_prompts. Both
@@ -77,6 +77,7 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
             summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(wh, scoped, run_id)
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)
+            summary["report"] = tasks.render_report(summary["published"])
         status = "completed"
     except (KeyboardInterrupt, SystemExit):
         status = "interrupted"

@@ -125,6 +125,21 @@ def build_warehouse(warehouse: str) -> str:
     return str(publish(warehouse))
 
 
+@task(name="render-report", cache_policy=NO_CACHE)
+def render_report(published: str) -> str:
+    """Render the HTML report beside the published copy, and link it on the flow run (a Prefect artifact)."""
+    from prefect.artifacts import create_link_artifact
+
+    from ableaudit.report import render_report as render
+
+    report = render(published)
+    create_link_artifact(link=report.index.as_uri(), link_text=f"report of {Path(published).name}", key="audit-report",
+                         description=f"The accessible HTML report ({len(report.pages)} pages, offline), read from "
+                                     f"{report.source}. Open it from disk in a browser.")
+    get_run_logger().info("report: %s", report.index)
+    return str(report.index)
+
+
 def resolve_config_path(config: str | Path) -> Path:
     """A config path as given, else relative to the project (deployments run from elsewhere)."""
     from ableaudit import PROJECT_ROOT

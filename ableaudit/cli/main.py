@@ -42,6 +42,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(f"Warehouse (live, one writer at a time): {wh}")
     if summary.get("published"):
         print(f"Published copy for BI and ad-hoc SQL:    {summary['published']}")
+        if summary.get("report"):
+            print(f"Report (open it in a browser):          {summary['report']}")
         print(f"\nTry, e.g. with `duckdb -readonly {summary['published']}` or any DuckDB client:\n")
         print(EXAMPLE_QUERIES)
     return 0
@@ -53,10 +55,21 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     wh = warehouse_path(args.warehouse)
     extra = ["--vars", args.vars] if args.vars else []
+    from ableaudit.report import render_report
+
     run_dbt(["seed"], wh)
     run_dbt(["build", *extra], wh)
     out = publish(wh, storage_version=args.storage_version)
-    print(f"Built {wh}\nPublished {out}")
+    report = render_report(out)
+    print(f"Built {wh}\nPublished {out}\nReport {report.index}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ableaudit.report import render_report
+
+    report = render_report(args.warehouse, args.out, max_pairs=args.max_pairs)
+    print(f"Read {report.source} (read-only)\nWrote {len(report.pages)} pages; open {report.index} in a browser")
     return 0
 
 
@@ -183,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("publish", parents=[common, storage], help="publish a read-only copy and Parquet marts")
     p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("report", parents=[common],
+                       help="render the HTML report from the published copy (read-only; no model, no live warehouse)")
+    p.add_argument("--out", type=Path, help="folder to write (default: report/ beside the published copy)")
+    p.add_argument("--max-pairs", type=int, default=300, help="pairs per model and arm on the drill-down pages")
+    p.set_defaults(func=cmd_report)
 
     add_judge_parser(sub, common)
 

@@ -1,0 +1,138 @@
+"""Render the report: a folder of static HTML pages that work offline, opened from disk.
+
+``index.html`` holds the sections; ``evidence/<model>.html`` the pairs behind
+the cells; ``significance.html`` and ``data-quality.html`` the long tables. Each
+page is self-contained: its style (and, on evidence pages, a small filter
+script) is inline, charts are inline SVG, and a Content-Security-Policy forbids
+every request, so nothing is fetched even by mistake.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from ableaudit.report import evidence as ev
+from ableaudit.report import sections as sec
+from ableaudit.report.marts import Marts, ReportError, resolve_source
+from ableaudit.report.records import Page, Provenance, Source, Table
+
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+       "base-uri 'none'; form-action 'none'")
+
+
+@dataclass(frozen=True)
+class RenderedReport:
+    """What ``render_report`` wrote."""
+
+    index: Path
+    """The report's entry page (open it in a browser)."""
+    pages: list[Path]
+    """Every page written, the index first."""
+    source: Path
+    """The warehouse file read."""
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("ableaudit.report", "templates"), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.globals["is_table"] = lambda b: isinstance(b, Table)
+    env.globals["kind"] = lambda b: type(b).__name__
+    env.globals["is_source"] = lambda s: isinstance(s, Source)
+    return env
+
+
+def _static(name: str) -> str:
+    return resources.files("ableaudit.report").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def default_out_dir(source: Path) -> Path:
+    """Beside the warehouse copy it reads, under its name (``published/<name>/report/`` for the
+    published copy of ``<name>.duckdb``), so two warehouses published into one folder keep their own."""
+    return source.parent / source.stem / "report"
+
+
+def render_report(warehouse: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
+                  max_pairs: int = ev.DEFAULT_MAX_PAIRS) -> RenderedReport:
+    """Render the report of a built warehouse (its published copy when there is one) into ``out_dir``.
+
+    The folder is written under a temporary name and then swapped in, so a reader
+    never sees half a report. Nothing but the warehouse file is read.
+    """
+    source = resolve_source(warehouse)
+    out = Path(out_dir).expanduser().resolve() if out_dir else default_out_dir(source)
+    marts = Marts(source)
+    try:
+        pages = _pages(marts, max_pairs)
+    finally:
+        marts.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the report is for reading
+        for page in pages:
+            target = tmp / page.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(page.html, encoding="utf-8")
+        old = out.parent / f".{out.name}.old.{os.getpid()}"
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    written = [out / p.path for p in pages]
+    return RenderedReport(index=written[0], pages=written, source=source)
+
+
+def _pages(marts: Marts, max_pairs: int) -> list[Page]:
+    if max_pairs < 1:
+        raise ReportError(f"max_pairs must be at least 1 (got {max_pairs})")
+    env = _environment()
+    css = _static("report.css")
+    built = dt.datetime.fromtimestamp(marts.path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+    common = {"css": css, "csp": CSP, "source_name": marts.path.name, "built": built}
+    model_pages = ev.model_pages(marts, max_pairs)
+    ids = (f"chart-{i}" for i in itertools.count(1))
+    ctx = sec.Context(marts, ev.Links(model_pages), ids)
+    sections = sec.build_sections(ctx)
+    pages = [Page("index.html", "ableaudit report")]
+    pages[0].html = env.get_template("index.html").render(
+        title="Disability-bias audit report", sections=sections, root="", prov=Provenance(), **common)
+    sig = marts.frame("significance", "", "task, query_set, model_id, arm, metric, slice, slice_value")
+    pages.append(Page("significance.html", "Significance: every slice"))
+    pages[-1].html = env.get_template("table_page.html").render(
+        title="Significance: every slice", root="", prov=Provenance(),
+        intro="Every row of the significance mart: paired t-tests per model, arm, metric and slice (overall, "
+              "domain, disability), with Holm and Benjamini-Hochberg adjusted p and the 95 % bootstrap interval "
+              "of the mean shift (disability-aware minus neutral score).",
+        table=Table("Paired tests of every slice (significance)", sec.SIG_COLUMNS, sec.significance_rows(sig),
+                    row_headers=4) if not sig.empty else None,
+        empty="The significance mart is empty: it fills once pairs have scores.", **common)
+    dq = marts.frame("data_quality", "", "task, model_id, arm, run_id, area, metric, status")
+    pages.append(Page("data-quality.html", "Data quality: every exclusion"))
+    pages[-1].html = env.get_template("table_page.html").render(
+        title="Data quality: every exclusion", root="", prov=Provenance(),
+        intro="Every row of the data_quality mart: generations, pairs, scores, rates and verdicts counted by status, "
+              "per run, model and arm. A rate leaves a row out only by the rule its status names.",
+        table=Table("Rows by status (data_quality)", ["Model", "Arm", "Task", "Run", "Area", "Metric", "Status",
+                                                      "Rows"], sec.data_quality_rows(dq), row_headers=7)
+        if not dq.empty else None,
+        empty="The data_quality mart is empty: nothing has landed yet.", **common)
+    template = env.get_template("evidence.html")
+    script = _static("filter.js")
+    for mp in model_pages:
+        page = Page(mp.path, f"Pairs of {mp.model_id}")
+        page.html = template.render(title=f"Pairs of {mp.model_id} ({mp.task}, {mp.query_set})", page=mp,
+                                    root="../", script=script, max_pairs=max_pairs, prov=Provenance(), **common)
+        pages.append(page)
+    return pages

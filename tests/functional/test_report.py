@@ -1,0 +1,375 @@
+"""The HTML report, rendered from published copies of built warehouses.
+
+Every figure the report prints carries the mart row and column it was read from
+(``data-src``, ``data-col``, and ``data-k``: its key in the page's provenance list); these tests parse the pages
+with the standard library's HTML parser and compare each printed figure with that
+row, read here with plain DuckDB SQL. The worlds come from
+tests/fixtures/report_world.py: a rich multi-model one and a one-model one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+
+from ableaudit.cli.main import main
+from ableaudit.report import ReportError, render_report
+from tests.fixtures.report_world import SPANS, TEXT_MODELS, VISION_MODELS
+
+pytestmark = pytest.mark.slow
+
+SECTIONS = ["headline", "shaded", "sensitivity", "scaling", "significance", "robustness", "vision", "mitigation",
+            "assistive", "trust"]
+
+
+class Figures(HTMLParser):
+    """Every element carrying data-src, with its text; numeric cells without one; links; sections; empties."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.figures: list[dict] = []
+        self.unsourced: list[str] = []
+        self.links: list[str] = []
+        self.sections: list[str] = []
+        self.empty: list[str] = []
+        self.marks: list[str] = []
+        self.keys: list[dict] = []
+        self._open: list[dict] = []  # elements whose text is being collected
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        if tag == "section" and a.get("id"):
+            self.sections.append(a["id"])
+        collect = None
+        if "data-src" in a:
+            collect = {"kind": "figure", **a}
+        elif tag == "td" and "num" in (a.get("class") or "").split():
+            collect = {"kind": "td", "outside": ""}
+        elif tag == "p" and a.get("class") == "empty":
+            collect = {"kind": "empty"}
+        elif tag == "mark":
+            collect = {"kind": "mark"}
+        elif tag == "script" and a.get("id") == "provenance":
+            collect = {"kind": "provenance"}
+        if collect is not None:
+            collect.update(tag=tag, text="")
+            self._open.append(collect)
+
+    def handle_data(self, data):
+        for el in self._open:
+            el["text"] += data
+        figure_open = any(el["kind"] == "figure" for el in self._open)
+        for el in self._open:
+            if el["kind"] == "td" and not figure_open:
+                el["outside"] += data  # text of a numeric cell that no source covers
+
+    def handle_endtag(self, tag):
+        if self._open and self._open[-1]["tag"] == tag:
+            el = self._open.pop()
+            if el["kind"] == "figure":
+                self.figures.append(el)
+            elif el["kind"] == "td" and re.search(r"\d", el["outside"]):
+                self.unsourced.append(el["text"])
+            elif el["kind"] == "empty":
+                self.empty.append(el["text"])
+            elif el["kind"] == "provenance":
+                self.keys = json.loads(el["text"])
+            elif el["kind"] == "mark":  # the quoted text, without the words read out around it
+                self.marks.append(re.sub(r"\[start of span [^\]]*\] | \[end of span\]", "", el["text"]))
+
+
+def parse(path: Path) -> Figures:
+    p = Figures()
+    p.feed(path.read_text(encoding="utf-8"))
+    return p
+
+
+def as_number(text: str) -> tuple[float | None, float, str]:
+    """(value, tolerance from the decimals printed, kind) of a printed figure; None for 'n/a'."""
+    t = text.strip().replace("\u2212", "-")
+    if t == "n/a":
+        return None, 0.0, "na"
+    if t.startswith("<"):
+        return float(t[1:].strip()), 0.0, "below"
+    decimals = len(t.split(".")[1]) if "." in t else 0
+    return float(t), 0.5 * 10 ** (-decimals) + 1e-9, "value"
+
+
+def matches(printed: str, value) -> bool:
+    got, tol, kind = as_number(printed)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return kind == "na"
+    if kind == "na":
+        return False
+    if kind == "below":
+        return float(value) < got
+    return abs(float(value) - got) <= tol
+
+
+class Warehouse:
+    """The published copy, read with plain SQL: each relation once, rows looked up by key."""
+
+    def __init__(self, path: Path) -> None:
+        self.con = duckdb.connect(str(path), read_only=True)
+        self.frames: dict[str, pd.DataFrame] = {}
+        self.groups: dict[tuple, dict[tuple, pd.DataFrame]] = {}
+
+    @staticmethod
+    def _norm(value):
+        return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+    def rows(self, relation: str, key: dict) -> pd.DataFrame:
+        """The rows whose columns equal the key's values (null matching null)."""
+        if relation not in self.frames:
+            self.frames[relation] = self.con.execute(f'select * from "{relation}"').df()
+        frame = self.frames[relation]
+        cols = tuple(sorted(key))
+        if not cols:
+            return frame
+        if (relation, cols) not in self.groups:
+            self.groups[(relation, cols)] = {
+                tuple(self._norm(v) for v in (k if isinstance(k, tuple) else (k,))): g
+                for k, g in frame.groupby(list(cols), dropna=False, sort=False)}
+        return self.groups[(relation, cols)].get(tuple(self._norm(key[c]) for c in cols), frame.iloc[0:0])
+
+
+def check_figures(pages: list[Path], wh: Warehouse) -> dict[str, int]:
+    """Compare every printed figure of the pages with its mart row; return how many were checked per relation."""
+    checked: dict[str, int] = {}
+    problems = []
+    for page in pages:
+        parsed = parse(page)
+        assert not parsed.unsourced, f"{page.name}: numbers printed without a source: {parsed.unsourced[:5]}"
+        for f in parsed.figures:
+            key = parsed.keys[int(f["data-k"])]
+            rows = wh.rows(f["data-src"], key)
+            agg, col, text = f.get("data-agg"), f["data-col"], f["text"]
+            if agg == "count":
+                ok = matches(text, len(rows))
+            elif agg:
+                values = rows[col].dropna()
+                assert len(rows), (page.name, f)
+                if values.empty:
+                    ok = matches(text, None)
+                elif agg == "distinct":
+                    ok = any(matches(text, v) for v in values.unique())
+                else:
+                    ok = matches(text, values.min() if agg == "min" else values.max())
+            else:
+                if len(rows) != 1:
+                    problems.append((page.name, f["data-src"], key, f"{len(rows)} rows"))
+                    continue
+                row = rows.iloc[0]
+                if "|" in col:  # an interval printed as [low, high]
+                    low, high = col.split("|")
+                    parts = text.strip("[]").split(",")
+                    ok = matches(parts[0], row[low]) and matches(parts[1], row[high])
+                else:
+                    ok = matches(text, row[col])
+            if not ok:
+                problems.append((page.name, f["data-src"], col, key, text))
+            checked[f["data-src"]] = checked.get(f["data-src"], 0) + 1
+    assert not problems, problems[:10]
+    return checked
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def rendered(report_world, tmp_path_factory):
+    return render_report(report_world, tmp_path_factory.mktemp("report") / "out")
+
+
+@pytest.fixture(scope="module")
+def warehouse(report_world):
+    wh = Warehouse(report_world)
+    yield wh
+    wh.con.close()
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_every_section_renders_with_its_data_statement(rendered, report_world):
+    assert rendered.source == report_world
+    index = parse(rendered.index)
+    assert index.sections == SECTIONS
+    assert index.empty == [], "the rich world fills every section"
+    html = rendered.index.read_text()
+    assert html.count('class="data-statement"') == len(SECTIONS)
+    for model in [*TEXT_MODELS, *VISION_MODELS]:
+        assert model in html
+    assert "Threshold</dt>" in html and "Judges</dt>" in html and "Runs</dt>" in html
+    # a self-contained page: inline style and svg, a policy forbidding every request, no external address
+    assert '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'' in html
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert html.count('<svg role="img"') >= 5 and "<title id=" in html and "<desc id=" in html
+
+
+def test_every_printed_figure_equals_its_mart_row(rendered, warehouse):
+    checked = check_figures(rendered.pages, warehouse)
+    for relation in ("degradation", "significance", "threshold_sensitivity", "scaling", "robustness",
+                     "interpretive_shift", "group_bias", "mitigation_effect", "assistive_tech_mismatch_rates",
+                     "assistive_tech_mentions", "judgment_quality", "agreement", "annotator_agreement", "data_quality",
+                     "refusal_rates", "model_comparison", "int_model_sizes", "int_pair_scores", "int_pairs"):
+        assert checked.get(relation, 0) > 0, (relation, checked)
+
+
+def test_headline_has_one_row_per_model_arm_and_counted_metric(rendered, warehouse):
+    html = rendered.index.read_text()
+    headline = html[html.index('id="headline"'):html.index('id="shaded"')]
+    keys = parse(rendered.index).keys
+    printed = {tuple(sorted(keys[int(k)].items())) for k in re.findall(
+        r'data-src="degradation" data-col="degradation_pct" data-k="(\d+)"', headline)}
+    rows = warehouse.rows("degradation", {"slice": "overall"})
+    counted = rows.groupby(["task", "query_set", "metric"]).n_pairs.transform("max") > 0
+    expected = {tuple(sorted({k: r[k] for k in ["task", "model_id", "arm", "query_set", "metric", "slice",
+                                                 "slice_value"]}.items())) for _, r in rows[counted].iterrows()}
+    assert printed == expected
+    # regard has no counted pair (no classifier): named, not silently dropped
+    assert "No pair was counted for regard" in headline
+
+
+def test_every_shaded_cell_links_to_its_pairs(rendered):
+    index = parse(rendered.index)
+    evidence = [h for h in index.links if h.startswith("evidence/")]
+    assert len(evidence) > 100
+    root = rendered.index.parent
+    pages = {}
+    for href in evidence:
+        path, _, fragment = href.partition("#")
+        assert (root / path).is_file(), href
+        text = pages.setdefault(path, (root / path).read_text())
+        for name, value in re.findall(r"(arm|domain|disability)=([^&]+)", fragment):
+            assert f'data-{name}="{value}"' in text, (href, name, value)
+    assert len(pages) == len(TEXT_MODELS) + len(VISION_MODELS)
+
+
+def test_evidence_pages_show_pairs_side_by_side_with_quoted_spans(rendered, report_world, warehouse):
+    pages = [p for p in rendered.pages if p.parent.name == "evidence"]
+    page = next(p for p in pages if "m-small" in p.name)
+    parsed = parse(page)
+    assert parsed.marks and set(parsed.marks) <= set(SPANS)
+    html = page.read_text()
+    assert html.count('<article class="pair"') == len(warehouse.rows("int_pairs", {"model_id": "m-small"}))
+    for arm in ("baseline", "guardrail", "dpo"):
+        assert f'<option value="{arm}">' in html
+    assert "Neutral</h3>" in html and "Disability-aware</h3>" in html and "Judge j1" in html
+    assert 'role="search"' in html and 'role="status"' in html
+
+
+def test_at_most_max_pairs_per_arm_with_a_count_of_the_rest(report_world, tmp_path, warehouse):
+    out = render_report(report_world, tmp_path / "small", max_pairs=5)
+    page = next(p for p in out.pages if "m-small" in p.name)
+    html = page.read_text()
+    assert html.count('<article class="pair"') == 5 * 3
+    for arm in ("baseline", "guardrail", "dpo"):
+        total = len(warehouse.rows("int_pairs", {"model_id": "m-small", "arm": arm}))
+        assert re.search(rf"Arm {arm}: 5 pairs shown of <span[^>]*>{total}</span> in all", html), arm
+    disabilities = set(re.findall(r'<article class="pair"[^>]*data-arm="baseline" data-domain="[^"]*" '
+                                  r'data-disability="([^"]*)"', html))
+    assert len(disabilities) >= 4, "the sample spreads over the disability cells"
+
+
+def test_one_model_warehouse_renders_and_says_what_is_missing(one_model_world, tmp_path):
+    out = render_report(one_model_world, tmp_path / "one")
+    index = parse(out.index)
+    assert index.sections == SECTIONS
+    empties = " ".join(index.empty)
+    assert "No vision pairs were judged" in empties
+    assert "mitigation arm" in empties
+    wh = Warehouse(one_model_world)
+    try:
+        check_figures(out.pages, wh)
+    finally:
+        wh.con.close()
+    assert [p.name for p in out.pages if p.parent.name == "evidence"] and "m-solo" in out.index.read_text()
+
+
+def test_cli_reads_the_published_copy_of_a_live_warehouse(report_world, tmp_path, capsys):
+    live = report_world.parent.parent / report_world.name
+    assert live.is_file() and report_world.parent.name == "published"
+    assert main(["report", "--warehouse", str(live), "--out", str(tmp_path / "cli")]) == 0
+    out = capsys.readouterr().out
+    assert str(report_world) in out and (tmp_path / "cli" / "index.html").is_file()
+
+
+def test_a_published_copy_alone_is_enough(report_world, tmp_path):
+    lone = tmp_path / "elsewhere" / report_world.name
+    lone.parent.mkdir()
+    shutil.copy(report_world, lone)
+    out = render_report(lone)
+    assert out.index == lone.parent / lone.stem / "report" / "index.html" and out.source == lone
+    assert len([p for p in out.pages if p.parent.name == "evidence"]) == len(TEXT_MODELS) + len(VISION_MODELS)
+
+
+def test_gate_results_are_shown_only_when_the_table_exists(report_world, rendered, tmp_path):
+    assert 'id="gates"' not in rendered.index.read_text()
+    copy = tmp_path / report_world.name
+    shutil.copy(report_world, copy)
+    con = duckdb.connect(str(copy))
+    try:
+        con.execute("create table gate_results as select 'max_vader_degradation' as gate, 'm-small' as model_id, "
+                    "'fail' as verdict, 81.8 as observed, 50.0 as limit_value")
+    finally:
+        con.close()
+    out = render_report(copy, tmp_path / "gated")
+    html = out.index.read_text()
+    assert 'id="gates"' in html and "max_vader_degradation" in html and "fail" in html
+    wh = Warehouse(copy)
+    try:
+        assert check_figures([out.index], wh)["gate_results"] == 2
+    finally:
+        wh.con.close()
+
+
+def test_a_missing_or_unbuilt_warehouse_is_one_clear_error(tmp_path, capsys):
+    with pytest.raises(ReportError, match="run `ableaudit build`"):
+        render_report(tmp_path / "nothing.duckdb")
+    empty = tmp_path / "empty.duckdb"
+    duckdb.connect(str(empty)).close()
+    assert main(["report", "--warehouse", str(empty)]) == 2
+    assert "has no mart `degradation`" in capsys.readouterr().err
+
+
+def test_the_audit_flow_task_renders_the_report_and_links_it_to_the_run(report_world, tmp_path):
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from ableaudit.audit import tasks
+
+    copy = tmp_path / "published" / report_world.name
+    copy.parent.mkdir()
+    shutil.copy(report_world, copy)
+
+    @flow(name="render-report-wiring")
+    def wiring(published: str) -> str:
+        return tasks.render_report(published)
+
+    index = Path(wiring(str(copy)))
+    assert index == copy.parent / copy.stem / "report" / "index.html" and index.is_file()
+    with get_client(sync_client=True) as client:
+        links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["audit-report"])))
+    assert any(index.as_uri() in (a.data or "") for a in links), [a.data for a in links]
+
+
+def test_build_renders_the_report_beside_the_published_copy(dbt_env, report_world, tmp_path, capsys):
+    live = tmp_path / "live" / report_world.name
+    live.parent.mkdir()
+    shutil.copy(report_world.parent.parent / report_world.name, live)
+    assert main(["build", "--warehouse", str(live)]) == 0
+    index = live.parent / "published" / "report" / "index.html"
+    assert f"Report {index}" in capsys.readouterr().out
+    assert parse(index).sections == SECTIONS
