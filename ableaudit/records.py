@@ -76,7 +76,9 @@ class GenerationResult:
         return cls(key=key, status=status, text=text if text is not None else "", **kw)
 
     @classmethod
-    def failed(cls, key: str, exc: BaseException | str, latency_ms: float | None = None) -> GenerationResult:
+    def failed(
+        cls, key: str, exc: BaseException | str, latency_ms: float | None = None
+    ) -> GenerationResult:
         msg = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
         return cls(key=key, status="error", error=msg, latency_ms=latency_ms)
 

@@ -40,16 +40,31 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-QWEN25_05B = dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                  intermediate_size=4864, vocab_size=151936, max_position_embeddings=32768, rope_theta=1000000.0,
-                  rms_norm_eps=1e-6, tie_word_embeddings=True)
-SMALL = dict(QWEN25_05B, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1376)  # head_dim 64, GQA 2:1 as in the original
+QWEN25_05B = dict(
+    hidden_size=896,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    intermediate_size=4864,
+    vocab_size=151936,
+    max_position_embeddings=32768,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+)
+SMALL = dict(
+    QWEN25_05B, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1376
+)  # head_dim 64, GQA 2:1 as in the original
 
-_WORDS = ("I am a wheelchair user and I want to know which careers hobbies apartments and cities would suit me "
-          "my daughter is autistic and starts school next month how can I help her make friends and learn "
-          "as a blind person how do I plan a trip to a new city with public transport").split()
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+_WORDS = (
+    "I am a wheelchair user and I want to know which careers hobbies apartments and cities would suit me "
+    "my daughter is autistic and starts school next month how can I help her make friends and learn "
+    "as a blind person how do I plan a trip to a new city with public transport"
+).split()
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+)
 
 
 def build_random_model(out_dir: Path, small: bool, dtype: str) -> Path:
@@ -65,11 +80,20 @@ def build_random_model(out_dir: Path, small: bool, dtype: str) -> Path:
     vocab.update({f"w{i}": i for i in range(len(vocab), cfg["vocab_size"])})
     tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|end|>", pad_token="<|endoftext|>",
-                                  unk_token="[UNK]", chat_template=CHAT_TEMPLATE)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        eos_token="<|end|>",
+        pad_token="<|endoftext|>",
+        unk_token="[UNK]",
+        chat_template=CHAT_TEMPLATE,
+    )
     tok.save_pretrained(str(out_dir))
-    config = Qwen2Config(**cfg, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-                         bos_token_id=tok.pad_token_id)
+    config = Qwen2Config(
+        **cfg,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.pad_token_id,
+    )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config).to(getattr(torch, dtype))
     model.save_pretrained(str(out_dir))
@@ -92,36 +116,64 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def plain_generate(model: Any, tok: Any, prompts: list[str], batch: int, max_new: int, device: str) -> tuple[float, int, list]:
+def plain_generate(
+    model: Any, tok: Any, prompts: list[str], batch: int, max_new: int, device: str
+) -> tuple[float, int, list]:
     """Plain HF generate in the prompts' order; returns (seconds, generated tokens, token lists)."""
     import torch
 
-    texts = [tok.apply_chat_template([{"role": "system", "content": "You are a helpful assistant."},
-                                      {"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
-             for p in prompts]
+    texts = [
+        tok.apply_chat_template(
+            [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": p},
+            ],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        for p in prompts
+    ]
     tok.padding_side = "left"
     outs: list = []
     n_tokens = 0
     _sync(device)
     t0 = time.perf_counter()
     for i in range(0, len(texts), batch):
-        enc = tok(texts[i:i + batch], return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+        enc = tok(
+            texts[i : i + batch], return_tensors="pt", padding=True, add_special_tokens=False
+        ).to(device)
         with torch.inference_mode():
-            g = model.generate(**enc, max_new_tokens=max_new, min_new_tokens=max_new, do_sample=False,
-                               pad_token_id=tok.pad_token_id)
-        new = g[:, enc["input_ids"].shape[1]:]
+            g = model.generate(
+                **enc,
+                max_new_tokens=max_new,
+                min_new_tokens=max_new,
+                do_sample=False,
+                pad_token_id=tok.pad_token_id,
+            )
+        new = g[:, enc["input_ids"].shape[1] :]
         n_tokens += new.numel()
         outs += new.tolist()
     _sync(device)
     return time.perf_counter() - t0, n_tokens, outs
 
 
-def backend_generate(backend: Any, prompts: list[str], max_new: int, device: str) -> tuple[float, int, list]:
+def backend_generate(
+    backend: Any, prompts: list[str], max_new: int, device: str
+) -> tuple[float, int, list]:
     from ableaudit.records import GenerationRequest
 
-    reqs = [GenerationRequest(key=str(i), messages=({"role": "system", "content": "You are a helpful assistant."},
-                                                    {"role": "user", "content": p}),
-                              temperature=0.0, max_new_tokens=max_new) for i, p in enumerate(prompts)]
+    reqs = [
+        GenerationRequest(
+            key=str(i),
+            messages=(
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": p},
+            ),
+            temperature=0.0,
+            max_new_tokens=max_new,
+        )
+        for i, p in enumerate(prompts)
+    ]
     _sync(device)
     t0 = time.perf_counter()
     res = backend.generate(reqs)
@@ -135,18 +187,38 @@ def backend_generate(backend: Any, prompts: list[str], max_new: int, device: str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", help="local path or cached HF id (default: random-init Qwen2.5-0.5B architecture)")
+    ap.add_argument(
+        "--model",
+        help="local path or cached HF id (default: random-init Qwen2.5-0.5B architecture)",
+    )
     ap.add_argument("--small", action="store_true", help="scaled-down random model for CPU runs")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--n-prompts", type=int, default=32)
-    ap.add_argument("--baseline-prompts", type=int, default=None,
-                    help="the 1-at-a-time baseline runs on the first N prompts only (its rate does not depend on N; "
-                         "a GPU decodes one sequence slowly, so keep N small there); default: all")
+    ap.add_argument(
+        "--baseline-prompts",
+        type=int,
+        default=None,
+        help="the 1-at-a-time baseline runs on the first N prompts only (its rate does not depend on N; "
+        "a GPU decodes one sequence slowly, so keep N small there); default: all",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    ap.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 is steadiest on a shared box")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds per method; the best (minimum) time is reported")
-    ap.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default: float32 on CPU, bfloat16 on GPU)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: torch's choice); 1 is steadiest on a shared box",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="rounds per method; the best (minimum) time is reported",
+    )
+    ap.add_argument(
+        "--dtype",
+        default=None,
+        help="float32 | bfloat16 | float16 (default: float32 on CPU, bfloat16 on GPU)",
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -156,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    device = (
+        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    )
     dtype = args.dtype or ("float32" if device == "cpu" else "bfloat16")
     tmp = None
     model_ref = args.model
@@ -164,13 +238,24 @@ def main(argv: list[str] | None = None) -> int:
         tmp = tempfile.TemporaryDirectory(prefix="ableaudit-bench-")
         t0 = time.perf_counter()
         model_ref = str(build_random_model(Path(tmp.name), args.small, dtype))
-        print(f"built random {'small ' if args.small else ''}Qwen2.5-0.5B-architecture model in "
-              f"{time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        print(
+            f"built random {'small ' if args.small else ''}Qwen2.5-0.5B-architecture model in "
+            f"{time.perf_counter() - t0:.1f}s",
+            file=sys.stderr,
+        )
 
-    target = Target(name="bench", backend="transformers", model=model_ref, batch_size=args.batch,
-                    options={"device": device, "dtype": dtype, "ignore_eos": True})
+    target = Target(
+        name="bench",
+        backend="transformers",
+        model=model_ref,
+        batch_size=args.batch,
+        options={"device": device, "dtype": dtype, "ignore_eos": True},
+    )
     backend = TransformersBackend(target)
-    model, tok = backend.model, backend.tokenizer  # the same weights on the same device for every row
+    model, tok = (
+        backend.model,
+        backend.tokenizer,
+    )  # the same weights on the same device for every row
     n_params = sum(p.numel() for p in model.parameters())
     prompts = make_prompts(args.n_prompts)
 
@@ -178,13 +263,27 @@ def main(argv: list[str] | None = None) -> int:
     plain_generate(model, tok, prompts[:2], 2, 2, device)
     backend_generate(backend, prompts[:2], 2, device)
 
-    n_base = len(prompts) if args.baseline_prompts is None else max(1, min(args.baseline_prompts, len(prompts)))
+    n_base = (
+        len(prompts)
+        if args.baseline_prompts is None
+        else max(1, min(args.baseline_prompts, len(prompts)))
+    )
     methods = [
-        ("plain HF generate (1 at a time)", 1,
-         lambda: plain_generate(model, tok, prompts[:n_base], 1, args.max_new_tokens, device)),
-        ("plain HF generate (batched)", args.batch,
-         lambda: plain_generate(model, tok, prompts, args.batch, args.max_new_tokens, device)),
-        ("ableaudit transformers backend", args.batch, lambda: backend_generate(backend, prompts, args.max_new_tokens, device)),
+        (
+            "plain HF generate (1 at a time)",
+            1,
+            lambda: plain_generate(model, tok, prompts[:n_base], 1, args.max_new_tokens, device),
+        ),
+        (
+            "plain HF generate (batched)",
+            args.batch,
+            lambda: plain_generate(model, tok, prompts, args.batch, args.max_new_tokens, device),
+        ),
+        (
+            "ableaudit transformers backend",
+            args.batch,
+            lambda: backend_generate(backend, prompts, args.max_new_tokens, device),
+        ),
     ]
     # Best of --repeat, rotating the order each round: on a shared machine the
     # minimum is the least-disturbed run, and rotation spreads drift over all rows.
@@ -196,19 +295,26 @@ def main(argv: list[str] | None = None) -> int:
             if i not in best or t < best[i][0]:
                 best[i] = (t, n, out)
     rows = [(name, b, best[i][0], best[i][1]) for i, (name, b, _) in enumerate(methods)]
-    same = sum(tok.decode(o, skip_special_tokens=True) == x for o, x in zip(best[0][2], best[2][2][:n_base]))
+    same = sum(
+        tok.decode(o, skip_special_tokens=True) == x
+        for o, x in zip(best[0][2], best[2][2][:n_base])
+    )
 
-    print(f"model: {model_ref if args.model else 'random Qwen2.5-0.5B arch' + (' (--small)' if args.small else '')} "
-          f"({n_params / 1e6:.1f}M params, {dtype}, {device}); prompts: {len(prompts)}, "
-          f"max_new_tokens: {args.max_new_tokens}, torch threads: {torch.get_num_threads()}, best of {args.repeat}"
-          + (f"; the 1-at-a-time baseline on the first {n_base}" if n_base < len(prompts) else ""))
+    print(
+        f"model: {model_ref if args.model else 'random Qwen2.5-0.5B arch' + (' (--small)' if args.small else '')} "
+        f"({n_params / 1e6:.1f}M params, {dtype}, {device}); prompts: {len(prompts)}, "
+        f"max_new_tokens: {args.max_new_tokens}, torch threads: {torch.get_num_threads()}, best of {args.repeat}"
+        + (f"; the 1-at-a-time baseline on the first {n_base}" if n_base < len(prompts) else "")
+    )
     base_tps = rows[0][3] / rows[0][2]
-    print(f"{'method':34} {'batch':>5} {'wall s':>8} {'tokens':>7} {'tok/s':>9} {'vs baseline':>11}")
+    print(
+        f"{'method':34} {'batch':>5} {'wall s':>8} {'tokens':>7} {'tok/s':>9} {'vs baseline':>11}"
+    )
     for name, b, t, n in rows:
         print(f"{name:34} {b:>5} {t:>8.2f} {n:>7} {n / t:>9.1f} {n / t / base_tps:>10.2f}x")
     print(f"backend text identical to 1-at-a-time greedy: {same}/{n_base}")
     backend.close()
-    del model
+    model = None  # frees the baseline model before the backend loads its own
     gc.collect()
     if tmp is not None:
         tmp.cleanup()

@@ -28,13 +28,26 @@ def _measure(n_threads: int, n_tokens: int, n_prompts: int) -> float:
     from ableaudit.config import Target
     from ableaudit.records import GenerationRequest
 
-    target = Target(name="bench", backend="llamacpp", model="builtin:smollm2", batch_size=1,
-                    decoding={"max_new_tokens": n_tokens, "seed": 0, "temperature": 0.0},
-                    options={"n_ctx": 1024, "n_threads": n_threads})
+    target = Target(
+        name="bench",
+        backend="llamacpp",
+        model="builtin:smollm2",
+        batch_size=1,
+        decoding={"max_new_tokens": n_tokens, "seed": 0, "temperature": 0.0},
+        options={"n_ctx": 1024, "n_threads": n_threads},
+    )
     backend = make_backend(target)
     try:
-        requests = [GenerationRequest(key=f"k{i}", messages=({"role": "user", "content": f"Tell me about topic {i}."},),
-                                      temperature=0.0, max_new_tokens=n_tokens, seed=0) for i in range(n_prompts)]
+        requests = [
+            GenerationRequest(
+                key=f"k{i}",
+                messages=({"role": "user", "content": f"Tell me about topic {i}."},),
+                temperature=0.0,
+                max_new_tokens=n_tokens,
+                seed=0,
+            )
+            for i in range(n_prompts)
+        ]
         backend.generate(requests[:1])  # warm-up
         start = time.perf_counter()
         results = backend.generate(requests)
@@ -49,16 +62,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, default=64, help="tokens generated per prompt")
     ap.add_argument("--prompts", type=int, default=3, help="prompts per measurement")
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts to compare")
-    ap.add_argument("--burners", type=int, default=len(os.sched_getaffinity(0)),
-                    help="busy processes beside the decode in the loaded rows (default: one per core)")
+    ap.add_argument(
+        "--threads", type=int, nargs="+", default=[1, 2], help="thread counts to compare"
+    )
+    ap.add_argument(
+        "--burners",
+        type=int,
+        default=len(os.sched_getaffinity(0)),
+        help="busy processes beside the decode in the loaded rows (default: one per core)",
+    )
     args = ap.parse_args()
 
-    print(f"cores available to this process: {len(os.sched_getaffinity(0))}; load average: {os.getloadavg()}")
+    print(
+        f"cores available to this process: {len(os.sched_getaffinity(0))}; load average: {os.getloadavg()}"
+    )
     rows = []
     for loaded in (False, True):
         stop = mp.Event()
-        burners = [mp.Process(target=_burn, args=(stop,), daemon=True) for _ in range(args.burners if loaded else 0)]
+        burners = [
+            mp.Process(target=_burn, args=(stop,), daemon=True)
+            for _ in range(args.burners if loaded else 0)
+        ]
         for b in burners:
             b.start()
         try:

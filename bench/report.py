@@ -27,10 +27,14 @@ if str(ROOT) not in sys.path:
 
 
 def _tables_with_models(con) -> list[tuple[str, str]]:
-    return [(s, t) for s, t in con.execute(
-        "select c.table_schema, c.table_name from information_schema.columns c "
-        "join duckdb_tables() d on d.schema_name = c.table_schema and d.table_name = c.table_name "
-        "where c.column_name = 'model_id' and d.database_name = current_database() order by 1, 2").fetchall()]
+    return [
+        (s, t)
+        for s, t in con.execute(
+            "select c.table_schema, c.table_name from information_schema.columns c "
+            "join duckdb_tables() d on d.schema_name = c.table_schema and d.table_name = c.table_name "
+            "where c.column_name = 'model_id' and d.database_name = current_database() order by 1, 2"
+        ).fetchall()
+    ]
 
 
 def synthetic(source: Path, model: str, n_models: int, out: Path) -> Path:
@@ -43,10 +47,17 @@ def synthetic(source: Path, model: str, n_models: int, out: Path) -> Path:
     try:
         for schema, table in _tables_with_models(con):
             name = f'"{schema}"."{table}"'
-            cols = [c for (c,) in con.execute(
-                "select column_name from information_schema.columns where table_schema = ? and table_name = ? "
-                "order by ordinal_position", [schema, table]).fetchall()]
-            con.execute(f"create temp table one as select * from {name} where model_id = ?", [model])
+            cols = [
+                c
+                for (c,) in con.execute(
+                    "select column_name from information_schema.columns where table_schema = ? and table_name = ? "
+                    "order by ordinal_position",
+                    [schema, table],
+                ).fetchall()
+            ]
+            con.execute(
+                f"create temp table one as select * from {name} where model_id = ?", [model]
+            )
             con.execute(f"delete from {name}")
             for i in range(n_models):
                 suffix = f"-{i:02d}" if n_models > 1 else ""
@@ -55,7 +66,9 @@ def synthetic(source: Path, model: str, n_models: int, out: Path) -> Path:
                     if c == "model_id":
                         exprs.append(f"model_id || '{suffix}' as model_id")
                     elif c.endswith("generation_id") or c in ("pair_id", "target"):
-                        exprs.append(f'case when "{c}" is null then null else "{c}" || \'{suffix}\' end as "{c}"')
+                        exprs.append(
+                            f'case when "{c}" is null then null else "{c}" || \'{suffix}\' end as "{c}"'
+                        )
                     else:
                         exprs.append(f'"{c}"')
                 con.execute(f"insert into {name} select {', '.join(exprs)} from one")
@@ -71,9 +84,15 @@ def bytes_under(folder: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=ROOT / "warehouse" / "published" / "ableaudit.duckdb")
-    parser.add_argument("--build", action="store_true", help="build a small one-model world to take the rows from")
-    parser.add_argument("--model", help="the model whose rows are copied (default: the first text model)")
+    parser.add_argument(
+        "--source", type=Path, default=ROOT / "warehouse" / "published" / "ableaudit.duckdb"
+    )
+    parser.add_argument(
+        "--build", action="store_true", help="build a small one-model world to take the rows from"
+    )
+    parser.add_argument(
+        "--model", help="the model whose rows are copied (default: the first text model)"
+    )
     parser.add_argument("--models", type=int, nargs="+", default=[1, 50])
     parser.add_argument("--max-pairs", type=int, default=300)
     args = parser.parse_args(argv)
@@ -90,14 +109,22 @@ def main(argv: list[str] | None = None) -> int:
         with dbt_environment(tmp):
             source = build_world(tmp / "world", rich=False)
     if not source.is_file():
-        parser.error(f"no warehouse at {source}: run `ableaudit build`, pass --source, or use --build")
+        parser.error(
+            f"no warehouse at {source}: run `ableaudit build`, pass --source, or use --build"
+        )
     con = duckdb.connect(str(source), read_only=True)
     try:
-        model = args.model or con.execute(
-            "select model_id from degradation where task = 'text' order by model_id limit 1").fetchall()[0][0]
+        model = (
+            args.model
+            or con.execute(
+                "select model_id from degradation where task = 'text' order by model_id limit 1"
+            ).fetchall()[0][0]
+        )
     finally:
         con.close()
-    print(f"rows of {model} from {source}; max {args.max_pairs} pairs per arm on a drill-down page\n")
+    print(
+        f"rows of {model} from {source}; max {args.max_pairs} pairs per arm on a drill-down page\n"
+    )
     results = []
     try:
         for n in args.models:
@@ -110,11 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     base = results[0]
-    print(f"{'models':>6}  {'render s':>9}  {'ratio':>6}  {'all pages MB':>12}  {'ratio':>6}  {'index MB':>9}  "
-          f"{'ratio':>6}  {'pages':>5}  {'s per model':>11}")
+    print(
+        f"{'models':>6}  {'render s':>9}  {'ratio':>6}  {'all pages MB':>12}  {'ratio':>6}  {'index MB':>9}  "
+        f"{'ratio':>6}  {'pages':>5}  {'s per model':>11}"
+    )
     for n, s, size, index, pages in results:
-        print(f"{n:>6}  {s:>9.2f}  {s / base[1]:>5.1f}x  {size / 1e6:>12.2f}  {size / base[2]:>5.1f}x  "
-              f"{index / 1e6:>9.2f}  {index / base[3]:>5.1f}x  {pages:>5}  {s / n:>11.3f}")
+        print(
+            f"{n:>6}  {s:>9.2f}  {s / base[1]:>5.1f}x  {size / 1e6:>12.2f}  {size / base[2]:>5.1f}x  "
+            f"{index / 1e6:>9.2f}  {index / base[3]:>5.1f}x  {pages:>5}  {s / n:>11.3f}"
+        )
     return 0
 
 

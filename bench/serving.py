@@ -66,25 +66,51 @@ class CapacityServer:
                 self.wfile.write(body)
 
             def do_GET(self):
-                self._send({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "b"}]})
+                self._send(
+                    {
+                        "object": "list",
+                        "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "b"}],
+                    }
+                )
 
             def do_POST(self):
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 # answers differ in length: 0.25x to 1.75x the mean time, fixed per request
-                u = int(hashlib.sha256(payload["messages"][-1]["content"].encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+                u = (
+                    int(
+                        hashlib.sha256(payload["messages"][-1]["content"].encode()).hexdigest()[:8],
+                        16,
+                    )
+                    / 0xFFFFFFFF
+                )
                 with server.slots:
                     time.sleep(server.seconds * (0.25 + 1.5 * u))
                 with lock:
                     server.answered += 1
                 text = "echo: " + payload["messages"][-1]["content"]
-                self._send({"id": "c", "object": "chat.completion", "created": 0, "model": MODEL,
-                            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                self._send(
+                    {
+                        "id": "c",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": MODEL,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -95,20 +121,35 @@ def _backend(urls: list[str], batch: int):
     from ableaudit.backends import make_backend
     from ableaudit.config import Target
 
-    return make_backend(Target(name="bench", backend="openai", model=MODEL, base_url=urls, batch_size=batch,
-                               api_key_env="ABLEAUDIT_BENCH_NO_KEY"))
+    return make_backend(
+        Target(
+            name="bench",
+            backend="openai",
+            model=MODEL,
+            base_url=urls,
+            batch_size=batch,
+            api_key_env="ABLEAUDIT_BENCH_NO_KEY",
+        )
+    )
 
 
 def _requests(n: int):
     from ableaudit.records import GenerationRequest
 
-    return [GenerationRequest(key=f"r{i}", messages=({"role": "user", "content": f"question {i}"},), max_new_tokens=8)
-            for i in range(n)]
+    return [
+        GenerationRequest(
+            key=f"r{i}", messages=({"role": "user", "content": f"question {i}"},), max_new_tokens=8
+        )
+        for i in range(n)
+    ]
 
 
 def _check(results, requests) -> None:
-    bad = [r.key for r, q in zip(results, requests) if r.key != q.key or r.status != "ok"
-           or r.text != "echo: " + q.messages[-1]["content"]]
+    bad = [
+        r.key
+        for r, q in zip(results, requests)
+        if r.key != q.key or r.status != "ok" or r.text != "echo: " + q.messages[-1]["content"]
+    ]
     if bad:
         raise SystemExit(f"answers lost or out of order: {bad[:5]}")
 
@@ -124,7 +165,11 @@ def run(urls: list[str], args: argparse.Namespace, batches: bool = False) -> flo
     size = backend.concurrency
     t0 = time.perf_counter()
     if batches:
-        results = [r for start in range(0, len(reqs), size) for r in backend.generate(reqs[start:start + size])]
+        results = [
+            r
+            for start in range(0, len(reqs), size)
+            for r in backend.generate(reqs[start : start + size])
+        ]
     else:
         got = {r.key: r for batch in results_in_batches(backend, reqs, size) for r in batch}
         results = [got[q.key] for q in reqs]
@@ -137,7 +182,7 @@ def run(urls: list[str], args: argparse.Namespace, batches: bool = False) -> flo
 def run_split(urls: list[str], args: argparse.Namespace) -> float:
     """Round robin: each replica its own backend and an equal share of the requests, all at once."""
     reqs = _requests(args.requests)
-    shares = [reqs[i::len(urls)] for i in range(len(urls))]
+    shares = [reqs[i :: len(urls)] for i in range(len(urls))]
     backends = [_backend([u], args.batch) for u in urls]
     t0 = time.perf_counter()
     with ThreadPoolExecutor(len(urls)) as pool:
@@ -150,11 +195,20 @@ def run_split(urls: list[str], args: argparse.Namespace) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--requests", type=int, default=240)
     ap.add_argument("--capacity", type=int, default=8, help="requests a server works on at once")
-    ap.add_argument("--latency", type=float, default=0.05, help="seconds a server spends on one request")
-    ap.add_argument("--batch", type=int, default=8, help="the target's batch_size: requests in flight per replica")
+    ap.add_argument(
+        "--latency", type=float, default=0.05, help="seconds a server spends on one request"
+    )
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=8,
+        help="the target's batch_size: requests in flight per replica",
+    )
     ap.add_argument("--slow", type=float, default=4.0, help="how much slower the slow replica is")
     args = ap.parse_args()
 
@@ -162,23 +216,36 @@ def main() -> None:
     slow = CapacityServer(args.capacity, args.latency, slowness=args.slow)
     try:
         rows = [("one server", run([servers[0].url], args))]
-        rows.append(("... in batches, each awaiting its slowest", run([servers[0].url], args, batches=True)))
+        rows.append(
+            ("... in batches, each awaiting its slowest", run([servers[0].url], args, batches=True))
+        )
         rows.append(("2 replicas, equal", run([s.url for s in servers], args)))
         before = (servers[0].answered, slow.answered)
-        rows.append((f"2 replicas, one {args.slow:g}x slower", run([servers[0].url, slow.url], args)))
+        rows.append(
+            (f"2 replicas, one {args.slow:g}x slower", run([servers[0].url, slow.url], args))
+        )
         share = (servers[0].answered - before[0], slow.answered - before[1])
         rows.append(("... split evenly (round robin)", run_split([servers[0].url, slow.url], args)))
-        rows.append(("... in batches, each awaiting its slowest", run([servers[0].url, slow.url], args, batches=True)))
+        rows.append(
+            (
+                "... in batches, each awaiting its slowest",
+                run([servers[0].url, slow.url], args, batches=True),
+            )
+        )
     finally:
         for s in (*servers, slow):
             s.close()
     base = rows[0][1]
-    print(f"{args.requests} requests, batch_size {args.batch} per replica, server capacity {args.capacity}, "
-          f"{args.latency * 1000:.0f} ms a request")
+    print(
+        f"{args.requests} requests, batch_size {args.batch} per replica, server capacity {args.capacity}, "
+        f"{args.latency * 1000:.0f} ms a request"
+    )
     print(f"{'':44s} {'seconds':>8s} {'req/s':>8s} {'vs one server':>14s}")
     for name, seconds in rows:
         print(f"{name:44s} {seconds:8.2f} {args.requests / seconds:8.1f} {base / seconds:13.2f}x")
-    print(f"least-busy dispatch sent {share[0]} requests to the fast replica and {share[1]} to the slow one")
+    print(
+        f"least-busy dispatch sent {share[0]} requests to the fast replica and {share[1]} to the slow one"
+    )
 
 
 if __name__ == "__main__":

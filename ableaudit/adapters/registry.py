@@ -85,8 +85,11 @@ def _record(row: tuple) -> AdapterRecord:
     return AdapterRecord(**dict(zip(COLUMNS, row)))
 
 
-def list_adapters(warehouse: str | os.PathLike | None = None, kind: str | None = None,
-                  con: duckdb.DuckDBPyConnection | None = None) -> list[AdapterRecord]:
+def list_adapters(
+    warehouse: str | os.PathLike | None = None,
+    kind: str | None = None,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> list[AdapterRecord]:
     """Registered adapters, oldest first (optionally of one kind)."""
     own = con is None
     if own:
@@ -104,7 +107,9 @@ def list_adapters(warehouse: str | os.PathLike | None = None, kind: str | None =
     return [_record(r) for r in rows]
 
 
-def resolve_adapter(records: list[AdapterRecord], choice: str | None, kind: str) -> AdapterRecord | None:
+def resolve_adapter(
+    records: list[AdapterRecord], choice: str | None, kind: str
+) -> AdapterRecord | None:
     """The adapter a choice names: an adapter_id, a path, 'latest' (newest of the kind); None when
     the choice is empty/'none' or nothing of the kind is registered. An unknown id is an error."""
     choice = (choice or "").strip()
@@ -117,15 +122,19 @@ def resolve_adapter(records: list[AdapterRecord], choice: str | None, kind: str)
         if choice in (r.adapter_id, r.path):
             return r
     known = ", ".join(r.adapter_id for r in of_kind) or "none registered"
-    raise RegistryError(f"no {kind} adapter {choice!r} in raw.adapters (known: {known}); "
-                        f"pass an adapter_id, 'latest', or train one with the train-{kind} flow")
+    raise RegistryError(
+        f"no {kind} adapter {choice!r} in raw.adapters (known: {known}); "
+        f"pass an adapter_id, 'latest', or train one with the train-{kind} flow"
+    )
 
 
 def get_adapter(warehouse: str | os.PathLike | None, choice: str, kind: str) -> AdapterRecord:
     rec = resolve_adapter(list_adapters(warehouse, kind), choice, kind)
     if rec is None:
-        raise RegistryError(f"no {kind} adapter is registered in {warehouse_path(warehouse)}; "
-                            f"train one with the train-{kind} flow first")
+        raise RegistryError(
+            f"no {kind} adapter is registered in {warehouse_path(warehouse)}; "
+            f"train one with the train-{kind} flow first"
+        )
     return rec
 
 
@@ -155,17 +164,26 @@ def register_adapter(
     src = Path(files)
     if not src.is_dir():
         raise RegistryError(f"adapter files {src} are not a folder")
+
     def place(version: int) -> tuple[dict[str, Any], Any]:
         adapter_id = f"{name}-v{version}"
         dest = adapters_root(root) / kind / adapter_id
         if dest.exists():
-            raise RegistryError(f"{dest} exists but is not registered in this warehouse; move it away or set "
-                                "ABLEAUDIT_ADAPTERS to a root that belongs to this warehouse")
+            raise RegistryError(
+                f"{dest} exists but is not registered in this warehouse; move it away or set "
+                "ABLEAUDIT_ADAPTERS to a root that belongs to this warehouse"
+            )
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(src), str(dest))
         record = AdapterRecord(
-            adapter_id=adapter_id, kind=kind, name=name, version=version, base_model=base_model,
-            base_fingerprint=base_fingerprint, path=str(dest), data_snapshot=canonical_json(data_snapshot),
+            adapter_id=adapter_id,
+            kind=kind,
+            name=name,
+            version=version,
+            base_model=base_model,
+            base_fingerprint=base_fingerprint,
+            path=str(dest),
+            data_snapshot=canonical_json(data_snapshot),
             split_json=canonical_json(split) if split is not None else None,
             metrics_json=canonical_json(metrics) if metrics is not None else None,
             params_json=canonical_json(params) if params is not None else None,

@@ -25,16 +25,30 @@ def train_detector(warehouse: str, cfg: Any) -> dict[str, Any]:
     from ableaudit.adapters.detector.train import train_detector as train
 
     result = train(warehouse, cfg)
-    return {"adapter_id": result.adapter_id, "path": result.adapter.path, "summary": result.summary(),
-            "metrics": {k: result.metrics[k] for k in ("target", "judge", "human")},
-            "split": {k: result.split[k] for k in ("n_train", "n_test", "test_groups")},
-            "snapshot": result.snapshot, "timings": result.timings}
+    return {
+        "adapter_id": result.adapter_id,
+        "path": result.adapter.path,
+        "summary": result.summary(),
+        "metrics": {k: result.metrics[k] for k in ("target", "judge", "human")},
+        "split": {k: result.split[k] for k in ("n_train", "n_test", "test_groups")},
+        "snapshot": result.snapshot,
+        "timings": result.timings,
+    }
 
 
 @task(name="run-detector", cache_policy=NO_CACHE)
 def run_detector(warehouse: str, adapter_id: str) -> None:
     """Score every pair with the adapter: detector_verdicts and everything after it."""
-    run_dbt(["build", "--select", "detector_verdicts+", "--vars", f"{{detector_adapter: '{adapter_id}'}}"], warehouse)
+    run_dbt(
+        [
+            "build",
+            "--select",
+            "detector_verdicts+",
+            "--vars",
+            f"{{detector_adapter: '{adapter_id}'}}",
+        ],
+        warehouse,
+    )
 
 
 @task(name="publish", cache_policy=NO_CACHE)
@@ -47,16 +61,35 @@ def publish_copy(warehouse: str) -> dict[str, str | None]:
 
 
 @task(name="export-preference-pairs", cache_policy=NO_CACHE)
-def export_preference_pairs(warehouse: str, out_dir: str, judge: str | None, arms: list[str] | None,
-                            heldout_share: float | None, task: str = "text",
-                            image_root: str | None = None) -> dict[str, Any]:
+def export_preference_pairs(
+    warehouse: str,
+    out_dir: str,
+    judge: str | None,
+    arms: list[str] | None,
+    heldout_share: float | None,
+    task: str = "text",
+    image_root: str | None = None,
+) -> dict[str, Any]:
     """preference_pairs in TRL's layout (train / heldout files and a manifest)."""
     from ableaudit.adapters.dpo.export import export_preference_pairs as export
 
-    report = export(warehouse, out_dir, judge=judge, task=task, arms=arms, image_root=image_root,
-                    heldout_share=heldout_share)
-    return {"summary": report.summary(), "counts": report.counts, "excluded": report.excluded, "task": report.task,
-            "train_file": str(report.train_file), "manifest": str(report.manifest)}
+    report = export(
+        warehouse,
+        out_dir,
+        judge=judge,
+        task=task,
+        arms=arms,
+        image_root=image_root,
+        heldout_share=heldout_share,
+    )
+    return {
+        "summary": report.summary(),
+        "counts": report.counts,
+        "excluded": report.excluded,
+        "task": report.task,
+        "train_file": str(report.train_file),
+        "manifest": str(report.manifest),
+    }
 
 
 @task(name="train-dpo", cache_policy=NO_CACHE)
@@ -65,6 +98,12 @@ def train_dpo(warehouse: str, cfg: Any) -> dict[str, Any]:
     from ableaudit.adapters.dpo.train import train_dpo as train
 
     result = train(warehouse, cfg)
-    return {"adapter_id": result.adapter_id, "path": result.adapter.path, "base_model": result.adapter.base_model,
-            "summary": result.summary(), "arm": result.arm_snippet(), "timings": result.timings,
-            "metrics": {k: v for k, v in result.metrics.items() if k != "log_history"}}
+    return {
+        "adapter_id": result.adapter_id,
+        "path": result.adapter.path,
+        "base_model": result.adapter.base_model,
+        "summary": result.summary(),
+        "arm": result.arm_snippet(),
+        "timings": result.timings,
+        "metrics": {k: v for k, v in result.metrics.items() if k != "log_history"},
+    }

@@ -27,7 +27,9 @@ from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 
-def audit_targets(wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str) -> dict[str, Any]:
+def audit_targets(
+    wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str
+) -> dict[str, Any]:
     """Every target of task ``kind``, ``parallel_targets`` at once on a thread-pool task runner.
 
     Plans are task inputs, never flow parameters (the Prefect server refuses a
@@ -39,8 +41,13 @@ def audit_targets(wh: str, cfg: AuditConfig, kind: str, image_root: str | None, 
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
     plans = plan_task(cfg, kind, prompts, image_root)
     with ThreadPoolTaskRunner(max_workers=cfg.parallel_targets) as runner:
-        futures = [(p.target.name, runner.submit(tasks.audit_target, {"wh": wh, "plan": p, "run_id": run_id}))
-                   for p in plans]
+        futures = [
+            (
+                p.target.name,
+                runner.submit(tasks.audit_target, {"wh": wh, "plan": p, "run_id": run_id}),
+            )
+            for p in plans
+        ]
         totals, failed = {}, []
         for name, future in futures:
             try:
@@ -49,13 +56,17 @@ def audit_targets(wh: str, cfg: AuditConfig, kind: str, image_root: str | None, 
             except Exception as err:
                 failed.append(f"{name}: {err}")
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
-                           "a re-run generates only what is missing): " + "; ".join(failed))
+        raise RuntimeError(
+            f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
+            "a re-run generates only what is missing): " + "; ".join(failed)
+        )
     return totals
 
 
 @flow(name="audit", log_prints=True)
-def audit(config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None) -> dict[str, Any]:
+def audit(
+    config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None
+) -> dict[str, Any]:
     """Audit every target of the config on the selected prompts; land, judge, build, publish."""
     cfg = load_config(tasks.resolve_config_path(config))
     wh = str(warehouse_path(warehouse))
@@ -64,7 +75,11 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
     summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
     status = "failed"
     try:
-        kinds = [k for k, targets in (("text", cfg.text_targets), ("vision", cfg.vision_targets)) if targets]
+        kinds = [
+            k
+            for k, targets in (("text", cfg.text_targets), ("vision", cfg.vision_targets))
+            if targets
+        ]
         for kind in kinds:
             image_root = None
             if kind == "vision":
@@ -74,7 +89,9 @@ def audit(config: str = "configs/default.yaml", warehouse: str | None = None, bu
         for kind in kinds if cfg.judges else []:
             # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
             scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
-            summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(wh, scoped, run_id)
+            summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(
+                wh, scoped, run_id
+            )
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)
             summary["report"] = tasks.render_report(summary["published"])

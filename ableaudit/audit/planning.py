@@ -26,10 +26,10 @@ from typing import Any, Literal
 
 import ibis
 
-from ableaudit.warehouse import ibis_compat
 from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Subset, Target
 from ableaudit.keys import canonical_json, content_key, model_fingerprint
 from ableaudit.records import PlannedGeneration
+from ableaudit.warehouse import ibis_compat
 
 
 @dataclass(frozen=True)
@@ -78,35 +78,52 @@ def audit_task(cfg: AuditConfig, kind: str) -> AuditTask:
     """The text or the vision task of ``cfg``: the one place the two differ."""
     if kind == "text":
         fields: dict[str, Any] = {
-            "table": "int_prompts", "query_set": cfg.query_set, "set_key": "query_set",
-            "subset": cfg.subset, "subset_key": "subset", "unit": ("query_id",),
+            "table": "int_prompts",
+            "query_set": cfg.query_set,
+            "set_key": "query_set",
+            "subset": cfg.subset,
+            "subset_key": "subset",
+            "unit": ("query_id",),
             "order_by": ("domain", "query_id", "condition", "disability_id"),
-            "role": "condition", "arm_roles": {"neutral_disability": _PAIR}, "probe_role": None,
+            "role": "condition",
+            "arm_roles": {"neutral_disability": _PAIR},
+            "probe_role": None,
             "load_hint": "load it first, e.g. `ableaudit import queries accesseval.csv --query-set accesseval`",
             "temperatures": tuple(cfg.temperatures),
         }
     elif kind == "vision":
         vision = cfg.vision
         fields = {
-            "table": "int_vision_prompts", "query_set": vision.image_set, "set_key": "vision.image_set",
-            "subset": vision.subset, "subset_key": "vision.subset", "unit": ("domain", "scenario"),
+            "table": "int_vision_prompts",
+            "query_set": vision.image_set,
+            "set_key": "vision.image_set",
+            "subset": vision.subset,
+            "subset_key": "vision.subset",
+            "unit": ("domain", "scenario"),
             "order_by": ("domain", "query_id", "prompt_kind", "disability_id"),
-            "role": "prompt_kind", "arm_roles": {"neutral_disability": _PAIR, "mitigation": ("neutral", "mitigation")},
+            "role": "prompt_kind",
+            "arm_roles": {"neutral_disability": _PAIR, "mitigation": ("neutral", "mitigation")},
             "probe_role": "assignment" if vision.probe_disability_assignment else None,
             "load_hint": "load it with `ableaudit import images` or let the audit flow load `vision.image_root`",
             "temperatures": tuple(vision.temperatures),
         }
     else:
         raise ValueError(f"unknown task {kind!r}; a task is 'text' or 'vision'")
-    return AuditTask(kind=kind, targets=tuple(t for t in cfg.targets if t.task == kind),
-                     arms=tuple(a for a in cfg.arms if a.vision_prompt in fields["arm_roles"]),
-                     samples=cfg.samples, **fields)
+    return AuditTask(
+        kind=kind,
+        targets=tuple(t for t in cfg.targets if t.task == kind),
+        arms=tuple(a for a in cfg.arms if a.vision_prompt in fields["arm_roles"]),
+        samples=cfg.samples,
+        **fields,
+    )
 
 
 # --------------------------------------------------------------------------- prompt selection
 
 
-def select_prompts(warehouse: str | Path, cfg: AuditConfig, kind: str = "text") -> list[dict[str, Any]]:
+def select_prompts(
+    warehouse: str | Path, cfg: AuditConfig, kind: str = "text"
+) -> list[dict[str, Any]]:
     """The prompts of the task's set and subset, read from its table in the warehouse.
 
     ``subset.per_domain`` keeps that many units per domain, chosen by
@@ -118,13 +135,19 @@ def select_prompts(warehouse: str | Path, cfg: AuditConfig, kind: str = "text") 
     con = ibis_compat.connect(warehouse, read_only=True)
     try:
         if task.table not in con.list_tables():
-            raise ConfigError(f"the warehouse {warehouse} has no {task.table} table; run `ableaudit build` "
-                              "(the audit flow builds it before selecting prompts)")
+            raise ConfigError(
+                f"the warehouse {warehouse} has no {task.table} table; run `ableaudit build` "
+                "(the audit flow builds it before selecting prompts)"
+            )
         prompts = con.table(task.table)
-        known_sets = sorted(prompts.select("query_set").distinct().to_pyarrow()["query_set"].to_pylist())
+        known_sets = sorted(
+            prompts.select("query_set").distinct().to_pyarrow()["query_set"].to_pylist()
+        )
         if task.query_set not in known_sets:
-            raise ConfigError(f"{task.set_key} {task.query_set!r} is not in the warehouse's {task.table} "
-                              f"(found: {known_sets}); {task.load_hint}")
+            raise ConfigError(
+                f"{task.set_key} {task.query_set!r} is not in the warehouse's {task.table} "
+                f"(found: {known_sets}); {task.load_hint}"
+            )
         prompts = prompts.filter(prompts.query_set == task.query_set)
         sub = task.subset
         prompts = filter_subset(prompts, sub, task.subset_key)
@@ -134,8 +157,10 @@ def select_prompts(warehouse: str | Path, cfg: AuditConfig, kind: str = "text") 
     finally:
         con.disconnect()
     if not rows:
-        raise ConfigError(f"`{task.subset_key}` selects no prompt of {task.set_key} {task.query_set!r}; "
-                          f"widen `{task.subset_key}:`")
+        raise ConfigError(
+            f"`{task.subset_key}` selects no prompt of {task.set_key} {task.query_set!r}; "
+            f"widen `{task.subset_key}:`"
+        )
     return rows
 
 
@@ -147,30 +172,40 @@ def _sample_units(prompts: ibis.Table, unit: tuple[str, ...], sub: Subset) -> ib
     for column in unit[1:]:
         label = label + "/" + units[column]
     shuffle = (ibis.literal(str(sub.seed)) + ":" + label).hash()
-    ranked = units.mutate(rank=ibis.row_number().over(group_by=units.domain,
-                                                      order_by=[shuffle, *(units[c] for c in unit)]))
+    ranked = units.mutate(
+        rank=ibis.row_number().over(
+            group_by=units.domain, order_by=[shuffle, *(units[c] for c in unit)]
+        )
+    )
     return ranked.filter(ranked["rank"] < sub.per_domain).select(*unit)
 
 
 def filter_subset(prompts: ibis.Table, sub: Subset, field: str) -> ibis.Table:
     """Keep the prompts of the subset's domains, queries and disabilities (the neutral prompt stays with
     its query); a value the prompts do not have is a ConfigError naming ``field`` (subset, vision.subset)."""
-    for column, wanted, label in (("domain", sub.domains, "domains"), ("query_id", sub.query_ids, "query_ids"),
-                                  ("disability_id", sub.disabilities, "disabilities")):
+    for column, wanted, label in (
+        ("domain", sub.domains, "domains"),
+        ("query_id", sub.query_ids, "query_ids"),
+        ("disability_id", sub.disabilities, "disabilities"),
+    ):
         if not wanted:
             continue
         known = set(prompts.select(column).distinct().to_pyarrow()[column].to_pylist())
         unknown = sorted(set(wanted) - known)
         if unknown:
             shown = sorted(k for k in known if k)
-            raise ConfigError(f"{field}.{label} names unknown values {unknown}; known (first 20 of {len(shown)}): "
-                              f"{shown[:20]}")
+            raise ConfigError(
+                f"{field}.{label} names unknown values {unknown}; known (first 20 of {len(shown)}): "
+                f"{shown[:20]}"
+            )
     if sub.domains:
         prompts = prompts.filter(prompts.domain.isin(sub.domains))
     if sub.query_ids:
         prompts = prompts.filter(prompts.query_id.isin(sub.query_ids))
     if sub.disabilities:
-        prompts = prompts.filter(prompts.disability_id.isnull() | prompts.disability_id.isin(sub.disabilities))
+        prompts = prompts.filter(
+            prompts.disability_id.isnull() | prompts.disability_id.isin(sub.disabilities)
+        )
     return prompts
 
 
@@ -184,8 +219,15 @@ class ArmPlan:
     prompts: list[dict[str, Any]]
 
 
-def expand_plan(target: Target, arm_plans: Iterable[ArmPlan], *, task: str, temperatures: Iterable[float],
-                samples: int, image_root: str | Path | None = None) -> list[PlannedGeneration]:
+def expand_plan(
+    target: Target,
+    arm_plans: Iterable[ArmPlan],
+    *,
+    task: str,
+    temperatures: Iterable[float],
+    samples: int,
+    image_root: str | Path | None = None,
+) -> list[PlannedGeneration]:
     """Every (arm x temperature x sample x prompt), each with its key: the one place a generation's identity is built.
 
     The key hashes everything that determines the answer: task, backend, model
@@ -230,34 +272,42 @@ def expand_plan(target: Target, arm_plans: Iterable[ArmPlan], *, task: str, temp
                     image: dict[str, Any] = {}
                     if p.get("image_sha256") is not None:
                         if root is None:
-                            raise ValueError(f"prompt {p['prompt_id']} carries an image but no image_root was given")
+                            raise ValueError(
+                                f"prompt {p['prompt_id']} carries an image but no image_root was given"
+                            )
                         identity["image_sha256"] = p["image_sha256"]
-                        image = {"image_root": root, "image_rel_path": p["rel_path"], "image_sha256": p["image_sha256"]}
-                    planned.append(PlannedGeneration(
-                        generation_id=content_key(identity),
-                        task=task,
-                        target=target.name,
-                        model_id=target.reported_model_id,
-                        backend=target.backend,
-                        model_revision=fingerprint,
-                        adapter=ap.adapter,
-                        arm=ap.arm,
-                        query_set=p["query_set"],
-                        query_id=p["query_id"],
-                        domain=p.get("domain"),
-                        disability_id=p.get("disability_id"),
-                        condition=p["condition"],
-                        prompt_id=p["prompt_id"],
-                        system_prompt=ap.system_prompt,
-                        prompt_text=p["prompt_text"],
-                        temperature=temperature,
-                        top_p=target.decoding.top_p,
-                        max_new_tokens=target.decoding.max_new_tokens,
-                        seed=seed,
-                        sample_index=sample_index,
-                        decoding_json=canonical_json(decoding),
-                        **image,
-                    ))
+                        image = {
+                            "image_root": root,
+                            "image_rel_path": p["rel_path"],
+                            "image_sha256": p["image_sha256"],
+                        }
+                    planned.append(
+                        PlannedGeneration(
+                            generation_id=content_key(identity),
+                            task=task,
+                            target=target.name,
+                            model_id=target.reported_model_id,
+                            backend=target.backend,
+                            model_revision=fingerprint,
+                            adapter=ap.adapter,
+                            arm=ap.arm,
+                            query_set=p["query_set"],
+                            query_id=p["query_id"],
+                            domain=p.get("domain"),
+                            disability_id=p.get("disability_id"),
+                            condition=p["condition"],
+                            prompt_id=p["prompt_id"],
+                            system_prompt=ap.system_prompt,
+                            prompt_text=p["prompt_text"],
+                            temperature=temperature,
+                            top_p=target.decoding.top_p,
+                            max_new_tokens=target.decoding.max_new_tokens,
+                            seed=seed,
+                            sample_index=sample_index,
+                            decoding_json=canonical_json(decoding),
+                            **image,
+                        )
+                    )
     return planned
 
 
@@ -293,11 +343,14 @@ def adapter_groups(task: AuditTask, target: Target) -> list[tuple[str | None, li
     probe = task.probe_role is not None
     if probe and target.adapter not in groups:
         groups[target.adapter] = []
-    return [(adapter, arms, probe and adapter == target.adapter) for adapter, arms in groups.items()]
+    return [
+        (adapter, arms, probe and adapter == target.adapter) for adapter, arms in groups.items()
+    ]
 
 
-def plan_task(cfg: AuditConfig, kind: str, prompts: list[dict[str, Any]],
-              image_root: str | Path | None = None) -> list[TargetPlan]:
+def plan_task(
+    cfg: AuditConfig, kind: str, prompts: list[dict[str, Any]], image_root: str | Path | None = None
+) -> list[TargetPlan]:
     """Every target of task ``kind`` ('text' | 'vision') with its planned generations, by adapter group.
 
     Each target plans (arm x temperature x sample x prompt), an arm sending
@@ -307,15 +360,43 @@ def plan_task(cfg: AuditConfig, kind: str, prompts: list[dict[str, Any]],
     task = audit_task(cfg, kind)
     plans = []
     for target in task.targets:
-        temperatures = [target.decoding.temperature] if target.decoding.temperature is not None else task.temperatures
+        temperatures = (
+            [target.decoding.temperature]
+            if target.decoding.temperature is not None
+            else task.temperatures
+        )
         groups = []
         for adapter, arms, probe in adapter_groups(task, target):
-            work = [ArmPlan(arm.name, adapter, arm_system_prompt(arm, target),
-                            [p for p in prompts if p[task.role] in task.arm_roles[arm.vision_prompt]]) for arm in arms]
+            work = [
+                ArmPlan(
+                    arm.name,
+                    adapter,
+                    arm_system_prompt(arm, target),
+                    [p for p in prompts if p[task.role] in task.arm_roles[arm.vision_prompt]],
+                )
+                for arm in arms
+            ]
             if probe:
-                work.append(ArmPlan(ASSIGNMENT_ARM, target.adapter, target.system_prompt,
-                                    [p for p in prompts if p[task.role] == task.probe_role]))
-            groups.append((adapter, expand_plan(target, work, task=task.kind, temperatures=temperatures,
-                                                samples=task.samples, image_root=image_root)))
+                work.append(
+                    ArmPlan(
+                        ASSIGNMENT_ARM,
+                        target.adapter,
+                        target.system_prompt,
+                        [p for p in prompts if p[task.role] == task.probe_role],
+                    )
+                )
+            groups.append(
+                (
+                    adapter,
+                    expand_plan(
+                        target,
+                        work,
+                        task=task.kind,
+                        temperatures=temperatures,
+                        samples=task.samples,
+                        image_root=image_root,
+                    ),
+                )
+            )
         plans.append(TargetPlan(target, groups))
     return plans

@@ -57,7 +57,9 @@ def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 
 
-def _generate(wh: str, backend: Backend, target: Any, todo: list[PlannedGeneration], run_id: str) -> LandingReport:
+def _generate(
+    wh: str, backend: Backend, target: Any, todo: list[PlannedGeneration], run_id: str
+) -> LandingReport:
     """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight.
 
     A row's ``model_revision`` is what the backend says answered it; a result that names none (an
@@ -84,8 +86,13 @@ def _generate(wh: str, backend: Backend, target: Any, todo: list[PlannedGenerati
     return total
 
 
-@task(name="audit-target", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS), retry_delay_seconds=RETRY_DELAYS,
-      retry_condition_fn=transient)
+@task(
+    name="audit-target",
+    cache_policy=NO_CACHE,
+    retries=len(RETRY_DELAYS),
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=transient,
+)
 def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     """One target's generations: what is not landed yet, one backend per adapter group.
 
@@ -96,8 +103,14 @@ def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     for adapter, planned in plan.groups:
         done = landed_keys(wh, [p.generation_id for p in planned])
         todo = [p for p in planned if p.generation_id not in done]
-        logger.info("target %s (adapter %s): %d planned, %d landed already, %d to generate",
-                    plan.target.name, adapter, len(planned), len(planned) - len(todo), len(todo))
+        logger.info(
+            "target %s (adapter %s): %d planned, %d landed already, %d to generate",
+            plan.target.name,
+            adapter,
+            len(planned),
+            len(planned) - len(todo),
+            len(todo),
+        )
         if not todo:
             continue
         backend = make_backend(plan.target, adapter=adapter)
@@ -108,8 +121,13 @@ def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     return total.__dict__
 
 
-@task(name="judge", cache_policy=NO_CACHE, retries=len(RETRY_DELAYS), retry_delay_seconds=RETRY_DELAYS,
-      retry_condition_fn=transient)
+@task(
+    name="judge",
+    cache_policy=NO_CACHE,
+    retries=len(RETRY_DELAYS),
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=transient,
+)
 def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
     """Every judge of the config on every landed subject; cached verdicts cost nothing."""
     from ableaudit.judges.runner import progress_bars, run_judges
@@ -133,9 +151,13 @@ def render_report(published: str) -> str:
     from ableaudit.report import render_report as render
 
     report = render(published)
-    create_link_artifact(link=report.index.as_uri(), link_text=f"report of {Path(published).name}", key="audit-report",
-                         description=f"The accessible HTML report ({len(report.pages)} pages, offline), read from "
-                                     f"{report.source}. Open it from disk in a browser.")
+    create_link_artifact(
+        link=report.index.as_uri(),
+        link_text=f"report of {Path(published).name}",
+        key="audit-report",
+        description=f"The accessible HTML report ({len(report.pages)} pages, offline), read from "
+        f"{report.source}. Open it from disk in a browser.",
+    )
     get_run_logger().info("report: %s", report.index)
     return str(report.index)
 

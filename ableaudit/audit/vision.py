@@ -14,11 +14,11 @@ generation.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
-
 
 # --------------------------------------------------------------------------- group statistics (group_bias)
 
@@ -40,8 +40,13 @@ GROUP_CI_SCHEMA: dict[str, str] = {
 }
 
 
-def group_delta_ci(pairs: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95,
-                   groupings: Iterable[str] = GROUPINGS) -> pd.DataFrame:
+def group_delta_ci(
+    pairs: pd.DataFrame,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+    groupings: Iterable[str] = GROUPINGS,
+) -> pd.DataFrame:
     """Percentile CIs of delta = rate(group) - rate(all), in percentage points, by a cluster bootstrap.
 
     ``pairs``: one row per included pair and measure, with CELL_KEYS, ``query_id``
@@ -81,8 +86,15 @@ def group_delta_ci(pairs: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level
             # every pair of an image shares its identity, so group membership is per image
             image_group = cell.groupby(codes)[grouping].first().reindex(range(k))
             for value in sorted(v for v in image_group.dropna().unique()):
-                row = dict(base, grouping=grouping, group_value=value, n_boot=n_boot,
-                           ci_low_pct=float("nan"), ci_high_pct=float("nan"), ci_reason=None)
+                row = dict(
+                    base,
+                    grouping=grouping,
+                    group_value=value,
+                    n_boot=n_boot,
+                    ci_low_pct=float("nan"),
+                    ci_high_pct=float("nan"),
+                    ci_reason=None,
+                )
                 if idx is None:
                     row["ci_reason"] = "fewer than 2 images" if k < 2 else "n_boot<1"
                     out.append(row)
@@ -100,6 +112,8 @@ def group_delta_ci(pairs: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level
                     row["ci_low_pct"], row["ci_high_pct"] = float(low), float(high)
                     dropped = int((~ok).sum())
                     if dropped:
-                        row["ci_reason"] = f"{dropped} of {n_boot} replicates drew no image of the group (dropped)"
+                        row["ci_reason"] = (
+                            f"{dropped} of {n_boot} replicates drew no image of the group (dropped)"
+                        )
                 out.append(row)
     return typed_frame(out, GROUP_CI_SCHEMA)

@@ -13,5 +13,13 @@ from . import _providers  # noqa: F401  (registers the built-in backends)
 from .base import Backend, BackendError, GenerationRequest, GenerationResult
 from .registry import backend, backend_class, backend_names, make_backend
 
-__all__ = ["Backend", "BackendError", "GenerationRequest", "GenerationResult", "backend", "backend_class",
-           "backend_names", "make_backend"]
+__all__ = [
+    "Backend",
+    "BackendError",
+    "GenerationRequest",
+    "GenerationResult",
+    "backend",
+    "backend_class",
+    "backend_names",
+    "make_backend",
+]

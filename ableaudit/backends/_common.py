@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ableaudit.media import image_bytes, image_data_url
 
@@ -35,8 +36,13 @@ def openai_messages(request: GenerationRequest) -> list[dict[str, Any]]:
         raise ValueError("request has images but no user message to attach them to")
     i = user_idx[-1]
     content = msgs[i].get("content")
-    parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-    parts += [{"type": "image_url", "image_url": {"url": image_data_url(image_bytes(img))}} for img in request.images]
+    parts: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+    )
+    parts += [
+        {"type": "image_url", "image_url": {"url": image_data_url(image_bytes(img))}}
+        for img in request.images
+    ]
     msgs[i]["content"] = parts
     return msgs
 
@@ -62,7 +68,9 @@ def normalize_finish_reason(reason: str | None) -> str | None:
     return r
 
 
-def dir_fingerprint(path: str | Path, weight_suffixes: Sequence[str] = (".safetensors", ".bin", ".pt")) -> str:
+def dir_fingerprint(
+    path: str | Path, weight_suffixes: Sequence[str] = (".safetensors", ".bin", ".pt")
+) -> str:
     """A short hash identifying a local model/adapter directory without reading all its weights.
 
     Hashes every JSON/template file in full (config, tokenizer, chat template:
@@ -101,7 +109,9 @@ def hf_cache_commit(repo_id: str, revision: str | None = None) -> str | None:
     if revision and _SHA_RE.match(revision):
         return revision
     cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"),
+        "hub",
+    )
     ref = Path(cache) / ("models--" + repo_id.replace("/", "--")) / "refs" / (revision or "main")
     try:
         sha = ref.read_text().strip()
@@ -120,16 +130,20 @@ def model_revision_string(model: str, revision: str | None, adapter: str | None 
         rev = f"{model}@{sha or revision or 'unresolved'}"
     if adapter:
         a = Path(adapter)
-        rev += f"+adapter:{a.resolve()}#{dir_fingerprint(a)}" if a.is_dir() else f"+adapter:{adapter}"
+        rev += (
+            f"+adapter:{a.resolve()}#{dir_fingerprint(a)}" if a.is_dir() else f"+adapter:{adapter}"
+        )
     return rev
 
 
 def chunks(seq: Sequence[Any], n: int) -> Iterable[Sequence[Any]]:
     for i in range(0, len(seq), n):
-        yield seq[i:i + n]
+        yield seq[i : i + n]
 
 
-def cut_completion(tokens: Sequence[int], max_new_tokens: int, eos: set[int], ignore_eos: bool = False) -> tuple[list[int], str, int]:
+def cut_completion(
+    tokens: Sequence[int], max_new_tokens: int, eos: set[int], ignore_eos: bool = False
+) -> tuple[list[int], str, int]:
     """The text tokens of one generated row, its finish reason and its completion token count.
 
     The row is cut at the first end-of-sequence token ('stop', which counts as a

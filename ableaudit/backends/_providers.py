@@ -5,7 +5,9 @@ from __future__ import annotations
 from .base import Backend
 from .registry import backend
 
-LOCAL_STACK = "install requirements.lock (torch, transformers, peft), or use backend llamacpp or openai"
+LOCAL_STACK = (
+    "install requirements.lock (torch, transformers, peft), or use backend llamacpp or openai"
+)
 
 
 @backend("transformers", tasks=("text",), requires=("torch", "transformers"), install=LOCAL_STACK)
@@ -29,7 +31,12 @@ def llamacpp() -> type[Backend]:
     return LlamaCppBackend
 
 
-@backend("openai", tasks=("text", "vision"), requires=("openai",), install="install openai (pip install openai)")
+@backend(
+    "openai",
+    tasks=("text", "vision"),
+    requires=("openai",),
+    install="install openai (pip install openai)",
+)
 def openai() -> type[Backend]:
     from .openai_compat import OpenAIBackend
 

@@ -74,15 +74,18 @@ class Backend(ABC):
 
     def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
         """Every request's result, in the order they complete (backends with ``supports_stream``)."""
-        raise NotImplementedError(f"backend {self.name} does not stream (supports_stream is false); call generate")
+        raise NotImplementedError(
+            f"backend {self.name} does not stream (supports_stream is false); call generate"
+        )
 
     @abstractmethod
     def close(self) -> None:
         """Free what the backend holds (a model, server connections); it is not used afterwards."""
 
 
-def results_in_batches(backend: Backend, requests: Sequence[GenerationRequest], size: int,
-                       fail_batch: bool = False) -> Iterator[list[GenerationResult]]:
+def results_in_batches(
+    backend: Backend, requests: Sequence[GenerationRequest], size: int, fail_batch: bool = False
+) -> Iterator[list[GenerationResult]]:
     """Every request's result, handed back in lists of up to ``size`` for landing.
 
     A backend that streams (``supports_stream``: the openai and vllm backends)
@@ -100,7 +103,9 @@ def results_in_batches(backend: Backend, requests: Sequence[GenerationRequest], 
     def checked(results: list[GenerationResult]) -> list[GenerationResult]:
         unknown = [r.key for r in results if r.key not in asked]
         if unknown:
-            raise RuntimeError(f"backend {name} returned results for keys it was not asked for: {unknown[:3]}")
+            raise RuntimeError(
+                f"backend {name} returned results for keys it was not asked for: {unknown[:3]}"
+            )
         return results
 
     if backend.supports_stream:
@@ -114,7 +119,7 @@ def results_in_batches(backend: Backend, requests: Sequence[GenerationRequest], 
             yield checked(batch)
         return
     for start in range(0, len(requests), size):
-        chunk = requests[start:start + size]
+        chunk = requests[start : start + size]
         try:
             results = backend.generate(chunk)
         except Exception as err:
@@ -122,7 +127,9 @@ def results_in_batches(backend: Backend, requests: Sequence[GenerationRequest], 
                 raise
             results = [GenerationResult.failed(r.key, err) for r in chunk]
         if len(results) != len(chunk):
-            raise RuntimeError(f"backend {name} returned {len(results)} results for {len(chunk)} requests")
+            raise RuntimeError(
+                f"backend {name} returned {len(results)} results for {len(chunk)} requests"
+            )
         yield checked(results)
 
 
@@ -132,13 +139,18 @@ def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
 
     if req.json_schema is not None:
         able = backends_where(lambda cls: cls.supports_json_schema)
-        raise ValueError(f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
-                         f"{', '.join(able)} (or set the judge's structured_output: off)")
+        raise ValueError(
+            f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
+            f"{', '.join(able)} (or set the judge's structured_output: off)"
+        )
 
 
 def response_format(schema: dict) -> dict[str, Any]:
     """The OpenAI-style response_format for a JSON Schema (llama.cpp, vLLM and OpenAI read it alike)."""
-    return {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": "verdict", "schema": schema, "strict": False},
+    }
 
 
 @dataclass

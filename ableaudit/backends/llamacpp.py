@@ -24,15 +24,23 @@ options (``target.options``):
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ableaudit.keys import BUILTIN_MODELS, resolve_builtin
 from ableaudit.media import file_sha256
 
 from ._common import normalize_finish_reason
-from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
+from .base import (
+    Backend,
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    Stopwatch,
+    response_format,
+)
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -56,28 +64,34 @@ def resolve_gguf(model: str) -> Path:
     """A GGUF path from ``target.model`` (a path, or ``builtin:<name>``); BackendError if absent."""
     if model.startswith(BUILTIN_PREFIX):
         if model not in BUILTIN_MODELS:
-            raise BackendError(f"unknown builtin model {model!r}; known: " + ", ".join(BUILTIN_MODELS))
+            raise BackendError(
+                f"unknown builtin model {model!r}; known: " + ", ".join(BUILTIN_MODELS)
+            )
         try:
             return resolve_builtin(model)
         except FileNotFoundError as err:
             raise BackendError(str(err)) from None
     path = Path(model).expanduser()
     if not path.is_file():
-        raise BackendError(f"GGUF file {model!r} does not exist; set `model:` to a .gguf path or builtin:smollm2")
+        raise BackendError(
+            f"GGUF file {model!r} does not exist; set `model:` to a .gguf path or builtin:smollm2"
+        )
     return path
 
 
 class LlamaCppBackend(Backend):
     name = "llamacpp"
     supports_stream = False
-    supports_json_schema = True      # response_format becomes a GBNF grammar
+    supports_json_schema = True  # response_format becomes a GBNF grammar
     json_schema_by_default = True
     supports_images = False
 
-    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+    def __init__(self, target: Target, adapter: str | None = None) -> None:
         if adapter or target.adapter:
-            raise BackendError("the llamacpp backend does not apply peft adapters; merge the adapter and convert to "
-                               "GGUF, or use backend: transformers for adapter arms")
+            raise BackendError(
+                "the llamacpp backend does not apply peft adapters; merge the adapter and convert to "
+                "GGUF, or use backend: transformers for adapter arms"
+            )
         try:
             import xllamacpp as xlc
         except ImportError as e:
@@ -85,7 +99,9 @@ class LlamaCppBackend(Backend):
         opts = dict(target.options or {})
         self.gguf = resolve_gguf(target.model)
         self.n_parallel = max(1, int(opts.get("n_parallel", 1)))
-        self.concurrency = int(target.batch_size)  # requests per generate call; n_parallel of them decode at once
+        self.concurrency = int(
+            target.batch_size
+        )  # requests per generate call; n_parallel of them decode at once
         n_threads = int(opts.get("n_threads") or default_threads())
 
         params = xlc.CommonParams()
@@ -103,8 +119,10 @@ class LlamaCppBackend(Backend):
         try:
             self._server = xlc.Server(params)
         except Exception as e:
-            raise BackendError(f"llama.cpp could not load {self.gguf}: {type(e).__name__}: {e}\n"
-                               "Fix: check that the file is a valid GGUF and n_ctx fits in memory") from None
+            raise BackendError(
+                f"llama.cpp could not load {self.gguf}: {type(e).__name__}: {e}\n"
+                "Fix: check that the file is a valid GGUF and n_ctx fits in memory"
+            ) from None
         # the GGUF file's digest: what answers every request
         self.model_revision = f"{self.gguf.name}@sha256:{file_sha256(self.gguf)[:16]}"
 
@@ -114,27 +132,33 @@ class LlamaCppBackend(Backend):
             "max_tokens": int(req.max_new_tokens),
             "temperature": max(0.0, float(req.temperature)),
             "top_p": float(req.top_p),
-            "top_k": 0,       # 0 = off in llama.cpp; its default 40 would differ from other backends
-            "min_p": 0.0,     # likewise (default 0.05)
+            "top_k": 0,  # 0 = off in llama.cpp; its default 40 would differ from other backends
+            "min_p": 0.0,  # likewise (default 0.05)
             "repeat_penalty": 1.0,
         }
         if req.seed is not None:
             payload["seed"] = int(req.seed)
         if req.json_schema is not None:
-            payload["response_format"] = response_format(req.json_schema)  # a GBNF grammar in llama.cpp
+            payload["response_format"] = response_format(
+                req.json_schema
+            )  # a GBNF grammar in llama.cpp
         return payload
 
     def _one(self, req: GenerationRequest) -> GenerationResult:
         sw = Stopwatch()
         try:
             if req.images:
-                raise ValueError("the llamacpp backend is text-only here; send image requests to backend openai or vllm")
+                raise ValueError(
+                    "the llamacpp backend is text-only here; send image requests to backend openai or vllm"
+                )
             out = self._server.handle_chat_completions(self._payload(req))
         except Exception as e:
             return GenerationResult.failed(req.key, e, latency_ms=sw.ms())
         ms = sw.ms()
         if not isinstance(out, dict):
-            return GenerationResult.failed(req.key, f"unexpected llama.cpp reply: {str(out)[:300]}", latency_ms=ms)
+            return GenerationResult.failed(
+                req.key, f"unexpected llama.cpp reply: {str(out)[:300]}", latency_ms=ms
+            )
         if "error" in out:
             err = out["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
@@ -145,11 +169,18 @@ class LlamaCppBackend(Backend):
             text = choice["message"].get("content") or ""
             usage = out.get("usage") or {}
         except (KeyError, IndexError, TypeError, AttributeError) as e:
-            return GenerationResult.failed(req.key, f"malformed llama.cpp reply ({e!r}): {str(out)[:300]}", latency_ms=ms)
+            return GenerationResult.failed(
+                req.key, f"malformed llama.cpp reply ({e!r}): {str(out)[:300]}", latency_ms=ms
+            )
         return GenerationResult.from_text(
-            req.key, text, finish_reason=normalize_finish_reason(choice.get("finish_reason")),
-            prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"), latency_ms=ms,
-            model_revision=self.model_revision)
+            req.key,
+            text,
+            finish_reason=normalize_finish_reason(choice.get("finish_reason")),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            latency_ms=ms,
+            model_revision=self.model_revision,
+        )
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if self._server is None:

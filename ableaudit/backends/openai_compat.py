@@ -50,12 +50,20 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._common import is_local_url, normalize_finish_reason, openai_messages
-from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, response_format
+from .base import (
+    Backend,
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    Stopwatch,
+    response_format,
+)
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -91,13 +99,17 @@ class OpenAIBackend(Backend):
     name = "openai"
     supports_stream = True
     supports_json_schema = True
-    json_schema_by_default = False  # not every OpenAI-compatible server has response_format (vLLM's does)
+    json_schema_by_default = (
+        False  # not every OpenAI-compatible server has response_format (vLLM's does)
+    )
     supports_images = True
 
-    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+    def __init__(self, target: Target, adapter: str | None = None) -> None:
         if adapter or target.adapter:
-            raise BackendError("the openai backend cannot apply a peft adapter on the client side; serve it "
-                               "(e.g. `vllm serve --enable-lora --lora-modules name=path`) and set `model:` to its name")
+            raise BackendError(
+                "the openai backend cannot apply a peft adapter on the client side; serve it "
+                "(e.g. `vllm serve --enable-lora --lora-modules name=path`) and set `model:` to its name"
+            )
         try:
             import openai
         except ImportError as e:  # pragma: no cover
@@ -111,29 +123,44 @@ class OpenAIBackend(Backend):
         if not key:
             remote = [u or "the OpenAI API" for u in urls if u is None or not is_local_url(u)]
             if remote:
-                raise BackendError(f"no API key: env var {target.api_key_env} is unset for {', '.join(remote)}; "
-                                   f"export {target.api_key_env}=... or set `api_key_env:` in target {target.name!r}")
+                raise BackendError(
+                    f"no API key: env var {target.api_key_env} is unset for {', '.join(remote)}; "
+                    f"export {target.api_key_env}=... or set `api_key_env:` in target {target.name!r}"
+                )
             key = "EMPTY"
         self.max_tokens_field = opts.get("max_tokens_field", "max_tokens")
         self.send_seed = bool(opts.get("send_seed", True))
         self.extra_body = dict(opts.get("extra_body") or {})
-        self.servers = [_Server(u, openai.OpenAI(base_url=u, api_key=key, max_retries=int(opts.get("max_retries", 4)),
-                                                 timeout=float(opts.get("timeout_s", 600))))
-                        for u in urls]
+        self.servers = [
+            _Server(
+                u,
+                openai.OpenAI(
+                    base_url=u,
+                    api_key=key,
+                    max_retries=int(opts.get("max_retries", 4)),
+                    timeout=float(opts.get("timeout_s", 600)),
+                ),
+            )
+            for u in urls
+        ]
         self.concurrency = self.batch_size * len(self.servers)
         self._lock = threading.Lock()
         self._warned_mixed = False
         if opts.get("check_server", True):
             for i, server in enumerate(self.servers):
-                self._check_server(server, f" (server {i + 1} of {len(self.servers)})" if len(self.servers) > 1 else "")
+                self._check_server(
+                    server,
+                    f" (server {i + 1} of {len(self.servers)})" if len(self.servers) > 1 else "",
+                )
 
     @property
     def model_revision(self) -> str:
         """The served model as the replicas report it ('|'-joined when they differ); before any reply, as they
         list it; the configured name when they do neither. A result carries the revision that answered it."""
         with self._lock:
-            revs = sorted({s.reported for s in self.servers if s.reported}) \
-                or sorted({s.listed for s in self.servers if s.listed})
+            revs = sorted({s.reported for s in self.servers if s.reported}) or sorted(
+                {s.listed for s in self.servers if s.listed}
+            )
         return "|".join(revs) if revs else self.model
 
     def _check_server(self, server: _Server, which: str) -> None:
@@ -144,14 +171,21 @@ class OpenAIBackend(Backend):
             ids = [m.id for m in models.data]
             served = next((m for m in models.data if m.id == self.model), None)
         except self._openai.APIConnectionError as e:
-            raise BackendError(f"cannot reach {where}: {e}. Start the server (e.g. `vllm serve {self.model}`), "
-                               f"fix `base_url:` / OPENAI_BASE_URL{fix}", transient=True) from None
+            raise BackendError(
+                f"cannot reach {where}: {e}. Start the server (e.g. `vllm serve {self.model}`), "
+                f"fix `base_url:` / OPENAI_BASE_URL{fix}",
+                transient=True,
+            ) from None
         except self._openai.AuthenticationError as e:
-            raise BackendError(f"{where} rejected the API key ({e}); check the env var the target's `api_key_env` names") from None
+            raise BackendError(
+                f"{where} rejected the API key ({e}); check the env var the target's `api_key_env` names"
+            ) from None
         except self._openai.APIStatusError:
             return  # some servers have no /models; the chat calls will tell
         if ids and self.model not in ids:
-            raise BackendError(f"{where} does not serve model {self.model!r}; it serves {ids[:20]}. Fix `model:`{fix}")
+            raise BackendError(
+                f"{where} does not serve model {self.model!r}; it serves {ids[:20]}. Fix `model:`{fix}"
+            )
         if served is not None:
             # vLLM lists the checkpoint behind a served name as `root`; others list the id alone
             root = (served.model_extra or {}).get("root")
@@ -199,7 +233,9 @@ class OpenAIBackend(Backend):
         while (server := self._acquire(tried)) is not None:
             tried.append(server)
             try:
-                resp = server.client.chat.completions.create(**body, extra_body=self.extra_body or None)
+                resp = server.client.chat.completions.create(
+                    **body, extra_body=self.extra_body or None
+                )
             except (self._openai.APIConnectionError, self._openai.InternalServerError) as e:
                 # the replica is down, too slow or broken: the next one may answer
                 self._release(server, ok=False)
@@ -217,9 +253,13 @@ class OpenAIBackend(Backend):
         if len(tried) == 1:
             return GenerationResult.failed(req.key, failures[0], latency_ms=sw.ms())
         detail = "; ".join(f"{s.where}: {f}" for s, f in zip(tried, failures))
-        return GenerationResult.failed(req.key, f"all {len(tried)} servers failed: {detail}", latency_ms=sw.ms())
+        return GenerationResult.failed(
+            req.key, f"all {len(tried)} servers failed: {detail}", latency_ms=sw.ms()
+        )
 
-    def _result(self, req: GenerationRequest, server: _Server, resp: Any, ms: float) -> GenerationResult:
+    def _result(
+        self, req: GenerationRequest, server: _Server, resp: Any, ms: float
+    ) -> GenerationResult:
         if not resp.choices:
             return GenerationResult.failed(req.key, "server reply has no choices", latency_ms=ms)
         choice = resp.choices[0]
@@ -234,13 +274,22 @@ class OpenAIBackend(Backend):
             mixed = len(answered) > 1 and not self._warned_mixed
             self._warned_mixed |= mixed
         if mixed:
-            log.warning("the servers of %s report different models: %s; check that every replica serves "
-                        "the same checkpoint (each row says which answered it)", self.model, " | ".join(sorted(answered)))
+            log.warning(
+                "the servers of %s report different models: %s; check that every replica serves "
+                "the same checkpoint (each row says which answered it)",
+                self.model,
+                " | ".join(sorted(answered)),
+            )
         usage = resp.usage
         return GenerationResult.from_text(
-            req.key, choice.message.content or "", finish_reason=normalize_finish_reason(choice.finish_reason),
-            prompt_tokens=getattr(usage, "prompt_tokens", None), completion_tokens=getattr(usage, "completion_tokens", None),
-            latency_ms=ms, model_revision=revision)
+            req.key,
+            choice.message.content or "",
+            finish_reason=normalize_finish_reason(choice.finish_reason),
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+            completion_tokens=getattr(usage, "completion_tokens", None),
+            latency_ms=ms,
+            model_revision=revision,
+        )
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if len(requests) <= 1 or self.concurrency == 1:

@@ -48,27 +48,40 @@ class BackendEntry:
         """The backend class, checked against its registration (a mismatch is a bug in the backend module)."""
         cls = self.loader()
         if not (isinstance(cls, type) and issubclass(cls, Backend)):
-            raise TypeError(f"the loader of backend {self.name!r} returned {cls!r}, not a Backend subclass")
+            raise TypeError(
+                f"the loader of backend {self.name!r} returned {cls!r}, not a Backend subclass"
+            )
         if cls.name != self.name:
-            raise TypeError(f"backend {self.name!r} loads {cls.__name__}, whose name is {cls.name!r}")
+            raise TypeError(
+                f"backend {self.name!r} loads {cls.__name__}, whose name is {cls.name!r}"
+            )
         if self.task == "vision" and not cls.supports_images:
-            raise TypeError(f"backend {self.name!r} is registered for task vision but {cls.__name__} "
-                            "does not declare supports_images")
+            raise TypeError(
+                f"backend {self.name!r} is registered for task vision but {cls.__name__} "
+                "does not declare supports_images"
+            )
         return cls
 
     def check_requirements(self) -> None:
         """Raise BackendError naming the fix when a package the backend needs is not installed."""
         missing = [p for p in self.requires if importlib.util.find_spec(p) is None]
         if missing:
-            raise BackendError(f"backend {self.name} needs {', '.join(missing)}, which is not installed; "
-                               f"{self.install}")
+            raise BackendError(
+                f"backend {self.name} needs {', '.join(missing)}, which is not installed; "
+                f"{self.install}"
+            )
 
 
 _REGISTRY: dict[tuple[str, str], BackendEntry] = {}
 
 
-def backend(name: str, *, tasks: tuple[str, ...] = ("text",), requires: tuple[str, ...] = (),
-            install: str = "") -> Callable[[Loader], Loader]:
+def backend(
+    name: str,
+    *,
+    tasks: tuple[str, ...] = ("text",),
+    requires: tuple[str, ...] = (),
+    install: str = "",
+) -> Callable[[Loader], Loader]:
     """Register the decorated loader as backend ``name`` for ``tasks``.
 
     The loader imports the backend's module and returns its class; it runs
@@ -82,8 +95,9 @@ def backend(name: str, *, tasks: tuple[str, ...] = ("text",), requires: tuple[st
         for task in tasks:
             if (name, task) in _REGISTRY:
                 raise ValueError(f"backend {name!r} is registered twice for task {task}")
-            _REGISTRY[(name, task)] = BackendEntry(name, task, tuple(requires),
-                                                   install or f"install {', '.join(requires)}", loader)
+            _REGISTRY[(name, task)] = BackendEntry(
+                name, task, tuple(requires), install or f"install {', '.join(requires)}", loader
+            )
         return loader
 
     return register
@@ -100,9 +114,13 @@ def backend_entry(name: str, task: str = "text") -> BackendEntry:
     if entry is not None:
         return entry
     if name not in backend_names():
-        raise BackendError(f"unknown backend {name!r}; the registered backends are {', '.join(backend_names())}")
-    raise BackendError(f"backend {name!r} cannot serve task {task}; task {task} runs on backend "
-                       f"{' or '.join(backend_names(task))}")
+        raise BackendError(
+            f"unknown backend {name!r}; the registered backends are {', '.join(backend_names())}"
+        )
+    raise BackendError(
+        f"backend {name!r} cannot serve task {task}; task {task} runs on backend "
+        f"{' or '.join(backend_names(task))}"
+    )
 
 
 def backend_class(name: str, task: str = "text") -> type[Backend]:

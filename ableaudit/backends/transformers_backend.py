@@ -43,17 +43,32 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._common import chunks, cut_completion, model_revision_string
-from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
+from .base import (
+    Backend,
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    Stopwatch,
+    refuse_json_schema,
+)
 
 if TYPE_CHECKING:
     from ..config import Target
 
-_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
-           "float16": "float16", "fp16": "float16", "half": "float16"}
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+}
 
 
 def _resolve_device(name: str) -> str:
@@ -62,7 +77,9 @@ def _resolve_device(name: str) -> str:
     if name in (None, "", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise BackendError(f"options.device={name!r} but torch sees no CUDA GPU; use device: cpu (or auto)")
+        raise BackendError(
+            f"options.device={name!r} but torch sees no CUDA GPU; use device: cpu (or auto)"
+        )
     return name
 
 
@@ -88,7 +105,9 @@ class _RowSampler:
     math is batched; only the B scalar draws loop in Python.
     """
 
-    def __init__(self, temps: Sequence[float], top_ps: Sequence[float], seeds: Sequence[int]) -> None:
+    def __init__(
+        self, temps: Sequence[float], top_ps: Sequence[float], seeds: Sequence[int]
+    ) -> None:
         import torch
 
         self.rows = [i for i, t in enumerate(temps) if t > 0]
@@ -107,7 +126,9 @@ class _RowSampler:
         probs = torch.softmax(scores[rows].float() / self.temps.to(dev)[:, None], dim=-1)
         if self.nucleus:
             probs, order = torch.sort(probs, dim=-1, descending=True)
-            keep = (torch.cumsum(probs, dim=-1) - probs) < self.top_ps.to(dev)[:, None]  # the top token always stays
+            keep = (torch.cumsum(probs, dim=-1) - probs) < self.top_ps.to(dev)[
+                :, None
+            ]  # the top token always stays
             probs = probs * keep
         cdf = torch.cumsum(probs, dim=-1)
         u = torch.tensor([torch.rand(1, generator=g).item() for g in self.gens], device=dev)
@@ -139,17 +160,21 @@ class HFGenerationMixin:
         kw: dict[str, Any] = {}
         if not Path(adapter).is_dir():
             if adapter.startswith((".", "/", "~")):
-                raise BackendError(f"adapter path {adapter!r} does not exist; fix `adapter:` in the target or arm")
+                raise BackendError(
+                    f"adapter path {adapter!r} does not exist; fix `adapter:` in the target or arm"
+                )
             kw["local_files_only"] = local_only
         try:
             pm = PeftModel.from_pretrained(model, adapter, **kw)
         except Exception as e:  # peft raises ValueError/OSError/HF errors alike
-            raise BackendError(f"cannot load peft adapter {adapter!r}: {type(e).__name__}: {e}\n"
-                               "Fix: point `adapter:` at a directory saved by peft's save_pretrained "
-                               "(adapter_config.json + adapter_model.safetensors) for this base model") from None
+            raise BackendError(
+                f"cannot load peft adapter {adapter!r}: {type(e).__name__}: {e}\n"
+                "Fix: point `adapter:` at a directory saved by peft's save_pretrained "
+                "(adapter_config.json + adapter_model.safetensors) for this base model"
+            ) from None
         return pm.merge_and_unload() if merge else pm
 
-    def _configure(self, target: "Target", adapter: str | None) -> tuple[dict[str, Any], Any]:
+    def _configure(self, target: Target, adapter: str | None) -> tuple[dict[str, Any], Any]:
         """The target's settings every transformers backend reads: (options, torch dtype)."""
         opts = dict(target.options or {})
         self.target = target
@@ -161,7 +186,7 @@ class HFGenerationMixin:
         return opts, _resolve_dtype(opts.get("dtype"), self.device)
 
     @staticmethod
-    def _locate(target: "Target", opts: dict[str, Any]) -> tuple[str, bool, bool, dict[str, Any]]:
+    def _locate(target: Target, opts: dict[str, Any]) -> tuple[str, bool, bool, dict[str, Any]]:
         """(model reference, is a local folder, hub cache only, from_pretrained kwargs); a missing path fails here."""
         local_only = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") != "1"
         model_ref = target.model
@@ -169,18 +194,27 @@ class HFGenerationMixin:
         if is_dir:
             model_ref = str(Path(model_ref).expanduser())
         elif model_ref.startswith((".", "/", "~")):
-            raise BackendError(f"model path {target.model!r} does not exist; fix `model:` for target {target.name!r}")
-        common: dict[str, Any] = dict(revision=target.revision, local_files_only=local_only,
-                                      trust_remote_code=bool(opts.get("trust_remote_code", False)))
+            raise BackendError(
+                f"model path {target.model!r} does not exist; fix `model:` for target {target.name!r}"
+            )
+        common: dict[str, Any] = dict(
+            revision=target.revision,
+            local_files_only=local_only,
+            trust_remote_code=bool(opts.get("trust_remote_code", False)),
+        )
         return model_ref, is_dir, local_only, common
 
-    def _finish_setup(self, model: Any, target: "Target", local_only: bool, opts: dict[str, Any]) -> None:
+    def _finish_setup(
+        self, model: Any, target: Target, local_only: bool, opts: dict[str, Any]
+    ) -> None:
         """After loading: the adapter, the device, EOS and pad tokens (left padding), and a generation config
         stripped of the vendor's sampling defaults (see the module docstring); sets model and model_revision."""
         from transformers import GenerationConfig
 
         if self.adapter:
-            model = self._load_adapter(model, self.adapter, local_only, bool(opts.get("merge_adapter", False)))
+            model = self._load_adapter(
+                model, self.adapter, local_only, bool(opts.get("merge_adapter", False))
+            )
         model.to(self.device)
         model.eval()
         self.model = model
@@ -190,15 +224,18 @@ class HFGenerationMixin:
         if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id not in eos_ids:
             eos_ids.append(self.tokenizer.eos_token_id)
         if not eos_ids:
-            raise BackendError(f"model {target.model!r} defines no EOS token; generation could never stop")
+            raise BackendError(
+                f"model {target.model!r} defines no EOS token; generation could never stop"
+            )
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.convert_ids_to_tokens(eos_ids[0])
         self.tokenizer.padding_side = "left"
         self.eos_ids = eos_ids
         self.pad_id = self.tokenizer.pad_token_id
         self.vendor_generation_config = gc
-        model.generation_config = GenerationConfig(eos_token_id=eos_ids, pad_token_id=self.pad_id,
-                                                   bos_token_id=gc.bos_token_id)
+        model.generation_config = GenerationConfig(
+            eos_token_id=eos_ids, pad_token_id=self.pad_id, bos_token_id=gc.bos_token_id
+        )
         self.model_revision = model_revision_string(target.model, target.revision, self.adapter)
 
     # ------------------------------------------------------------------ generation
@@ -211,7 +248,9 @@ class HFGenerationMixin:
                 encoded[i] = self._encode(req)
             except Exception as e:
                 results[i] = GenerationResult.failed(req.key, e)
-        order = sorted(encoded, key=lambda i: (requests[i].max_new_tokens, self._encoded_length(encoded[i])))
+        order = sorted(
+            encoded, key=lambda i: (requests[i].max_new_tokens, self._encoded_length(encoded[i]))
+        )
         for chunk in chunks(order, self.batch_size):
             items = [(i, requests[i], encoded[i]) for i in chunk]
             try:
@@ -232,15 +271,26 @@ class HFGenerationMixin:
         assert all(r is not None for r in results)
         return results  # type: ignore[return-value]
 
-    def _generate_batch(self, items: list[tuple[int, GenerationRequest, Any]], inputs: dict[str, Any], width: int,
-                        prompt_lens: Sequence[int], sw: Stopwatch) -> list[GenerationResult]:
+    def _generate_batch(
+        self,
+        items: list[tuple[int, GenerationRequest, Any]],
+        inputs: dict[str, Any],
+        width: int,
+        prompt_lens: Sequence[int],
+        sw: Stopwatch,
+    ) -> list[GenerationResult]:
         """Generate for one left-padded batch (inputs on the device, prompts ``width`` wide) and cut each row."""
         from transformers import GenerationConfig, LogitsProcessorList
 
         max_new = max(r.max_new_tokens for _, r, _ in items)
         gen_cfg = GenerationConfig(
-            max_new_tokens=max_new, min_new_tokens=max_new if self.ignore_eos else None, do_sample=False,
-            num_beams=1, repetition_penalty=1.0, eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+            max_new_tokens=max_new,
+            min_new_tokens=max_new if self.ignore_eos else None,
+            do_sample=False,
+            num_beams=1,
+            repetition_penalty=1.0,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
         )
         processors = LogitsProcessorList()
         temps = [max(0.0, float(r.temperature)) for _, r, _ in items]
@@ -248,7 +298,9 @@ class HFGenerationMixin:
             seeds = [r.seed if r.seed is not None else secrets.randbits(63) for _, r, _ in items]
             processors.append(_RowSampler(temps, [float(r.top_p) for _, r, _ in items], seeds))
         with self._torch.inference_mode():
-            out = self.model.generate(**inputs, generation_config=gen_cfg, logits_processor=processors)
+            out = self.model.generate(
+                **inputs, generation_config=gen_cfg, logits_processor=processors
+            )
         new = out[:, width:].tolist()
         ms = sw.ms()
         eos = set(self.eos_ids)
@@ -256,9 +308,17 @@ class HFGenerationMixin:
         for row, (_, req, _) in enumerate(items):
             body, finish, n = cut_completion(new[row], req.max_new_tokens, eos, self.ignore_eos)
             text = self.tokenizer.decode(body, skip_special_tokens=True)
-            results.append(GenerationResult.from_text(req.key, text, finish_reason=finish,
-                                                      prompt_tokens=int(prompt_lens[row]), completion_tokens=n,
-                                                      latency_ms=ms, model_revision=self.model_revision))
+            results.append(
+                GenerationResult.from_text(
+                    req.key,
+                    text,
+                    finish_reason=finish,
+                    prompt_tokens=int(prompt_lens[row]),
+                    completion_tokens=n,
+                    latency_ms=ms,
+                    model_revision=self.model_revision,
+                )
+            )
         return results
 
     def close(self) -> None:
@@ -281,13 +341,15 @@ class TransformersBackend(HFGenerationMixin, Backend):
     json_schema_by_default = False
     supports_images = False  # task vision runs on TransformersVLMBackend
 
-    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+    def __init__(self, target: Target, adapter: str | None = None) -> None:
         try:
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as e:  # pragma: no cover - the audit venv has them
-            raise BackendError(f"the transformers backend needs torch and transformers ({e}); "
-                               "install requirements.lock or use backend: llamacpp/openai") from None
+            raise BackendError(
+                f"the transformers backend needs torch and transformers ({e}); "
+                "install requirements.lock or use backend: llamacpp/openai"
+            ) from None
 
         self._torch = torch
         opts, dtype = self._configure(target, adapter)
@@ -299,16 +361,23 @@ class TransformersBackend(HFGenerationMixin, Backend):
                 load_kw["attn_implementation"] = opts["attn_implementation"]
             model = AutoModelForCausalLM.from_pretrained(model_ref, **load_kw)
         except (OSError, ValueError) as e:
-            hint = ("it is not in the local HF cache; download it first (`hf download "
-                    f"{target.model}`), point `model:` at a local directory, or set ABLEAUDIT_ALLOW_DOWNLOAD=1"
-                    if local_only and not is_dir else "check that the directory holds a transformers checkpoint")
-            raise BackendError(f"cannot load model {target.model!r} (target {target.name!r}): {e}\nFix: {hint}") from None
+            hint = (
+                "it is not in the local HF cache; download it first (`hf download "
+                f"{target.model}`), point `model:` at a local directory, or set ABLEAUDIT_ALLOW_DOWNLOAD=1"
+                if local_only and not is_dir
+                else "check that the directory holds a transformers checkpoint"
+            )
+            raise BackendError(
+                f"cannot load model {target.model!r} (target {target.name!r}): {e}\nFix: {hint}"
+            ) from None
 
         if opts.get("chat_template"):
             self.tokenizer.chat_template = opts["chat_template"]
         if not getattr(self.tokenizer, "chat_template", None):
-            raise BackendError(f"model {target.model!r} has no chat template (a base model?); set "
-                               "options.chat_template to a Jinja template or use an instruct model")
+            raise BackendError(
+                f"model {target.model!r} has no chat template (a base model?); set "
+                "options.chat_template to a Jinja template or use an instruct model"
+            )
 
         self._finish_setup(model, target, local_only, opts)
 
@@ -317,22 +386,28 @@ class TransformersBackend(HFGenerationMixin, Backend):
     def _encode(self, req: GenerationRequest) -> list[int]:
         refuse_json_schema(req, "transformers")
         if req.images:
-            raise ValueError("the transformers backend is text-only; send image requests to backend openai or vllm")
-        text = self.tokenizer.apply_chat_template(list(req.messages), tokenize=False, add_generation_prompt=True)
+            raise ValueError(
+                "the transformers backend is text-only; send image requests to backend openai or vllm"
+            )
+        text = self.tokenizer.apply_chat_template(
+            list(req.messages), tokenize=False, add_generation_prompt=True
+        )
         # The template already wrote BOS etc.; adding them again would change the prompt.
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _encoded_length(self, encoded: list[int]) -> int:
         return len(encoded)
 
-    def _run_batch(self, items: list[tuple[int, GenerationRequest, list[int]]]) -> list[GenerationResult]:
+    def _run_batch(
+        self, items: list[tuple[int, GenerationRequest, list[int]]]
+    ) -> list[GenerationResult]:
         torch = self._torch
         sw = Stopwatch()
         width = max(len(ids) for _, _, ids in items)
         input_ids = torch.full((len(items), width), self.pad_id, dtype=torch.long)
         attn = torch.zeros((len(items), width), dtype=torch.long)
         for row, (_, _, ids) in enumerate(items):
-            input_ids[row, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            attn[row, width - len(ids):] = 1
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attn[row, width - len(ids) :] = 1
         inputs = {"input_ids": input_ids.to(self.device), "attention_mask": attn.to(self.device)}
         return self._generate_batch(items, inputs, width, [len(ids) for _, _, ids in items], sw)

@@ -52,18 +52,33 @@ from typing import TYPE_CHECKING, Any
 
 from ableaudit.media import image_bytes
 
-from .base import Backend, BackendError, GenerationRequest, GenerationResult, Stopwatch, refuse_json_schema
+from .base import (
+    Backend,
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    Stopwatch,
+    refuse_json_schema,
+)
 from .transformers_backend import HFGenerationMixin
 
 if TYPE_CHECKING:
     from ..config import Target
 
-BUILTIN_IMAGE_PROCESSORS = ("CLIPImageProcessor", "CLIPImageProcessorFast", "CLIPImageProcessorPil",
-                            "SiglipImageProcessor", "SiglipImageProcessorFast", "SiglipImageProcessorPil")
+BUILTIN_IMAGE_PROCESSORS = (
+    "CLIPImageProcessor",
+    "CLIPImageProcessorFast",
+    "CLIPImageProcessorPil",
+    "SiglipImageProcessor",
+    "SiglipImageProcessorFast",
+    "SiglipImageProcessorPil",
+)
 BUILTIN_MODEL_TYPES = ("llava",)
-PROCESSOR_FIX = ("complete the checkpoint's processor files (preprocessor_config.json; for LLaVA also "
-                 "processor_config.json with patch_size, vision_feature_select_strategy and "
-                 "num_additional_image_tokens), or set options.image_processing: builtin")
+PROCESSOR_FIX = (
+    "complete the checkpoint's processor files (preprocessor_config.json; for LLaVA also "
+    "processor_config.json with patch_size, vision_feature_select_strategy and "
+    "num_additional_image_tokens), or set options.image_processing: builtin"
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +96,9 @@ def _chat_messages(req: GenerationRequest) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = []
     for m in req.messages:
         content = m.get("content")
-        parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        parts = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        )
         msgs.append({"role": m["role"], "content": parts})
     if req.images:
         users = [i for i, m in enumerate(msgs) if m["role"] == "user"]
@@ -101,8 +118,10 @@ class BuiltinImageProcessor:
     def __init__(self, cfg: dict[str, Any]) -> None:
         kind = cfg.get("image_processor_type") or ""
         if kind not in BUILTIN_IMAGE_PROCESSORS:
-            raise BackendError(f"image processor {kind or '(unnamed)'} needs Pillow (and torchvision): the built-in "
-                               f"path handles {list(BUILTIN_IMAGE_PROCESSORS)} only. Install Pillow in this environment")
+            raise BackendError(
+                f"image processor {kind or '(unnamed)'} needs Pillow (and torchvision): the built-in "
+                f"path handles {list(BUILTIN_IMAGE_PROCESSORS)} only. Install Pillow in this environment"
+            )
         self.cfg = cfg
         self.do_convert_rgb = cfg.get("do_convert_rgb", True)
         self.do_resize = cfg.get("do_resize", True)
@@ -122,19 +141,23 @@ class BuiltinImageProcessor:
 
         fmt = image_format(data)
         if fmt != "png":
-            raise ValueError(f"the built-in image path decodes PNG only, got {fmt or 'unknown'}; install Pillow")
+            raise ValueError(
+                f"the built-in image path decodes PNG only, got {fmt or 'unknown'}; install Pillow"
+            )
         return decode_png(data)
 
     def __call__(self, data: bytes) -> Any:
         import numpy as np
         import torch
 
-        img = self.decode(data)                       # H x W x C uint8
-        if img.shape[2] in (2, 4):                    # drop alpha
+        img = self.decode(data)  # H x W x C uint8
+        if img.shape[2] in (2, 4):  # drop alpha
             img = img[:, :, :-1]
         if img.shape[2] == 1 and self.do_convert_rgb:
             img = np.repeat(img, 3, axis=2)
-        x = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float()[None]   # 1 x C x H x W
+        x = (
+            torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float()[None]
+        )  # 1 x C x H x W
         h, w = x.shape[-2:]
         if self.do_resize:
             if "shortest_edge" in self.size:
@@ -145,27 +168,38 @@ class BuiltinImageProcessor:
             elif "height" in self.size and "width" in self.size:
                 nh, nw = int(self.size["height"]), int(self.size["width"])
             else:
-                raise BackendError(f"preprocessor size {self.size} is not supported by the built-in path; install Pillow")
+                raise BackendError(
+                    f"preprocessor size {self.size} is not supported by the built-in path; install Pillow"
+                )
             if (nh, nw) != (h, w):
                 mode = {2: "bilinear", 3: "bicubic"}.get(self.resample, "bicubic")
-                x = torch.nn.functional.interpolate(x, size=(nh, nw), mode=mode, align_corners=False, antialias=True)
+                x = torch.nn.functional.interpolate(
+                    x, size=(nh, nw), mode=mode, align_corners=False, antialias=True
+                )
                 x = x.clamp(0, 255).round()
         if self.do_center_crop and self.crop_size:
             ch, cw = int(self.crop_size["height"]), int(self.crop_size["width"])
             h, w = x.shape[-2:]
             if ch > h or cw > w:
-                x = torch.nn.functional.pad(x, (max(0, (cw - w) // 2), max(0, cw - w - (cw - w) // 2),
-                                                max(0, (ch - h) // 2), max(0, ch - h - (ch - h) // 2)))
+                x = torch.nn.functional.pad(
+                    x,
+                    (
+                        max(0, (cw - w) // 2),
+                        max(0, cw - w - (cw - w) // 2),
+                        max(0, (ch - h) // 2),
+                        max(0, ch - h - (ch - h) // 2),
+                    ),
+                )
                 h, w = x.shape[-2:]
             top, left = (h - ch) // 2, (w - cw) // 2
-            x = x[..., top:top + ch, left:left + cw]
+            x = x[..., top : top + ch, left : left + cw]
         if self.do_rescale:
             x = x * self.rescale_factor
         if self.do_normalize:
             mean = torch.tensor(self.mean, dtype=torch.float32)[None, :, None, None]
             std = torch.tensor(self.std, dtype=torch.float32)[None, :, None, None]
             x = (x - mean) / std
-        return x[0]                                   # C x H x W float32
+        return x[0]  # C x H x W float32
 
 
 def _json_file(model_ref: str, name: str, common: dict[str, Any]) -> dict[str, Any] | None:
@@ -175,9 +209,13 @@ def _json_file(model_ref: str, name: str, common: dict[str, Any]) -> dict[str, A
     try:
         from transformers.utils import cached_file
 
-        found = cached_file(model_ref, name, revision=common.get("revision"),
-                            local_files_only=common.get("local_files_only", True),
-                            _raise_exceptions_for_missing_entries=False)
+        found = cached_file(
+            model_ref,
+            name,
+            revision=common.get("revision"),
+            local_files_only=common.get("local_files_only", True),
+            _raise_exceptions_for_missing_entries=False,
+        )
     except Exception:
         return None
     return json.loads(Path(found).read_text()) if found else None
@@ -189,24 +227,32 @@ def llava_image_features(config: Any, height: int, width: int) -> int:
     patch = int(vision.patch_size)
     n = (height // patch) * (width // patch)
     if getattr(vision, "model_type", "") == "clip_vision_model":
-        n += 1                                        # CLS
+        n += 1  # CLS
     if getattr(config, "vision_feature_select_strategy", "default") == "default":
-        n -= 1                                        # the model drops the first feature
+        n -= 1  # the model drops the first feature
     return n
 
 
 def processor_problem(processor: Any, config: Any, chat_template: str | None) -> str | None:
     """Why ``processor`` cannot encode an image for this model, or None: a probe on a blank picture, no forward pass."""
-    if getattr(processor, "image_processor", None) is None or getattr(processor, "tokenizer", None) is None:
-        return (f"AutoProcessor gave a {type(processor).__name__}, not a processor with an image processor and a "
-                "tokenizer")
+    if (
+        getattr(processor, "image_processor", None) is None
+        or getattr(processor, "tokenizer", None) is None
+    ):
+        return (
+            f"AutoProcessor gave a {type(processor).__name__}, not a processor with an image processor and a "
+            "tokenizer"
+        )
     from PIL import Image
 
     msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "probe"}]}]
     try:
-        text = processor.apply_chat_template(msgs, chat_template=chat_template, add_generation_prompt=True,
-                                             tokenize=False)
-        enc = processor(images=[Image.new("RGB", (64, 64), (127, 127, 127))], text=[text], return_tensors="pt")
+        text = processor.apply_chat_template(
+            msgs, chat_template=chat_template, add_generation_prompt=True, tokenize=False
+        )
+        enc = processor(
+            images=[Image.new("RGB", (64, 64), (127, 127, 127))], text=[text], return_tensors="pt"
+        )
     except Exception as e:  # noqa: BLE001 - any failure here is the processor's, reported with its cause
         return f"it cannot encode a probe picture ({type(e).__name__}: {e})"
     if "pixel_values" not in enc:
@@ -219,8 +265,10 @@ def processor_problem(processor: Any, config: Any, chat_template: str | None) ->
         expected = llava_image_features(config, int(h), int(w))
         got = int((enc["input_ids"] == token_id).sum())
         if got != expected:
-            return (f"it expands the image placeholder to {got} tokens, but the vision tower yields {expected} "
-                    "features per picture")
+            return (
+                f"it expands the image placeholder to {got} tokens, but the vision tower yields {expected} "
+                "features per picture"
+            )
     return None
 
 
@@ -234,23 +282,31 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
     json_schema_by_default = False
     supports_images = True
 
-    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+    def __init__(self, target: Target, adapter: str | None = None) -> None:
         try:
             import torch
             from transformers import AutoModelForImageTextToText, AutoTokenizer
         except ImportError as e:  # pragma: no cover - the audit venv has them
-            raise BackendError(f"the transformers VLM backend needs torch and transformers ({e})") from None
+            raise BackendError(
+                f"the transformers VLM backend needs torch and transformers ({e})"
+            ) from None
         self._torch = torch
         opts, dtype = self._configure(target, adapter)
         mode = opts.get("image_processing", "auto")
         if mode not in ("auto", "processor", "builtin"):
-            raise BackendError(f"options.image_processing={mode!r} is not one of auto, processor, builtin")
+            raise BackendError(
+                f"options.image_processing={mode!r} is not one of auto, processor, builtin"
+            )
         requested = mode
-        self.mode_note: str | None = None       # why auto mode runs the built-in path despite Pillow, if it does
+        self.mode_note: str | None = (
+            None  # why auto mode runs the built-in path despite Pillow, if it does
+        )
         if mode == "auto":
             mode = "processor" if pillow_available() else "builtin"
         if mode == "processor" and not pillow_available():
-            raise BackendError("options.image_processing=processor needs Pillow; install it or use image_processing: builtin")
+            raise BackendError(
+                "options.image_processing=processor needs Pillow; install it or use image_processing: builtin"
+            )
         self.mode = mode
         model_ref, is_dir, local_only, common = self._locate(target, opts)
         try:
@@ -260,11 +316,16 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
             model = AutoModelForImageTextToText.from_pretrained(model_ref, **load_kw)
             self.tokenizer = AutoTokenizer.from_pretrained(model_ref, **common)
         except (OSError, ValueError) as e:
-            hint = ("it is not in the local HF cache; download it first (`hf download "
-                    f"{target.model}`), point `model:` at a local directory, or set ABLEAUDIT_ALLOW_DOWNLOAD=1"
-                    if local_only and not is_dir else "check that the directory holds a transformers VLM checkpoint "
-                    "(config.json, weights, processor and tokenizer files)")
-            raise BackendError(f"cannot load VLM {target.model!r} (target {target.name!r}): {e}\nFix: {hint}") from None
+            hint = (
+                "it is not in the local HF cache; download it first (`hf download "
+                f"{target.model}`), point `model:` at a local directory, or set ABLEAUDIT_ALLOW_DOWNLOAD=1"
+                if local_only and not is_dir
+                else "check that the directory holds a transformers VLM checkpoint "
+                "(config.json, weights, processor and tokenizer files)"
+            )
+            raise BackendError(
+                f"cannot load VLM {target.model!r} (target {target.name!r}): {e}\nFix: {hint}"
+            ) from None
 
         self.processor = None
         problem = None
@@ -274,23 +335,34 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
             try:
                 self.processor = AutoProcessor.from_pretrained(model_ref, **common)
             except Exception as e:  # noqa: BLE001 - a missing/unreadable processor file: incomplete, said below
-                problem = f"AutoProcessor cannot load it ({type(e).__name__}: {str(e).splitlines()[0]})"
-        template = opts.get("chat_template") or getattr(self.processor, "chat_template", None) \
+                problem = (
+                    f"AutoProcessor cannot load it ({type(e).__name__}: {str(e).splitlines()[0]})"
+                )
+        template = (
+            opts.get("chat_template")
+            or getattr(self.processor, "chat_template", None)
             or getattr(self.tokenizer, "chat_template", None)
+        )
         if not template:
-            raise BackendError(f"model {target.model!r} has no chat template; set options.chat_template")
+            raise BackendError(
+                f"model {target.model!r} has no chat template; set options.chat_template"
+            )
         self.chat_template = template
         if self.mode == "processor" and problem is None:
             problem = processor_problem(self.processor, model.config, template)
         if problem is not None:
             said = f"the processor of VLM {target.model!r} (target {target.name!r}) is incomplete: {problem}"
             if requested != "auto":
-                raise BackendError(f"options.image_processing=processor: {said}\nFix: {PROCESSOR_FIX}")
+                raise BackendError(
+                    f"options.image_processing=processor: {said}\nFix: {PROCESSOR_FIX}"
+                )
             try:
                 self._setup_builtin(model_ref, model.config, common)
             except BackendError as e:
-                raise BackendError(f"{said}; the built-in image path cannot take over: {e}\nFix: {PROCESSOR_FIX} "
-                                   "(if the built-in path handles this checkpoint)") from None
+                raise BackendError(
+                    f"{said}; the built-in image path cannot take over: {e}\nFix: {PROCESSOR_FIX} "
+                    "(if the built-in path handles this checkpoint)"
+                ) from None
             log.warning("%s; using the built-in image path instead (image_processing: auto)", said)
             self.processor, self.mode, self.mode_note = None, "builtin", said
         elif self.mode == "builtin":
@@ -306,26 +378,36 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
     def _setup_builtin(self, model_ref: str, config: Any, common: dict[str, Any]) -> None:
         model_type = getattr(config, "model_type", None)
         if model_type not in BUILTIN_MODEL_TYPES:
-            raise BackendError(f"the built-in image path handles LLaVA-architecture checkpoints only (this one is "
-                               f"{model_type!r}); others need Pillow (and torchvision) and the checkpoint's own "
-                               "processor")
+            raise BackendError(
+                f"the built-in image path handles LLaVA-architecture checkpoints only (this one is "
+                f"{model_type!r}); others need Pillow (and torchvision) and the checkpoint's own "
+                "processor"
+            )
         pre = _json_file(model_ref, "preprocessor_config.json", common)
         proc = _json_file(model_ref, "processor_config.json", common) or {}
         if pre is None and isinstance(proc.get("image_processor"), dict):
             pre = proc["image_processor"]
         if pre is None:
-            raise BackendError(f"model {self.target.model!r} has no preprocessor_config.json, which the built-in image "
-                               "path needs (the image size, mean and std)")
+            raise BackendError(
+                f"model {self.target.model!r} has no preprocessor_config.json, which the built-in image "
+                "path needs (the image size, mean and std)"
+            )
         self.image_processor = BuiltinImageProcessor(pre)
-        self.model_config = config            # image tokens per picture: what the vision tower yields (model config)
-        self.image_token = proc.get("image_token") or getattr(self.tokenizer, "image_token", None) or "<image>"
+        self.model_config = (
+            config  # image tokens per picture: what the vision tower yields (model config)
+        )
+        self.image_token = (
+            proc.get("image_token") or getattr(self.tokenizer, "image_token", None) or "<image>"
+        )
         ids = self.tokenizer.encode(self.image_token, add_special_tokens=False)
         expected = getattr(config, "image_token_id", None)
         if expected is None:
             expected = getattr(config, "image_token_index", None)
         if len(ids) != 1 or (expected is not None and ids[0] != expected):
-            raise BackendError(f"image token {self.image_token!r} encodes to {ids}, but the model expects id {expected}; "
-                               "fix the tokenizer or processor_config.json")
+            raise BackendError(
+                f"image token {self.image_token!r} encodes to {ids}, but the model expects id {expected}; "
+                "fix the tokenizer or processor_config.json"
+            )
         self.image_token_id = ids[0]
 
     # ------------------------------------------------------------------ encoding
@@ -333,10 +415,15 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
     def _prompt_text(self, req: GenerationRequest) -> str:
         messages = _chat_messages(req)
         if self.processor is not None:
-            return self.processor.apply_chat_template(messages, chat_template=self.chat_template,
-                                                      add_generation_prompt=True, tokenize=False)
-        return self.tokenizer.apply_chat_template(messages, chat_template=self.chat_template,
-                                                  add_generation_prompt=True, tokenize=False)
+            return self.processor.apply_chat_template(
+                messages,
+                chat_template=self.chat_template,
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+        return self.tokenizer.apply_chat_template(
+            messages, chat_template=self.chat_template, add_generation_prompt=True, tokenize=False
+        )
 
     def _encode(self, req: GenerationRequest) -> dict[str, Any]:
         """Everything one request needs before batching; errors here fail that request alone."""
@@ -352,20 +439,27 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
                 except Exception as e:  # noqa: BLE001 - PIL raises several kinds
                     from ableaudit.media import image_format
 
-                    raise ValueError(f"cannot decode image {k + 1} of the request ({len(b)} bytes, format "
-                                     f"{image_format(b) or 'unknown'}): {type(e).__name__}") from None
+                    raise ValueError(
+                        f"cannot decode image {k + 1} of the request ({len(b)} bytes, format "
+                        f"{image_format(b) or 'unknown'}): {type(e).__name__}"
+                    ) from None
             return {"text": text, "images": images, "length": len(text)}
         pixels = [self.image_processor(image_bytes(b)) for b in req.images]
         n_placeholders = text.count(self.image_token)
         if n_placeholders != len(pixels):
-            raise ValueError(f"the chat template wrote {n_placeholders} image placeholders for {len(pixels)} images")
+            raise ValueError(
+                f"the chat template wrote {n_placeholders} image placeholders for {len(pixels)} images"
+            )
         # as the model's processor does: each placeholder becomes as many image tokens as
         # the vision tower yields features, then the whole text is tokenized once
         pieces = text.split(self.image_token)
         expanded = pieces[0]
         for k, p in enumerate(pixels):
             h, w = p.shape[-2:]
-            expanded += self.image_token * llava_image_features(self.model_config, int(h), int(w)) + pieces[k + 1]
+            expanded += (
+                self.image_token * llava_image_features(self.model_config, int(h), int(w))
+                + pieces[k + 1]
+            )
         ids = self.tokenizer(expanded, add_special_tokens=False)["input_ids"]
         return {"ids": ids, "pixels": pixels, "length": len(ids)}
 
@@ -373,16 +467,20 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
         torch = self._torch
         if self.processor is not None:
             images = [im for e in encoded for im in e["images"]]
-            inputs = self.processor(images=images or None, text=[e["text"] for e in encoded],
-                                    return_tensors="pt", padding=True)
+            inputs = self.processor(
+                images=images or None,
+                text=[e["text"] for e in encoded],
+                return_tensors="pt",
+                padding=True,
+            )
             inputs = dict(inputs)
         else:
             width = max(len(e["ids"]) for e in encoded)
             input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
             attn = torch.zeros((len(encoded), width), dtype=torch.long)
             for row, e in enumerate(encoded):
-                input_ids[row, width - len(e["ids"]):] = torch.tensor(e["ids"], dtype=torch.long)
-                attn[row, width - len(e["ids"]):] = 1
+                input_ids[row, width - len(e["ids"]) :] = torch.tensor(e["ids"], dtype=torch.long)
+                attn[row, width - len(e["ids"]) :] = 1
             inputs = {"input_ids": input_ids, "attention_mask": attn}
             pixels = [p for e in encoded for p in e["pixels"]]
             if pixels:
@@ -402,7 +500,9 @@ class TransformersVLMBackend(HFGenerationMixin, Backend):
     def _encoded_length(self, encoded: dict[str, Any]) -> int:
         return encoded["length"]
 
-    def _run_batch(self, items: list[tuple[int, GenerationRequest, dict[str, Any]]]) -> list[GenerationResult]:
+    def _run_batch(
+        self, items: list[tuple[int, GenerationRequest, dict[str, Any]]]
+    ) -> list[GenerationResult]:
         sw = Stopwatch()
         inputs, width = self._batch_inputs([e for _, _, e in items])
         prompt_lens = inputs["attention_mask"].sum(dim=1).tolist()

@@ -44,8 +44,9 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
 from .base import Backend, BackendError, GenerationRequest, GenerationResult
@@ -70,11 +71,11 @@ def _tail(path: Path, n: int = 20) -> str:
 class VllmBackend(Backend):
     name = "vllm"
     supports_stream = True
-    supports_json_schema = True      # vLLM's structured outputs in the worker
+    supports_json_schema = True  # vLLM's structured outputs in the worker
     json_schema_by_default = True
-    supports_images = False          # vision targets: `vllm serve` and backend openai
+    supports_images = False  # vision targets: `vllm serve` and backend openai
 
-    def __init__(self, target: "Target", adapter: str | None = None) -> None:
+    def __init__(self, target: Target, adapter: str | None = None) -> None:
         opts = dict(target.options or {})
         cmd = opts.get("worker_cmd")
         if not cmd:
@@ -83,19 +84,26 @@ class VllmBackend(Backend):
                 raise BackendError(
                     f"target {target.name!r} uses backend vllm but no worker is configured: set env "
                     "ABLEAUDIT_VLLM_PYTHON to the python of a venv with vllm (e.g. /opt/vllm-venv/bin/python) "
-                    "or options.worker_cmd; see ableaudit/backends/vllm_worker.py")
+                    "or options.worker_cmd; see ableaudit/backends/vllm_worker.py"
+                )
             cmd = [py, "-m", WORKER_MODULE]
-        self.worker_cmd: list[str] = shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+        self.worker_cmd: list[str] = (
+            shlex.split(cmd) if isinstance(cmd, str) else [str(c) for c in cmd]
+        )
         exe = self.worker_cmd[0] if self.worker_cmd else ""
         if not (shutil.which(exe) or Path(exe).is_file()):
-            raise BackendError(f"vllm worker executable {exe!r} not found; fix options.worker_cmd or ABLEAUDIT_VLLM_PYTHON")
+            raise BackendError(
+                f"vllm worker executable {exe!r} not found; fix options.worker_cmd or ABLEAUDIT_VLLM_PYTHON"
+            )
         self.worker_args = [str(a) for a in opts.get("worker_args", [])]
         self.timeout_s = float(opts["timeout_s"]) if opts.get("timeout_s") else None
         self.exchange_dir = Path(opts["exchange_dir"]) if opts.get("exchange_dir") else None
         self.model = target.model
         self.revision = target.revision
         self.adapter = adapter or target.adapter
-        self.model_revision: str | None = model_revision_string(self.model, self.revision, self.adapter)
+        self.model_revision: str | None = model_revision_string(
+            self.model, self.revision, self.adapter
+        )
         self.last_run_dir: Path | None = None
         # responses per part file: results land this many at a time while the worker runs
         self.part_rows = int(opts.get("part_rows", target.batch_size))
@@ -113,13 +121,18 @@ class VllmBackend(Backend):
             "model": self.model,
             "revision": self.revision,
             "adapter": self.adapter,
-            "json_schema": None if req.json_schema is None else json.dumps(req.json_schema, sort_keys=True),
+            "json_schema": None
+            if req.json_schema is None
+            else json.dumps(req.json_schema, sort_keys=True),
         }
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """One worker run over ``requests``; results in request order."""
         got = {r.key: r for r in self.stream(requests)}
-        return [got.get(r.key) or GenerationResult.failed(r.key, "vllm backend lost this request") for r in requests]
+        return [
+            got.get(r.key) or GenerationResult.failed(r.key, "vllm backend lost this request")
+            for r in requests
+        ]
 
     def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
         """One worker run over all ``requests`` (one model load); results as its parts arrive.
@@ -147,9 +160,13 @@ class VllmBackend(Backend):
         try:
             try:
                 write_requests(run_dir / "requests.parquet", rows)
-            except ExchangeError as e:  # duplicate keys etc.: a caller bug, but keep every request accounted for
+            except (
+                ExchangeError
+            ) as e:  # duplicate keys etc.: a caller bug, but keep every request accounted for
                 for r in rows:
-                    yield GenerationResult.failed(r["key"], f"cannot write the vllm requests file: {e}")
+                    yield GenerationResult.failed(
+                        r["key"], f"cannot write the vllm requests file: {e}"
+                    )
                 return
             yield from self._run(run_dir, [r["key"] for r in rows])
         finally:
@@ -159,14 +176,20 @@ class VllmBackend(Backend):
     def _run(self, run_dir: Path, keys: list[str]) -> Iterator[GenerationResult]:
         from .vllm_worker import ExchangeError, read_responses
 
-        req_path, resp_path, log_path = run_dir / "requests.parquet", run_dir / "responses.parquet", run_dir / "worker.log"
+        req_path, resp_path, log_path = (
+            run_dir / "requests.parquet",
+            run_dir / "responses.parquet",
+            run_dir / "worker.log",
+        )
         argv = [*self.worker_cmd, str(req_path), str(resp_path), "--model", self.model]
         if self.revision:
             argv += ["--revision", self.revision]
         argv += [*self.worker_args, "--part-rows", str(self.part_rows)]
         env = dict(os.environ)
         # So `-m ableaudit.backends.vllm_worker` resolves in a venv where ableaudit is not installed.
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_PACKAGE_ROOT), env.get("PYTHONPATH")) if p
+        )
         wanted, done = set(keys), set()
         seen_parts: set[Path] = set()
 
@@ -184,14 +207,22 @@ class VllmBackend(Backend):
                 seen_parts.add(part)
                 try:
                     yield from results_of(part)
-                except ExchangeError as e:  # a broken part: the full file at the end may still cover it
-                    log.warning("vllm worker part %s unreadable (%s); waiting for the full responses file", part.name, e)
+                except (
+                    ExchangeError
+                ) as e:  # a broken part: the full file at the end may still cover it
+                    log.warning(
+                        "vllm worker part %s unreadable (%s); waiting for the full responses file",
+                        part.name,
+                        e,
+                    )
 
         with open(log_path, "wb") as worker_log:
             try:
                 proc = subprocess.Popen(argv, stdout=worker_log, stderr=subprocess.STDOUT, env=env)
             except OSError as e:
-                raise BackendError(f"cannot start the vllm worker {argv[0]!r}: {e}; fix options.worker_cmd") from None
+                raise BackendError(
+                    f"cannot start the vllm worker {argv[0]!r}: {e}; fix options.worker_cmd"
+                ) from None
             deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
             timed_out = False
             try:
@@ -208,7 +239,9 @@ class VllmBackend(Backend):
                         proc.wait()
                         break
             finally:
-                if proc.poll() is None:  # the consumer stopped early: the worker's results have nowhere to go
+                if (
+                    proc.poll() is None
+                ):  # the consumer stopped early: the worker's results have nowhere to go
                     proc.kill()
                     proc.wait()
         rc = proc.returncode
@@ -225,13 +258,17 @@ class VllmBackend(Backend):
                 yield from (GenerationResult.failed(k, msg) for k in keys if k not in done)
                 return
         elif not done:
-            raise BackendError(f"vllm worker exited with code {rc} without writing {resp_path.name}; "
-                               f"its last output:\n{_tail(log_path)}\n(command: {shlex.join(argv)})")
+            raise BackendError(
+                f"vllm worker exited with code {rc} without writing {resp_path.name}; "
+                f"its last output:\n{_tail(log_path)}\n(command: {shlex.join(argv)})"
+            )
         missing = [k for k in keys if k not in done]
         if missing:
             how = "stopped" if not resp_path.exists() else "returned no response for this key"
-            msg = (f"vllm worker (exit code {rc}) {how} ({len(missing)} of {len(keys)} missing); "
-                   f"its last output:\n{_tail(log_path, 8)}")
+            msg = (
+                f"vllm worker (exit code {rc}) {how} ({len(missing)} of {len(keys)} missing); "
+                f"its last output:\n{_tail(log_path, 8)}"
+            )
             yield from (GenerationResult.failed(k, msg) for k in missing)
 
     def _note_revision(self, meta: dict[str, str]) -> str | None:
@@ -251,9 +288,18 @@ class VllmBackend(Backend):
 def _result(r: dict[str, Any], revision: str | None) -> GenerationResult:
     """A response row as a result; an answered one carries the revision the worker reported."""
     if r["status"] == "error":
-        return GenerationResult(key=r["key"], status="error", error=r.get("error") or "vllm worker error",
-                                latency_ms=r.get("latency_ms"))
+        return GenerationResult(
+            key=r["key"],
+            status="error",
+            error=r.get("error") or "vllm worker error",
+            latency_ms=r.get("latency_ms"),
+        )
     return GenerationResult.from_text(
-        r["key"], r.get("text"), finish_reason=normalize_finish_reason(r.get("finish_reason")),
-        prompt_tokens=r.get("prompt_tokens"), completion_tokens=r.get("completion_tokens"), latency_ms=r.get("latency_ms"),
-        model_revision=revision)
+        r["key"],
+        r.get("text"),
+        finish_reason=normalize_finish_reason(r.get("finish_reason")),
+        prompt_tokens=r.get("prompt_tokens"),
+        completion_tokens=r.get("completion_tokens"),
+        latency_ms=r.get("latency_ms"),
+        model_revision=revision,
+    )

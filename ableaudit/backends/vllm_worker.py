@@ -93,8 +93,9 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -152,7 +153,9 @@ def _read_table(path: str | Path, schema: pa.Schema, what: str) -> pa.Table:
     try:
         table = pq.read_table(p)
     except Exception as e:  # ArrowInvalid, OSError, ... on a truncated or foreign file
-        raise ExchangeError(f"{what} file {p} is not a readable Parquet file: {type(e).__name__}: {e}") from None
+        raise ExchangeError(
+            f"{what} file {p} is not a readable Parquet file: {type(e).__name__}: {e}"
+        ) from None
     for name in OPTIONAL_REQUEST_COLUMNS if schema is REQUEST_SCHEMA else ():
         if name not in table.column_names:
             table = table.append_column(name, pa.nulls(table.num_rows, pa.string()))
@@ -185,9 +188,14 @@ def validate_request_rows(rows: Sequence[dict[str, Any]], path: Any = "<rows>") 
         except (TypeError, json.JSONDecodeError) as e:
             problems.append(f"{k}: messages_json is not JSON ({e})")
             msgs = []
-        if msgs is not None and (not isinstance(msgs, list) or not msgs
-                                 or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)):
-            problems.append(f"{k}: messages_json must be a non-empty list of {{role, content}} objects")
+        if msgs is not None and (
+            not isinstance(msgs, list)
+            or not msgs
+            or not all(isinstance(m, dict) and "role" in m and "content" in m for m in msgs)
+        ):
+            problems.append(
+                f"{k}: messages_json must be a non-empty list of {{role, content}} objects"
+            )
         if msgs is None:
             problems.append(f"{k}: messages_json is null")
         t, p, n = r.get("temperature"), r.get("top_p"), r.get("max_new_tokens")
@@ -212,14 +220,18 @@ def validate_request_rows(rows: Sequence[dict[str, Any]], path: Any = "<rows>") 
     for col in ("model", "revision"):
         values = {r.get(col) for r in rows}
         if len(values) > 1:
-            raise ExchangeError(f"requests file {path}: one worker run serves one model, but `{col}` has "
-                                f"{len(values)} values {sorted(map(str, values))[:5]}; split the file")
+            raise ExchangeError(
+                f"requests file {path}: one worker run serves one model, but `{col}` has "
+                f"{len(values)} values {sorted(map(str, values))[:5]}; split the file"
+            )
 
 
 def write_requests(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
     """Validate request rows and write them as a requests file."""
     validate_request_rows(rows, path)
-    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in REQUEST_SCHEMA} for r in rows], schema=REQUEST_SCHEMA)
+    table = pa.Table.from_pylist(
+        [{f.name: r.get(f.name) for f in REQUEST_SCHEMA} for r in rows], schema=REQUEST_SCHEMA
+    )
     return _atomic_write(table, path)
 
 
@@ -231,19 +243,30 @@ def read_requests(path: str | Path) -> list[dict[str, Any]]:
 
 def validate_response_rows(rows: Sequence[dict[str, Any]], path: Any = "<rows>") -> None:
     _check_unique_keys([r.get("key") for r in rows], "responses", path)
-    bad = [f"{r['key']}: status {r.get('status')!r} is not one of {STATUSES}" for r in rows if r.get("status") not in STATUSES]
-    bad += [f"{r['key']}: status {r['status']!r} but text is null" for r in rows
-            if r.get("status") in ("ok", "empty") and r.get("text") is None]
+    bad = [
+        f"{r['key']}: status {r.get('status')!r} is not one of {STATUSES}"
+        for r in rows
+        if r.get("status") not in STATUSES
+    ]
+    bad += [
+        f"{r['key']}: status {r['status']!r} but text is null"
+        for r in rows
+        if r.get("status") in ("ok", "empty") and r.get("text") is None
+    ]
     if bad:
         raise ExchangeError(f"responses file {path} is invalid:\n  " + "\n  ".join(bad[:10]))
 
 
-def write_responses(path: str | Path, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None) -> Path:
+def write_responses(
+    path: str | Path, rows: Sequence[dict[str, Any]], metadata: dict[str, str] | None = None
+) -> Path:
     validate_response_rows(rows, path)
     meta = dict(RESPONSE_SCHEMA.metadata or {})
     meta.update({k.encode(): str(v).encode() for k, v in (metadata or {}).items()})
     schema = RESPONSE_SCHEMA.with_metadata(meta)
-    table = pa.Table.from_pylist([{f.name: r.get(f.name) for f in RESPONSE_SCHEMA} for r in rows], schema=schema)
+    table = pa.Table.from_pylist(
+        [{f.name: r.get(f.name) for f in RESPONSE_SCHEMA} for r in rows], schema=schema
+    )
     return _atomic_write(table, path)
 
 
@@ -277,7 +300,9 @@ def _resolve_revision(model: str, revision: str | None) -> str:
     if revision and re.fullmatch(r"[0-9a-f]{40}", revision):
         return f"{model}@{revision}"
     cache = os.environ.get("HF_HUB_CACHE") or os.path.join(
-        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+        os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"),
+        "hub",
+    )
     ref = Path(cache) / ("models--" + model.replace("/", "--")) / "refs" / (revision or "main")
     try:
         sha = ref.read_text().strip()
@@ -305,7 +330,9 @@ def _output_row(key: str, out: Any, ms: float) -> dict[str, Any]:
     }
 
 
-def run_batch(llm: Any, rows: Sequence[dict[str, Any]], make_params: Any, lora: Any = None) -> list[dict[str, Any]]:
+def run_batch(
+    llm: Any, rows: Sequence[dict[str, Any]], make_params: Any, lora: Any = None
+) -> list[dict[str, Any]]:
     """Generate rows in one ``llm.chat`` call; on failure, one by one so only bad rows fail."""
     convs = [json.loads(r["messages_json"]) for r in rows]
     t0 = time.perf_counter()
@@ -340,8 +367,10 @@ def structured_output_kwargs(schema: dict[str, Any]) -> dict[str, Any]:
 
         return {"guided_decoding": GuidedDecodingParams(json=schema)}
     except ImportError:
-        raise RuntimeError("this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams: it cannot "
-                           "constrain output to a JSON schema; upgrade vllm or set the judge's structured_output: off") from None
+        raise RuntimeError(
+            "this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams: it cannot "
+            "constrain output to a JSON schema; upgrade vllm or set the judge's structured_output: off"
+        ) from None
 
 
 def _groups(rows: Iterable[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
@@ -352,8 +381,10 @@ def _groups(rows: Iterable[dict[str, Any]]) -> dict[str | None, list[dict[str, A
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m ableaudit.backends.vllm_worker",
-                                 description="Generate an ableaudit requests Parquet file with vLLM (offline batch).")
+    ap = argparse.ArgumentParser(
+        prog="python -m ableaudit.backends.vllm_worker",
+        description="Generate an ableaudit requests Parquet file with vLLM (offline batch).",
+    )
     ap.add_argument("requests", help="requests.parquet written by the audit")
     ap.add_argument("responses", help="where to write responses.parquet")
     ap.add_argument("--model", help="model id or path (default: the file's `model` column)")
@@ -363,9 +394,15 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-model-len", type=int)
     ap.add_argument("--gpu-memory-utilization", type=float)
     ap.add_argument("--max-lora-rank", type=int, default=64)
-    ap.add_argument("--llm-kwargs", default="{}", help="JSON object of extra vllm.LLM(...) arguments")
-    ap.add_argument("--part-rows", type=int, default=0,
-                    help="also write every N responses to RESPONSES.part-NNNNN as they are done (0: only the full file)")
+    ap.add_argument(
+        "--llm-kwargs", default="{}", help="JSON object of extra vllm.LLM(...) arguments"
+    )
+    ap.add_argument(
+        "--part-rows",
+        type=int,
+        default=0,
+        help="also write every N responses to RESPONSES.part-NNNNN as they are done (0: only the full file)",
+    )
     ap.add_argument("--validate-only", action="store_true", help="check the requests file and exit")
     return ap.parse_args(argv)
 
@@ -383,12 +420,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     file_model = rows[0]["model"] if rows else args.model
     model = args.model or file_model
     if rows and args.model and args.model != file_model:
-        print(f"vllm_worker: --model {args.model!r} differs from the requests file's model {file_model!r}", file=sys.stderr)
+        print(
+            f"vllm_worker: --model {args.model!r} differs from the requests file's model {file_model!r}",
+            file=sys.stderr,
+        )
         return 2
     revision = args.revision or (rows[0]["revision"] if rows else None)
     meta = {"ableaudit.model_revision": _resolve_revision(model or "", revision)}
     if args.validate_only:
-        print(f"vllm_worker: {args.requests} is valid ({len(rows)} requests for {model})", file=sys.stderr)
+        print(
+            f"vllm_worker: {args.requests} is valid ({len(rows)} requests for {model})",
+            file=sys.stderr,
+        )
         return 0
     if not rows:
         write_responses(args.responses, [], meta)
@@ -398,31 +441,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         import vllm
         from vllm import LLM, SamplingParams
     except Exception as e:
-        print(f"vllm_worker: cannot import vllm ({type(e).__name__}: {e}); run this worker with the python of a "
-              "venv that has vllm installed (pip install vllm pyarrow)", file=sys.stderr)
+        print(
+            f"vllm_worker: cannot import vllm ({type(e).__name__}: {e}); run this worker with the python of a "
+            "venv that has vllm installed (pip install vllm pyarrow)",
+            file=sys.stderr,
+        )
         return 3
     meta["ableaudit.vllm_version"] = getattr(vllm, "__version__", "unknown")
 
     adapters = sorted({r["adapter"] for r in rows if r.get("adapter")})
-    kw: dict[str, Any] = {"model": model, "revision": revision, "dtype": args.dtype,
-                          "tensor_parallel_size": args.tensor_parallel_size}
+    kw: dict[str, Any] = {
+        "model": model,
+        "revision": revision,
+        "dtype": args.dtype,
+        "tensor_parallel_size": args.tensor_parallel_size,
+    }
     if args.max_model_len:
         kw["max_model_len"] = args.max_model_len
     if args.gpu_memory_utilization:
         kw["gpu_memory_utilization"] = args.gpu_memory_utilization
     if adapters:
-        kw.update(enable_lora=True, max_loras=max(1, len(adapters)), max_lora_rank=args.max_lora_rank)
+        kw.update(
+            enable_lora=True, max_loras=max(1, len(adapters)), max_lora_rank=args.max_lora_rank
+        )
     kw.update(extra)
     try:
         llm = LLM(**kw)
     except Exception as e:
-        print(f"vllm_worker: vLLM could not load {model!r}: {type(e).__name__}: {e}", file=sys.stderr)
+        print(
+            f"vllm_worker: vLLM could not load {model!r}: {type(e).__name__}: {e}", file=sys.stderr
+        )
         return 3
 
     def make_params(r: dict[str, Any]) -> Any:
-        constrained = structured_output_kwargs(json.loads(r["json_schema"])) if r.get("json_schema") else {}
-        return SamplingParams(temperature=float(r["temperature"]), top_p=float(r["top_p"]),
-                              max_tokens=int(r["max_new_tokens"]), seed=r.get("seed"), **constrained)
+        constrained = (
+            structured_output_kwargs(json.loads(r["json_schema"])) if r.get("json_schema") else {}
+        )
+        return SamplingParams(
+            temperature=float(r["temperature"]),
+            top_p=float(r["top_p"]),
+            max_tokens=int(r["max_new_tokens"]),
+            seed=r.get("seed"),
+            **constrained,
+        )
 
     out: list[dict[str, Any]] = []
     step = args.part_rows if args.part_rows > 0 else len(rows)
@@ -432,9 +493,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if adapter:
             from vllm.lora.request import LoRARequest
 
-            lora = LoRARequest(Path(adapter).name or "adapter", adapters.index(adapter) + 1, adapter)
+            lora = LoRARequest(
+                Path(adapter).name or "adapter", adapters.index(adapter) + 1, adapter
+            )
         for start in range(0, len(group), step):
-            done = run_batch(llm, group[start:start + step], make_params, lora)
+            done = run_batch(llm, group[start : start + step], make_params, lora)
             if args.part_rows > 0:  # the audit lands each part while the rest is generated
                 write_responses(f"{args.responses}.part-{parts:05d}", done, meta)
                 parts += 1

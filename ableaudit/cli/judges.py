@@ -16,19 +16,28 @@ from typing import Any
 from ableaudit.warehouse import warehouse_path
 
 
-def judge_command(config: str | Path, warehouse: str | Path | None = None, run_id: str | None = None) -> dict[str, Any]:
+def judge_command(
+    config: str | Path, warehouse: str | Path | None = None, run_id: str | None = None
+) -> dict[str, Any]:
     """Run every judge of the config on landed generations; returns {judge: {kind: counts}}."""
     from ableaudit.config import ConfigError, load_config
     from ableaudit.judges.runner import progress_bars, run_judges
 
     cfg = load_config(config)
     if not cfg.judges:
-        raise ConfigError(f"{config} lists no `judges:`; add one (see docs/judges.md) to run the judges")
+        raise ConfigError(
+            f"{config} lists no `judges:`; add one (see docs/judges.md) to run the judges"
+        )
     wh, run = warehouse_path(warehouse), run_id or f"judge-{uuid.uuid4()}"
     with progress_bars() as progress:
         counts = run_judges(wh, cfg, run, progress=progress)
         if cfg.vision_targets:  # vision pairs live under the image set's name
-            vision = run_judges(wh, cfg.model_copy(update={"query_set": cfg.vision.image_set}), run, progress=progress)
+            vision = run_judges(
+                wh,
+                cfg.model_copy(update={"query_set": cfg.vision.image_set}),
+                run,
+                progress=progress,
+            )
             counts.update({f"{k} (vision)": v for k, v in vision.items()})
     return counts
 
@@ -43,33 +52,52 @@ def cmd_judge(args: argparse.Namespace) -> int:
     counts = judge_command(args.config, getattr(args, "warehouse", None))
     for judge, kinds in counts.items():
         for kind, c in kinds.items():
-            print(f"{judge} {kind}: {c['verdicts']} verdicts, {c['cached']} cached, {c['called']} judged "
-                  f"({c['parsed']} parsed, {c['repaired']} repaired, {c['unparseable']} unparseable, {c['errors']} errors)")
-    print(json.dumps(counts, indent=2) if getattr(args, "json", False) else
-          "Run `ableaudit build` to refresh the marts (judge_score, interpretive_shift, judgment_quality).")
+            print(
+                f"{judge} {kind}: {c['verdicts']} verdicts, {c['cached']} cached, {c['called']} judged "
+                f"({c['parsed']} parsed, {c['repaired']} repaired, {c['unparseable']} unparseable, {c['errors']} errors)"
+            )
+    print(
+        json.dumps(counts, indent=2)
+        if getattr(args, "json", False)
+        else "Run `ableaudit build` to refresh the marts (judge_score, interpretive_shift, judgment_quality)."
+    )
     return 0
 
 
 def cmd_import_judgments(args: argparse.Namespace) -> int:
     report = import_judgments_command(args.file, getattr(args, "warehouse", None))
-    print(f"Landed judgments from {args.file}: {report.inserted} new, {report.unchanged} already present, "
-          f"{report.retried} replaced errors")
+    print(
+        f"Landed judgments from {args.file}: {report.inserted} new, {report.unchanged} already present, "
+        f"{report.retried} replaced errors"
+    )
     print("Run `ableaudit build` to refresh the marts.")
     return 0
 
 
-def add_judge_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_judge_parser(
+    sub: argparse._SubParsersAction, common: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
     """`ableaudit judge --config FILE`."""
-    p = sub.add_parser("judge", parents=[common], help="run the config's judges on landed generations")
+    p = sub.add_parser(
+        "judge", parents=[common], help="run the config's judges on landed generations"
+    )
     p.add_argument("--config", required=True, type=Path, help="audit config with a `judges:` list")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(func=cmd_judge)
     return p
 
 
-def add_import_judgments_parser(imp: argparse._SubParsersAction, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def add_import_judgments_parser(
+    imp: argparse._SubParsersAction, common: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
     """`ableaudit import judgments FILE`."""
-    p = imp.add_parser("judgments", parents=[common], help="judge verdicts made elsewhere (CSV, JSONL or Parquet)")
-    p.add_argument("file", type=Path, help="the verdicts file (CSV, JSONL or Parquet; columns: see docs/judges.md)")
+    p = imp.add_parser(
+        "judgments", parents=[common], help="judge verdicts made elsewhere (CSV, JSONL or Parquet)"
+    )
+    p.add_argument(
+        "file",
+        type=Path,
+        help="the verdicts file (CSV, JSONL or Parquet; columns: see docs/judges.md)",
+    )
     p.set_defaults(func=cmd_import_judgments)
     return p

@@ -34,7 +34,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from ableaudit.audit.flow import audit as flow
 
     wh = warehouse_path(args.warehouse)
-    summary = flow(config=str(args.config), warehouse=str(wh), build=False if args.no_build else None)
+    summary = flow(
+        config=str(args.config), warehouse=str(wh), build=False if args.no_build else None
+    )
     print()
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
@@ -69,7 +71,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ableaudit.report import render_report
 
     report = render_report(args.warehouse, args.out, max_pairs=args.max_pairs)
-    print(f"Read {report.source} (read-only)\nWrote {len(report.pages)} pages; open {report.index} in a browser")
+    print(
+        f"Read {report.source} (read-only)\nWrote {len(report.pages)} pages; open {report.index} in a browser"
+    )
     return 0
 
 
@@ -99,7 +103,9 @@ def cmd_import_responses(args: argparse.Namespace) -> int:
     _require_file(args.file)  # before dbt prepares the prompts, which takes a minute
     _ensure_prompts(wh)
     report = import_responses(args.file, wh, default_query_set=args.query_set)
-    print(f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.retried} replaced errors")
+    print(
+        f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.retried} replaced errors"
+    )
     print("Run `ableaudit build` to score them and refresh the marts.")
     return 0
 
@@ -110,8 +116,12 @@ def cmd_import_queries(args: argparse.Namespace) -> int:
     wh = warehouse_path(args.warehouse)
     loaded = read_accesseval(args.file, strict=not args.lenient)
     print(loaded.summary())
-    n = land_query_set(wh, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None)
-    print(f"Landed {n} prompts as query_set {args.query_set!r} in {wh}. Audit them with `query_set: {args.query_set}` in a config.")
+    n = land_query_set(
+        wh, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None
+    )
+    print(
+        f"Landed {n} prompts as query_set {args.query_set!r} in {wh}. Audit them with `query_set: {args.query_set}` in a config."
+    )
     return 0
 
 
@@ -119,13 +129,22 @@ def cmd_export_annotation_sample(args: argparse.Namespace) -> int:
     from ableaudit.ingest.annotations import export_annotation_sample
 
     sample = export_annotation_sample(
-        warehouse_path(args.warehouse), args.out_dir, size_per_domain=args.size_per_domain, seed=args.seed,
-        kind=args.kind, query_set=args.query_set, model_ids=args.model or None,
+        warehouse_path(args.warehouse),
+        args.out_dir,
+        size_per_domain=args.size_per_domain,
+        seed=args.seed,
+        kind=args.kind,
+        query_set=args.query_set,
+        model_ids=args.model or None,
     )
-    print(f"Wrote {sample.n_items} items to {sample.items_path}\nInstructions: {sample.instructions_path}")
+    print(
+        f"Wrote {sample.n_items} items to {sample.items_path}\nInstructions: {sample.instructions_path}"
+    )
     short = [s for s in sample.shortfall if s.get("shortfall")]
     for s in short:
-        print(f"  domain {s['domain']}: {s['sampled']} of {s['requested']} requested (only {s['available']} available)")
+        print(
+            f"  domain {s['domain']}: {s['sampled']} of {s['requested']} requested (only {s['available']} available)"
+        )
     return 0
 
 
@@ -139,25 +158,36 @@ def cmd_import_annotations(args: argparse.Namespace) -> int:
 
 
 def cmd_import_images(args: argparse.Namespace) -> int:
-    from ableaudit.ingest.images import ImageSetError, land_images, load_manifest_csv, load_pairs_tree
+    from ableaudit.ingest.images import (
+        ImageSetError,
+        land_images,
+        load_manifest_csv,
+        load_pairs_tree,
+    )
 
     wh = warehouse_path(args.warehouse)
     src = Path(args.source).expanduser()
     if src.is_dir():
         if args.image_root:
-            raise ImageSetError("--image-root is for a manifest CSV; a folder is read as a PAIRS tree and is its own root")
+            raise ImageSetError(
+                "--image-root is for a manifest CSV; a folder is read as a PAIRS tree and is its own root"
+            )
         loaded = load_pairs_tree(src, args.image_set)
     elif src.is_file():
         if not args.image_root:
-            raise ImageSetError(f"{src} is a manifest CSV: pass --image-root, the folder its paths are relative to")
+            raise ImageSetError(
+                f"{src} is a manifest CSV: pass --image-root, the folder its paths are relative to"
+            )
         loaded = load_manifest_csv(src, args.image_root, args.image_set)
     else:
         raise ImageSetError(f"{src} is neither a PAIRS folder nor a manifest CSV file")
     print(loaded.summary())
     report = land_images(wh, loaded, replace=args.replace)
     print(f"Landed image set {args.image_set!r} in {wh}: {report.as_dict()}")
-    print(f"Audit it with a `vision:` block holding `image_set: {args.image_set}` and `image_root: {loaded.root}` "
-          f"(and, for a manifest, `manifest: {src if src.is_file() else ''}`) beside a target with `task: vision`.")
+    print(
+        f"Audit it with a `vision:` block holding `image_set: {args.image_set}` and `image_root: {loaded.root}` "
+        f"(and, for a manifest, `manifest: {src if src.is_file() else ''}`) beside a target with `task: vision`."
+    )
     return 0
 
 
@@ -165,8 +195,14 @@ def cmd_export_preference_pairs(args: argparse.Namespace) -> int:
     from ableaudit.adapters.dpo.export import export_preference_pairs
 
     report = export_preference_pairs(
-        warehouse_path(args.warehouse), args.out_dir, judge=args.judge, task=args.task, arms=args.arm or None,
-        model_ids=args.model or None, image_root=args.image_root, formats=tuple(args.format or ("jsonl", "parquet")),
+        warehouse_path(args.warehouse),
+        args.out_dir,
+        judge=args.judge,
+        task=args.task,
+        arms=args.arm or None,
+        model_ids=args.model or None,
+        image_root=args.image_root,
+        formats=tuple(args.format or ("jsonl", "parquet")),
         heldout_share=args.heldout_share,
     )
     print(report.summary())
@@ -177,78 +213,163 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--warehouse", help="DuckDB file (default: $ABLEAUDIT_WAREHOUSE or warehouse/ableaudit.duckdb)")
+    common.add_argument(
+        "--warehouse",
+        help="DuckDB file (default: $ABLEAUDIT_WAREHOUSE or warehouse/ableaudit.duckdb)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("audit", parents=[common], help="run the audit flow on a config")
-    p.add_argument("--config", default=str(PROJECT_ROOT / "configs" / "default.yaml"), type=Path,
-                   help="the audit config, YAML (default: configs/default.yaml, the embedded SmolLM2 audit)")
-    p.add_argument("--no-build", action="store_true", help="land generations only; skip dbt build and publish")
+    p.add_argument(
+        "--config",
+        default=str(PROJECT_ROOT / "configs" / "default.yaml"),
+        type=Path,
+        help="the audit config, YAML (default: configs/default.yaml, the embedded SmolLM2 audit)",
+    )
+    p.add_argument(
+        "--no-build", action="store_true", help="land generations only; skip dbt build and publish"
+    )
     p.set_defaults(func=cmd_audit)
 
     storage = argparse.ArgumentParser(add_help=False)
-    storage.add_argument("--storage-version", help="DuckDB storage format of the published copy, e.g. v1.4.0 "
-                         "(default: $ABLEAUDIT_PUBLISH_STORAGE_VERSION, else v1.1.0, which DuckDB 1.1 and newer read)")
+    storage.add_argument(
+        "--storage-version",
+        help="DuckDB storage format of the published copy, e.g. v1.4.0 "
+        "(default: $ABLEAUDIT_PUBLISH_STORAGE_VERSION, else v1.1.0, which DuckDB 1.1 and newer read)",
+    )
 
-    p = sub.add_parser("build", parents=[common, storage], help="dbt seed + build, then publish a copy for BI")
+    p = sub.add_parser(
+        "build", parents=[common, storage], help="dbt seed + build, then publish a copy for BI"
+    )
     p.add_argument("--vars", help="dbt vars as YAML, e.g. '{degradation_threshold: 0.1}'")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("publish", parents=[common, storage], help="publish a read-only copy and Parquet marts")
+    p = sub.add_parser(
+        "publish", parents=[common, storage], help="publish a read-only copy and Parquet marts"
+    )
     p.set_defaults(func=cmd_publish)
 
-    p = sub.add_parser("report", parents=[common],
-                       help="render the HTML report from the published copy (read-only; no model, no live warehouse)")
-    p.add_argument("--out", type=Path, help="folder to write (default: report/ beside the published copy)")
-    p.add_argument("--max-pairs", type=int, default=300, help="pairs per model and arm on the drill-down pages")
+    p = sub.add_parser(
+        "report",
+        parents=[common],
+        help="render the HTML report from the published copy (read-only; no model, no live warehouse)",
+    )
+    p.add_argument(
+        "--out", type=Path, help="folder to write (default: report/ beside the published copy)"
+    )
+    p.add_argument(
+        "--max-pairs", type=int, default=300, help="pairs per model and arm on the drill-down pages"
+    )
     p.set_defaults(func=cmd_report)
 
     add_judge_parser(sub, common)
 
-    exp = sub.add_parser("export", help="write files for people").add_subparsers(dest="what", required=True)
-    p = exp.add_parser("annotation-sample", parents=[common], help="a stratified sample for human annotators")
+    exp = sub.add_parser("export", help="write files for people").add_subparsers(
+        dest="what", required=True
+    )
+    p = exp.add_parser(
+        "annotation-sample", parents=[common], help="a stratified sample for human annotators"
+    )
     p.add_argument("out_dir", type=Path, help="folder to write the sample files into")
-    p.add_argument("--kind", choices=["rubric", "contrastive"], default="rubric",
-                   help="rate single responses (rubric) or neutral/disability pairs (contrastive)")
-    p.add_argument("--size-per-domain", type=int, default=200, help="items per domain (the paper used 200)")
+    p.add_argument(
+        "--kind",
+        choices=["rubric", "contrastive"],
+        default="rubric",
+        help="rate single responses (rubric) or neutral/disability pairs (contrastive)",
+    )
+    p.add_argument(
+        "--size-per-domain", type=int, default=200, help="items per domain (the paper used 200)"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the stratified draw")
     p.add_argument("--query-set", help="only this query set (default: every query set)")
     p.add_argument("--model", action="append", help="only this model_id (repeatable)")
     p.set_defaults(func=cmd_export_annotation_sample)
-    p = exp.add_parser("preference-pairs", parents=[common], help="flagged pairs in TRL's DPO layout")
-    p.add_argument("out_dir", type=Path, help="folder to write train/heldout files and the manifest into")
-    p.add_argument("--judge", help="the contrastive judge whose flags choose the pairs (default: the only one)")
-    p.add_argument("--task", choices=["text", "vision"], default="text", help="text pairs, or a VLM audit's pairs")
-    p.add_argument("--arm", action="append", help="only pairs of this arm (repeatable; default: the baseline)")
+    p = exp.add_parser(
+        "preference-pairs", parents=[common], help="flagged pairs in TRL's DPO layout"
+    )
+    p.add_argument(
+        "out_dir", type=Path, help="folder to write train/heldout files and the manifest into"
+    )
+    p.add_argument(
+        "--judge", help="the contrastive judge whose flags choose the pairs (default: the only one)"
+    )
+    p.add_argument(
+        "--task",
+        choices=["text", "vision"],
+        default="text",
+        help="text pairs, or a VLM audit's pairs",
+    )
+    p.add_argument(
+        "--arm", action="append", help="only pairs of this arm (repeatable; default: the baseline)"
+    )
     p.add_argument("--model", action="append", help="only this model_id (repeatable)")
-    p.add_argument("--image-root", type=Path, help="vision: the audit's image_root, under which images are named")
-    p.add_argument("--format", action="append", choices=["jsonl", "parquet"],
-                   help="file format (repeatable; default: both)")
-    p.add_argument("--heldout-share", type=float,
-                   help="check that the warehouse was built with this var('preference_heldout_share')")
+    p.add_argument(
+        "--image-root",
+        type=Path,
+        help="vision: the audit's image_root, under which images are named",
+    )
+    p.add_argument(
+        "--format",
+        action="append",
+        choices=["jsonl", "parquet"],
+        help="file format (repeatable; default: both)",
+    )
+    p.add_argument(
+        "--heldout-share",
+        type=float,
+        help="check that the warehouse was built with this var('preference_heldout_share')",
+    )
     p.set_defaults(func=cmd_export_preference_pairs)
 
-    imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(dest="what", required=True)
-    p = imp.add_parser("annotations", parents=[common], help="human ratings (wide or long CSV, JSONL, Parquet)")
+    imp = sub.add_parser("import", help="land data made elsewhere").add_subparsers(
+        dest="what", required=True
+    )
+    p = imp.add_parser(
+        "annotations", parents=[common], help="human ratings (wide or long CSV, JSONL, Parquet)"
+    )
     p.add_argument("file", type=Path, help="the ratings file")
     p.set_defaults(func=cmd_import_annotations)
     add_import_judgments_parser(imp, common)
     p = imp.add_parser("responses", parents=[common], help="responses as CSV, JSONL or Parquet")
     p.add_argument("file", type=Path, help="the responses file (columns: see docs/importing.md)")
-    p.add_argument("--query-set", default="ableaudit", help="query set of rows without a query_set column")
+    p.add_argument(
+        "--query-set", default="ableaudit", help="query set of rows without a query_set column"
+    )
     p.set_defaults(func=cmd_import_responses)
-    p = imp.add_parser("queries", parents=[common], help="the published AccessEval CSV (local file, or the hub when online)")
-    p.add_argument("file", type=Path, nargs="?", help="the AccessEval CSV (default: fetched from the hub when online)")
-    p.add_argument("--query-set", default="accesseval", help="name to land the set under (default: accesseval)")
-    p.add_argument("--lenient", action="store_true", help="report unresolvable rows instead of stopping")
+    p = imp.add_parser(
+        "queries",
+        parents=[common],
+        help="the published AccessEval CSV (local file, or the hub when online)",
+    )
+    p.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        help="the AccessEval CSV (default: fetched from the hub when online)",
+    )
+    p.add_argument(
+        "--query-set", default="accesseval", help="name to land the set under (default: accesseval)"
+    )
+    p.add_argument(
+        "--lenient", action="store_true", help="report unresolvable rows instead of stopping"
+    )
     p.set_defaults(func=cmd_import_queries)
-    p = imp.add_parser("images", parents=[common],
-                       help="an image set: a PAIRS folder ({occupations,status,potential_crime}/<scenario>/<race>_<gender>[n].png) "
-                            "or a manifest CSV (image_id, path, scenario, gender, race, ...)")
+    p = imp.add_parser(
+        "images",
+        parents=[common],
+        help="an image set: a PAIRS folder ({occupations,status,potential_crime}/<scenario>/<race>_<gender>[n].png) "
+        "or a manifest CSV (image_id, path, scenario, gender, race, ...)",
+    )
     p.add_argument("source", type=Path, help="the PAIRS data/ folder, or a manifest CSV")
-    p.add_argument("--image-set", default="pairs", help="name of the set (a vision generation's query_set)")
+    p.add_argument(
+        "--image-set", default="pairs", help="name of the set (a vision generation's query_set)"
+    )
     p.add_argument("--image-root", help="manifest only: the folder its paths are relative to")
-    p.add_argument("--replace", action="store_true", help="accept new bytes under image ids audits already used")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="accept new bytes under image ids audits already used",
+    )
     p.set_defaults(func=cmd_import_images)
     return parser
 

@@ -28,7 +28,9 @@ def _relation_arrow(relation: Any) -> pa.Table:
     return table.read_all() if isinstance(table, pa.RecordBatchReader) else table
 
 
-def read(relation: Any, columns: Sequence[str] | None = None, where: str | None = None) -> pd.DataFrame:
+def read(
+    relation: Any, columns: Sequence[str] | None = None, where: str | None = None
+) -> pd.DataFrame:
     """The rows of ``relation`` (``dbt.ref("name")``, written out in the model: dbt finds its
     dependencies by parsing the call), filtered by a SQL ``where`` and projected to ``columns``."""
     if where:

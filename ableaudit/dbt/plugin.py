@@ -23,9 +23,13 @@ def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
         if entry.sql_function is None:
             continue
         conn.create_function(
-            entry.sql_function, entry.function, [duckdb.sqltype(t) for t in entry.arguments],
-            duckdb.sqltype(entry.returns), type="arrow",
-            null_handling="special" if entry.returns_nulls else "default", side_effects=entry.side_effects,
+            entry.sql_function,
+            entry.function,
+            [duckdb.sqltype(t) for t in entry.arguments],
+            duckdb.sqltype(entry.returns),
+            type="arrow",
+            null_handling="special" if entry.returns_nulls else "default",
+            side_effects=entry.side_effects,
         )
     varchar = duckdb.sqltype("VARCHAR")
     conn.create_function("ableaudit_scorer_version", scorer_version, [varchar, varchar], varchar)

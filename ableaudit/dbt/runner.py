@@ -8,9 +8,9 @@ writer process: close your own connections to the warehouse before calling.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import warehouse_path

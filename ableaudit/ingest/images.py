@@ -36,12 +36,13 @@ import csv
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from ableaudit.warehouse import raw_schema
 from ableaudit.media import ImageSetError, image_dimensions, image_format, resolve_under
+from ableaudit.warehouse import raw_schema
 
 PAIRS_CATEGORIES = ("occupations", "status", "potential_crime")
 PAIRS_RACES = ("black", "white")
@@ -80,7 +81,9 @@ class LoadedImages:
     image_set: str
     root: Path
     records: list[ImageRecord]
-    skipped: list[str] = field(default_factory=list)   # hidden files and folders, named for the report
+    skipped: list[str] = field(
+        default_factory=list
+    )  # hidden files and folders, named for the report
 
     def summary(self) -> str:
         by_cat: dict[str, int] = {}
@@ -94,7 +97,9 @@ class LoadedImages:
 # --------------------------------------------------------------------------- loaders
 
 
-def _check_image_file(full: Path, rel: str, problems: list[str]) -> tuple[str, int | None, int | None] | None:
+def _check_image_file(
+    full: Path, rel: str, problems: list[str]
+) -> tuple[str, int | None, int | None] | None:
     try:
         data = full.read_bytes()
     except OSError as e:
@@ -112,29 +117,39 @@ def _raise(problems: Sequence[str], what: str, fix: str) -> None:
     if problems:
         shown = "\n".join(f"  - {p}" for p in problems[:50])
         more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
-        raise ImageSetError(f"{what}: {len(problems)} problem(s), nothing loaded:\n{shown}{more}\nFix: {fix}")
+        raise ImageSetError(
+            f"{what}: {len(problems)} problem(s), nothing loaded:\n{shown}{more}\nFix: {fix}"
+        )
 
 
 def _check_set_name(image_set: str) -> None:
     if not image_set or not re.fullmatch(r"[A-Za-z0-9_.-]+", image_set):
-        raise ImageSetError(f"image_set {image_set!r} must be a non-empty name of letters, digits, '_', '-' or '.'")
+        raise ImageSetError(
+            f"image_set {image_set!r} must be a non-empty name of letters, digits, '_', '-' or '.'"
+        )
 
 
 def find_pairs_root(root: str | Path) -> Path:
     """The folder holding the PAIRS category folders: ``root`` itself, or ``root/data`` (the repository layout)."""
     base = Path(root).expanduser()
     if not base.is_dir():
-        raise ImageSetError(f"PAIRS root {str(root)!r} is not a folder; point image_root at the folder holding "
-                            f"{', '.join(PAIRS_CATEGORIES)} (the PAIRS repository's data/ folder)")
+        raise ImageSetError(
+            f"PAIRS root {str(root)!r} is not a folder; point image_root at the folder holding "
+            f"{', '.join(PAIRS_CATEGORIES)} (the PAIRS repository's data/ folder)"
+        )
     if any((base / c).is_dir() for c in PAIRS_CATEGORIES):
         return base.resolve()
     if any((base / "data" / c).is_dir() for c in PAIRS_CATEGORIES):
         return (base / "data").resolve()
-    raise ImageSetError(f"no PAIRS category folder ({', '.join(PAIRS_CATEGORIES)}) under {base} or {base / 'data'}; "
-                        "point image_root at the PAIRS data/ folder")
+    raise ImageSetError(
+        f"no PAIRS category folder ({', '.join(PAIRS_CATEGORIES)}) under {base} or {base / 'data'}; "
+        "point image_root at the PAIRS data/ folder"
+    )
 
 
-def parse_pairs_name(name: str, races: Iterable[str] = PAIRS_RACES, genders: Iterable[str] = PAIRS_GENDERS) -> tuple[str, str] | str:
+def parse_pairs_name(
+    name: str, races: Iterable[str] = PAIRS_RACES, genders: Iterable[str] = PAIRS_GENDERS
+) -> tuple[str, str] | str:
     """(race, gender) from a PAIRS file name such as ``white_woman1.png``, or the reason it is not one."""
     m = PAIRS_NAME_RE.match(name)
     if not m:
@@ -148,8 +163,13 @@ def parse_pairs_name(name: str, races: Iterable[str] = PAIRS_RACES, genders: Ite
     return race, gender
 
 
-def load_pairs_tree(root: str | Path, image_set: str = "pairs", *, races: Iterable[str] = PAIRS_RACES,
-                    genders: Iterable[str] = PAIRS_GENDERS) -> LoadedImages:
+def load_pairs_tree(
+    root: str | Path,
+    image_set: str = "pairs",
+    *,
+    races: Iterable[str] = PAIRS_RACES,
+    genders: Iterable[str] = PAIRS_GENDERS,
+) -> LoadedImages:
     """Every image of a local PAIRS tree; see the module docstring for the layout and the rules.
 
     image_id is ``<category>/<scenario>/<file stem>`` (e.g. ``status/phone/white_man1``).
@@ -167,10 +187,14 @@ def load_pairs_tree(root: str | Path, image_set: str = "pairs", *, races: Iterab
             skipped.append(rel_cat)
             continue
         if not cat_dir.is_dir():
-            problems.append(f"{rel_cat}: a file at the top level; expected only the folders {list(PAIRS_CATEGORIES)}")
+            problems.append(
+                f"{rel_cat}: a file at the top level; expected only the folders {list(PAIRS_CATEGORIES)}"
+            )
             continue
         if rel_cat not in PAIRS_CATEGORIES:
-            problems.append(f"{rel_cat}/: not a PAIRS category folder ({', '.join(PAIRS_CATEGORIES)})")
+            problems.append(
+                f"{rel_cat}/: not a PAIRS category folder ({', '.join(PAIRS_CATEGORIES)})"
+            )
             continue
         for scen_dir in sorted(cat_dir.iterdir()):
             rel_scen = f"{rel_cat}/{scen_dir.name}"
@@ -178,7 +202,9 @@ def load_pairs_tree(root: str | Path, image_set: str = "pairs", *, races: Iterab
                 skipped.append(rel_scen)
                 continue
             if not scen_dir.is_dir():
-                problems.append(f"{rel_scen}: a file directly under a category; expected scenario folders")
+                problems.append(
+                    f"{rel_scen}: a file directly under a category; expected scenario folders"
+                )
                 continue
             for f in sorted(scen_dir.iterdir()):
                 rel_guess = f"{rel_scen}/{f.name}"
@@ -186,7 +212,9 @@ def load_pairs_tree(root: str | Path, image_set: str = "pairs", *, races: Iterab
                     skipped.append(rel_guess)
                     continue
                 if f.is_dir():
-                    problems.append(f"{rel_guess}/: a folder inside a scenario folder; expected only image files")
+                    problems.append(
+                        f"{rel_guess}/: a folder inside a scenario folder; expected only image files"
+                    )
                     continue
                 parsed = parse_pairs_name(f.name, races, genders)
                 if isinstance(parsed, str):
@@ -202,16 +230,33 @@ def load_pairs_tree(root: str | Path, image_set: str = "pairs", *, races: Iterab
                     continue
                 sha, w, h = checked
                 race, gender = parsed
-                records.append(ImageRecord(
-                    image_set=image_set, image_id=f"{rel_scen}/{f.stem}", rel_path=rel, sha256=sha, width=w, height=h,
-                    scenario=scen_dir.name, category=rel_cat, gender=gender, race=race, extra_json=None,
-                    loader="pairs_tree", source=str(base),
-                ))
-    _raise(problems, f"PAIRS tree {base}",
-           "rename or remove the files listed (names are <race>_<gender>[n].png, race in "
-           f"{list(races)}, gender in {list(genders)}), or load the set through a manifest CSV")
+                records.append(
+                    ImageRecord(
+                        image_set=image_set,
+                        image_id=f"{rel_scen}/{f.stem}",
+                        rel_path=rel,
+                        sha256=sha,
+                        width=w,
+                        height=h,
+                        scenario=scen_dir.name,
+                        category=rel_cat,
+                        gender=gender,
+                        race=race,
+                        extra_json=None,
+                        loader="pairs_tree",
+                        source=str(base),
+                    )
+                )
+    _raise(
+        problems,
+        f"PAIRS tree {base}",
+        "rename or remove the files listed (names are <race>_<gender>[n].png, race in "
+        f"{list(races)}, gender in {list(genders)}), or load the set through a manifest CSV",
+    )
     if not records:
-        raise ImageSetError(f"PAIRS tree {base} holds no image; point image_root at the PAIRS data/ folder")
+        raise ImageSetError(
+            f"PAIRS tree {base} holds no image; point image_root at the PAIRS data/ folder"
+        )
     return LoadedImages(image_set=image_set, root=base, records=records, skipped=skipped)
 
 
@@ -224,29 +269,39 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
     _check_set_name(image_set)
     mpath = Path(path).expanduser()
     if not mpath.is_file():
-        raise ImageSetError(f"image manifest {str(path)!r} does not exist; pass a CSV with columns {list(MANIFEST_REQUIRED)}")
+        raise ImageSetError(
+            f"image manifest {str(path)!r} does not exist; pass a CSV with columns {list(MANIFEST_REQUIRED)}"
+        )
     base = Path(image_root).expanduser()
     if not base.is_dir():
-        raise ImageSetError(f"image_root {str(image_root)!r} is not a folder; the manifest's paths are resolved under it")
+        raise ImageSetError(
+            f"image_root {str(image_root)!r} is not a folder; the manifest's paths are resolved under it"
+        )
     base = base.resolve()
     with open(mpath, newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         try:
             header = next(reader)
         except StopIteration:
-            raise ImageSetError(f"image manifest {mpath} is empty; it needs a header row {list(MANIFEST_REQUIRED)}") from None
+            raise ImageSetError(
+                f"image manifest {mpath} is empty; it needs a header row {list(MANIFEST_REQUIRED)}"
+            ) from None
         body = list(reader)
     cols = [_norm_header(h) for h in header]
     dup_cols = sorted({c for c in cols if cols.count(c) > 1})
     if dup_cols:
-        raise ImageSetError(f"image manifest {mpath} repeats column(s) {dup_cols} (after lower-casing)")
+        raise ImageSetError(
+            f"image manifest {mpath} repeats column(s) {dup_cols} (after lower-casing)"
+        )
     path_col = next((a for a in MANIFEST_PATH_ALIASES if a in cols), None)
     missing = [c for c in MANIFEST_REQUIRED if c != "path" and c not in cols]
     if path_col is None:
         missing.insert(1, "path")
     if missing:
-        raise ImageSetError(f"image manifest {mpath} lacks column(s) {missing}; it has {cols}. "
-                            f"Required: {list(MANIFEST_REQUIRED)} (path may be named {list(MANIFEST_PATH_ALIASES)})")
+        raise ImageSetError(
+            f"image manifest {mpath} lacks column(s) {missing}; it has {cols}. "
+            f"Required: {list(MANIFEST_REQUIRED)} (path may be named {list(MANIFEST_PATH_ALIASES)})"
+        )
     fixed = {"image_id", path_col, "scenario", "gender", "race", *MANIFEST_OPTIONAL}
     extra_cols = [c for c in cols if c not in fixed and c not in MANIFEST_PATH_ALIASES]
     problems: list[str] = []
@@ -283,15 +338,29 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
             continue
         sha, w, h = checked
         extra = {c: row[c] for c in extra_cols if row[c]}
-        records.append(ImageRecord(
-            image_set=image_set, image_id=iid, rel_path=rel, sha256=sha, width=w, height=h,
-            scenario=row["scenario"], category=row.get("category") or row["scenario"],
-            gender=row["gender"], race=row["race"],
-            extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None,
-            loader="manifest", source=str(mpath.resolve()),
-        ))
-    _raise(problems, f"image manifest {mpath}", "correct the rows listed; paths are relative to image_root "
-           f"({base}) and must stay inside it")
+        records.append(
+            ImageRecord(
+                image_set=image_set,
+                image_id=iid,
+                rel_path=rel,
+                sha256=sha,
+                width=w,
+                height=h,
+                scenario=row["scenario"],
+                category=row.get("category") or row["scenario"],
+                gender=row["gender"],
+                race=row["race"],
+                extra_json=json.dumps(extra, sort_keys=True, ensure_ascii=False) if extra else None,
+                loader="manifest",
+                source=str(mpath.resolve()),
+            )
+        )
+    _raise(
+        problems,
+        f"image manifest {mpath}",
+        "correct the rows listed; paths are relative to image_root "
+        f"({base}) and must stay inside it",
+    )
     if not records:
         raise ImageSetError(f"image manifest {mpath} lists no image")
     return LoadedImages(image_set=image_set, root=base, records=records)
@@ -303,15 +372,17 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
 @dataclass
 class ImageLandingReport:
     inserted: int = 0
-    updated: int = 0       # same id, new metadata (identity columns) or, with replace=True, new bytes
+    updated: int = 0  # same id, new metadata (identity columns) or, with replace=True, new bytes
     unchanged: int = 0
-    removed: int = 0       # ids of the set that the new load no longer has
+    removed: int = 0  # ids of the set that the new load no longer has
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
 
-def land_images(warehouse: str | Path | None, loaded: LoadedImages, *, replace: bool = False) -> ImageLandingReport:
+def land_images(
+    warehouse: str | Path | None, loaded: LoadedImages, *, replace: bool = False
+) -> ImageLandingReport:
     """Make raw.images hold exactly ``loaded`` for its image set, in one transaction.
 
     Unchanged rows keep their ``loaded_at``. An id whose bytes changed while
@@ -330,22 +401,39 @@ def land_images(warehouse: str | Path | None, loaded: LoadedImages, *, replace: 
     report = ImageLandingReport()
     con = connect(warehouse)
     try:
-        existing = {r[0]: r for r in con.execute(
-            f"select {', '.join(IMAGE_COLUMNS[1:])} from raw.images where image_set = ?", [loaded.image_set]).fetchall()}
+        existing = {
+            r[0]: r
+            for r in con.execute(
+                f"select {', '.join(IMAGE_COLUMNS[1:])} from raw.images where image_set = ?",
+                [loaded.image_set],
+            ).fetchall()
+        }
         fields = IMAGE_COLUMNS[1:]
         new_ids = set(ids)
-        changed_bytes = [r["image_id"] for r in rows
-                         if r["image_id"] in existing and existing[r["image_id"]][fields.index("sha256")] != r["sha256"]]
+        changed_bytes = [
+            r["image_id"]
+            for r in rows
+            if r["image_id"] in existing
+            and existing[r["image_id"]][fields.index("sha256")] != r["sha256"]
+        ]
         if changed_bytes and not replace:
-            con.register("changed_ids", pa.table({"image_id": pa.array(changed_bytes, pa.string())}))
-            used = [u for (u,) in con.execute(
-                "select distinct g.query_id from raw.generations g join changed_ids c on g.query_id = c.image_id "
-                "where g.task = 'vision' and g.query_set = ? order by 1", [loaded.image_set]).fetchall()]
+            con.register(
+                "changed_ids", pa.table({"image_id": pa.array(changed_bytes, pa.string())})
+            )
+            used = [
+                u
+                for (u,) in con.execute(
+                    "select distinct g.query_id from raw.generations g join changed_ids c on g.query_id = c.image_id "
+                    "where g.task = 'vision' and g.query_set = ? order by 1",
+                    [loaded.image_set],
+                ).fetchall()
+            ]
             if used:
                 raise ImageSetError(
                     f"image set {loaded.image_set!r}: {len(used)} image(s) have new bytes under ids that audits already "
                     f"used, e.g. {used[:5]}; their landed answers describe the old files. Load the new files as "
-                    "another image_set (e.g. pairs_v2), or pass replace=True (`--replace`) to accept the mix")
+                    "another image_set (e.g. pairs_v2), or pass replace=True (`--replace`) to accept the mix"
+                )
         to_write = []
         for r in rows:
             old = existing.get(r["image_id"])
@@ -362,12 +450,18 @@ def land_images(warehouse: str | Path | None, loaded: LoadedImages, *, replace: 
     finally:
         con.close()
     if to_write or gone:
-        replace_images(warehouse, loaded.image_set, to_write,
-                       gone + [r["image_id"] for r in to_write if r["image_id"] in existing])
+        replace_images(
+            warehouse,
+            loaded.image_set,
+            to_write,
+            gone + [r["image_id"] for r in to_write if r["image_id"] in existing],
+        )
     return report
 
 
-def load_image_set(image_set: str, image_root: str | Path, manifest: str | Path | None = None) -> LoadedImages:
+def load_image_set(
+    image_set: str, image_root: str | Path, manifest: str | Path | None = None
+) -> LoadedImages:
     """The PAIRS tree under ``image_root``, or the manifest's images when a manifest is given."""
     if manifest:
         return load_manifest_csv(manifest, image_root, image_set)

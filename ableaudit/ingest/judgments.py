@@ -29,15 +29,20 @@ from pathlib import Path
 from typing import Any
 
 from ableaudit.ingest.responses import ResponseImportError, read_table, require_columns
-from ableaudit.warehouse.landing import land_judgments
 from ableaudit.judges.parsing import parse_verdict
 from ableaudit.judges.runner import contrastive_subject, judgment_key, rubric_subject
 from ableaudit.keys import content_key
-from ableaudit.warehouse.landing import LandingReport
 from ableaudit.warehouse import connect
+from ableaudit.warehouse.landing import LandingReport, land_judgments
 
 REQUIRED = ("judge_name", "judge_model", "kind", "raw_output")
-OPTIONAL = ("generation_id", "neutral_generation_id", "disability_generation_id", "prompt_version", "judge_revision")
+OPTIONAL = (
+    "generation_id",
+    "neutral_generation_id",
+    "disability_generation_id",
+    "prompt_version",
+    "judge_revision",
+)
 PAIR_FIELDS = ("task", "model_id", "arm", "query_set", "query_id", "sample_index", "temperature")
 
 
@@ -49,30 +54,56 @@ def _text(v: Any) -> str:
     return "" if v is None else str(v).strip()
 
 
-def import_judgments(path: str | Path, warehouse: str | Path, run_id: str | None = None) -> LandingReport:
+def import_judgments(
+    path: str | Path, warehouse: str | Path, run_id: str | None = None
+) -> LandingReport:
     try:
         rows = read_table(path)
     except ResponseImportError as err:
         raise JudgmentImportError(str(err)) from None
-    require_columns(path, rows, REQUIRED, "plus generation_id (rubric) or neutral_generation_id and "
-                    "disability_generation_id (contrastive); optional: prompt_version, judge_revision",
-                    JudgmentImportError)
-    wanted = {_text(r.get(c)) for r in rows for c in ("generation_id", "neutral_generation_id", "disability_generation_id")}
+    require_columns(
+        path,
+        rows,
+        REQUIRED,
+        "plus generation_id (rubric) or neutral_generation_id and "
+        "disability_generation_id (contrastive); optional: prompt_version, judge_revision",
+        JudgmentImportError,
+    )
+    wanted = {
+        _text(r.get(c))
+        for r in rows
+        for c in ("generation_id", "neutral_generation_id", "disability_generation_id")
+    }
     wanted.discard("")
     con = connect(warehouse)
     try:
         found = con.execute(
             "select generation_id, status, condition, disability_id, prompt_text, response_text, "
             "task, model_id, arm, query_set, query_id, sample_index, temperature "
-            "from raw.generations where generation_id in (select unnest(?))", [sorted(wanted)]
+            "from raw.generations where generation_id in (select unnest(?))",
+            [sorted(wanted)],
         ).fetchall()
         labels: dict[str, str] = {}
-        if con.execute("select count(*) from information_schema.tables where table_schema = 'main' "
-                       "and table_name = 'stg_seeds__disabilities'").fetchone()[0]:
-            labels = dict(con.execute("select disability_id, display_name from main.stg_seeds__disabilities").fetchall())
+        if con.execute(
+            "select count(*) from information_schema.tables where table_schema = 'main' "
+            "and table_name = 'stg_seeds__disabilities'"
+        ).fetchone()[0]:
+            labels = dict(
+                con.execute(
+                    "select disability_id, display_name from main.stg_seeds__disabilities"
+                ).fetchall()
+            )
     finally:
         con.close()
-    cols = ("generation_id", "status", "condition", "disability_id", "prompt_text", "response_text", *PAIR_FIELDS)
+    cols = (
+        "generation_id",
+        "status",
+        "condition",
+        "disability_id",
+        "prompt_text",
+        "response_text",
+        *PAIR_FIELDS,
+    )
     gens = {r[0]: dict(zip(cols, r)) for r in found}
 
     first_row = 2 if str(path).lower().endswith(".csv") else 1
@@ -88,14 +119,20 @@ def import_judgments(path: str | Path, warehouse: str | Path, run_id: str | None
         if g is None:
             problems.append(f"{where}: {column} {gid!r} is not in raw.generations")
         elif g["status"] != "ok":
-            problems.append(f"{where}: {column} {gid!r} has status {g['status']!r}; only 'ok' generations are judged")
+            problems.append(
+                f"{where}: {column} {gid!r} has status {g['status']!r}; only 'ok' generations are judged"
+            )
             return None
         return g
 
     for i, r in enumerate(rows, start=first_row):
         where = f"row {i}"
         kind = _text(r.get("kind")).lower()
-        name, model, raw = _text(r.get("judge_name")), _text(r.get("judge_model")), r.get("raw_output")
+        name, model, raw = (
+            _text(r.get("judge_name")),
+            _text(r.get("judge_model")),
+            r.get("raw_output"),
+        )
         version = _text(r.get("prompt_version")) or "external"
         revision = _text(r.get("judge_revision")) or None
         if kind not in ("rubric", "contrastive"):
@@ -105,15 +142,25 @@ def import_judgments(path: str | Path, warehouse: str | Path, run_id: str | None
             problems.append(f"{where}: judge_name and judge_model must not be empty")
             continue
         if raw is None or not str(raw).strip():
-            problems.append(f"{where}: raw_output is empty; leave the row out (a verdict that was never produced is not a verdict)")
+            problems.append(
+                f"{where}: raw_output is empty; leave the row out (a verdict that was never produced is not a verdict)"
+            )
             continue
         raw = str(raw)
-        ids: dict[str, str | None] = {"generation_id": None, "neutral_generation_id": None, "disability_generation_id": None}
+        ids: dict[str, str | None] = {
+            "generation_id": None,
+            "neutral_generation_id": None,
+            "disability_generation_id": None,
+        }
         if kind == "rubric":
             g = gen(where, "generation_id", _text(r.get("generation_id")))
             if g is None:
                 continue
-            disability = labels.get(g["disability_id"], g["disability_id"]) if g["condition"] == "disability" else None
+            disability = (
+                labels.get(g["disability_id"], g["disability_id"])
+                if g["condition"] == "disability"
+                else None
+            )
             subject = rubric_subject(g["prompt_text"], g["response_text"], disability)
             ids["generation_id"] = g["generation_id"]
             response_b = None
@@ -123,35 +170,66 @@ def import_judgments(path: str | Path, warehouse: str | Path, run_id: str | None
             if a is None or b is None:
                 continue
             if a["condition"] != "neutral" or b["condition"] != "disability":
-                problems.append(f"{where}: neutral_generation_id must be a neutral generation and "
-                                f"disability_generation_id a disability one (got {a['condition']}, {b['condition']})")
+                problems.append(
+                    f"{where}: neutral_generation_id must be a neutral generation and "
+                    f"disability_generation_id a disability one (got {a['condition']}, {b['condition']})"
+                )
                 continue
             differ = [f for f in PAIR_FIELDS if a[f] != b[f]]
             if differ:
-                problems.append(f"{where}: the two generations are not a pair (they differ in {differ})")
+                problems.append(
+                    f"{where}: the two generations are not a pair (they differ in {differ})"
+                )
                 continue
-            subject = contrastive_subject(a["prompt_text"], a["response_text"], b["prompt_text"], b["response_text"])
-            ids["neutral_generation_id"], ids["disability_generation_id"] = a["generation_id"], b["generation_id"]
+            subject = contrastive_subject(
+                a["prompt_text"], a["response_text"], b["prompt_text"], b["response_text"]
+            )
+            ids["neutral_generation_id"], ids["disability_generation_id"] = (
+                a["generation_id"],
+                b["generation_id"],
+            )
             response_b = b["response_text"]
         subject_hash = content_key(subject)
         # an imported judge is known only by what the file says: its name is part of
         # its identity, so two external judges on one model never overwrite each other
-        identity = {"source": "imported", "judge_name": name, "judge_model": model, "judge_revision": revision}
+        identity = {
+            "source": "imported",
+            "judge_name": name,
+            "judge_model": model,
+            "judge_revision": revision,
+        }
         key = judgment_key(identity, kind, version, subject_hash)
         if key in seen:
-            problems.append(f"{where}: duplicates row {seen[key]} (same judge_name, judge_model, judge_revision, prompt_version, kind and subject)")
+            problems.append(
+                f"{where}: duplicates row {seen[key]} (same judge_name, judge_model, judge_revision, prompt_version, kind and subject)"
+            )
             continue
         seen[key] = i
         verdict = parse_verdict(kind, raw, response_b)
-        landing.append({
-            "judgment_id": key, "judge_kind": kind, "judge_name": name, "judge_model": model,
-            "judge_revision": revision, "prompt_version": version, **ids, "subject_hash": subject_hash,
-            "raw_output": raw, "call_status": "ok", "parse_status": verdict.parse_status,
-            "parsed_json": verdict.parsed_json, "parse_notes": verdict.notes_json, "error_message": None,
-            "source": "imported", "run_id": run_id,
-        })
+        landing.append(
+            {
+                "judgment_id": key,
+                "judge_kind": kind,
+                "judge_name": name,
+                "judge_model": model,
+                "judge_revision": revision,
+                "prompt_version": version,
+                **ids,
+                "subject_hash": subject_hash,
+                "raw_output": raw,
+                "call_status": "ok",
+                "parse_status": verdict.parse_status,
+                "parsed_json": verdict.parsed_json,
+                "parse_notes": verdict.notes_json,
+                "error_message": None,
+                "source": "imported",
+                "run_id": run_id,
+            }
+        )
     if problems:
         shown = "\n  ".join(problems[:20])
         more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise JudgmentImportError(f"{path}: {len(problems)} row(s) cannot be imported; nothing was landed:\n  {shown}{more}")
+        raise JudgmentImportError(
+            f"{path}: {len(problems)} row(s) cannot be imported; nothing was landed:\n  {shown}{more}"
+        )
     return land_judgments(warehouse, landing)

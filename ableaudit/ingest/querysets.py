@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse.landing import replace_query_set
 
@@ -34,7 +33,10 @@ SEEDS_DIR = PROJECT_ROOT / "seeds"
 # spaces, underscores and hyphens collapsed to one space.
 NEUTRAL_HEADERS = ("neutral query", "neutral", "nq")
 DISABILITY_QUERY_HEADERS = (
-    "disability specific query", "disability aware query", "disability query", "dq",
+    "disability specific query",
+    "disability aware query",
+    "disability query",
+    "dq",
 )
 DOMAIN_HEADERS = ("domain",)
 DISABILITY_HEADERS = ("disability", "disability type", "disability category", "disability types")
@@ -48,52 +50,112 @@ PLACEHOLDER_RE = re.compile(r"\{\s*disability\s*\}", re.IGNORECASE)
 # "developmental". Patterns are deliberately specific where the bare word is
 # common in ordinary questions ("learning", "behavioral", "genetic").
 TEXT_SYNONYMS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("sensory_cognitive", (
-        r"sensory\s*(?:and|&|/)\s*cognitive", r"cognitive\s*(?:and|&|/)\s*sensory",
-        r"cognitive\s+(?:disorders?|impairments?|disabilit(?:y|ies))",
-        r"sensory\s+(?:processing\s+)?(?:disorders?|issues|sensitivit(?:y|ies))",
-    )),
-    ("genetic_developmental", (
-        r"genetic\s*(?:and|&|/)\s*developmental", r"genetic\s+(?:disorders?|conditions?)",
-        r"developmental\s+(?:disorders?|disabilit(?:y|ies)|delays?|conditions?)",
-        r"down\s+syndrome", r"autis\w*", r"intellectual\s+disabilit(?:y|ies)",
-    )),
-    ("mental_behavioral", (
-        r"mental\s+(?:health\s+)?(?:and|&|/)\s*behaviou?ral", r"mental\s+health",
-        r"mental\s+illness(?:es)?", r"psychiatric\s+\w+",
-        r"behaviou?ral\s+(?:disorders?|conditions?|issues|health)",
-    )),
-    ("learning", (
-        r"learning\s+(?:disorders?|disabilit(?:y|ies)|difficult(?:y|ies)|differences?)",
-        r"dyslexi\w*", r"dyscalculi\w*", r"dysgraphi\w*",
-    )),
-    ("neurological", (
-        r"neurological\w*", r"neurologic", r"epilep\w*", r"multiple\s+sclerosis",
-        r"cerebral\s+palsy", r"parkinson\w*",
-    )),
-    ("speech", (
-        r"speech", r"stutter\w*", r"stammer\w*", r"non-?verbal", r"aphasia",
-    )),
-    ("hearing", (
-        r"hard\s+of\s+hearing", r"hearing", r"deaf\w*",
-    )),
-    ("vision", (
-        r"low\s+vision", r"vision", r"visual(?:ly)?\s+impair\w*", r"visual(?:ly)?",
-        r"blind\w*", r"sight\s*(?:loss|impair\w*)", r"partially\s+sighted",
-    )),
-    ("mobility", (
-        r"mobility", r"wheelchair\w*", r"physical\s+disabilit(?:y|ies)", r"paraly\w*",
-        r"amputee\w*", r"limb\s+(?:loss|difference)",
-    )),
+    (
+        "sensory_cognitive",
+        (
+            r"sensory\s*(?:and|&|/)\s*cognitive",
+            r"cognitive\s*(?:and|&|/)\s*sensory",
+            r"cognitive\s+(?:disorders?|impairments?|disabilit(?:y|ies))",
+            r"sensory\s+(?:processing\s+)?(?:disorders?|issues|sensitivit(?:y|ies))",
+        ),
+    ),
+    (
+        "genetic_developmental",
+        (
+            r"genetic\s*(?:and|&|/)\s*developmental",
+            r"genetic\s+(?:disorders?|conditions?)",
+            r"developmental\s+(?:disorders?|disabilit(?:y|ies)|delays?|conditions?)",
+            r"down\s+syndrome",
+            r"autis\w*",
+            r"intellectual\s+disabilit(?:y|ies)",
+        ),
+    ),
+    (
+        "mental_behavioral",
+        (
+            r"mental\s+(?:health\s+)?(?:and|&|/)\s*behaviou?ral",
+            r"mental\s+health",
+            r"mental\s+illness(?:es)?",
+            r"psychiatric\s+\w+",
+            r"behaviou?ral\s+(?:disorders?|conditions?|issues|health)",
+        ),
+    ),
+    (
+        "learning",
+        (
+            r"learning\s+(?:disorders?|disabilit(?:y|ies)|difficult(?:y|ies)|differences?)",
+            r"dyslexi\w*",
+            r"dyscalculi\w*",
+            r"dysgraphi\w*",
+        ),
+    ),
+    (
+        "neurological",
+        (
+            r"neurological\w*",
+            r"neurologic",
+            r"epilep\w*",
+            r"multiple\s+sclerosis",
+            r"cerebral\s+palsy",
+            r"parkinson\w*",
+        ),
+    ),
+    (
+        "speech",
+        (
+            r"speech",
+            r"stutter\w*",
+            r"stammer\w*",
+            r"non-?verbal",
+            r"aphasia",
+        ),
+    ),
+    (
+        "hearing",
+        (
+            r"hard\s+of\s+hearing",
+            r"hearing",
+            r"deaf\w*",
+        ),
+    ),
+    (
+        "vision",
+        (
+            r"low\s+vision",
+            r"vision",
+            r"visual(?:ly)?\s+impair\w*",
+            r"visual(?:ly)?",
+            r"blind\w*",
+            r"sight\s*(?:loss|impair\w*)",
+            r"partially\s+sighted",
+        ),
+    ),
+    (
+        "mobility",
+        (
+            r"mobility",
+            r"wheelchair\w*",
+            r"physical\s+disabilit(?:y|ies)",
+            r"paraly\w*",
+            r"amputee\w*",
+            r"limb\s+(?:loss|difference)",
+        ),
+    ),
 )
 
 DOMAIN_SYNONYMS = {
-    "education": "education", "educational": "education",
-    "finance": "finance", "financial": "finance", "finances": "finance",
-    "healthcare": "healthcare", "health care": "healthcare", "health": "healthcare",
+    "education": "education",
+    "educational": "education",
+    "finance": "finance",
+    "financial": "finance",
+    "finances": "finance",
+    "healthcare": "healthcare",
+    "health care": "healthcare",
+    "health": "healthcare",
     "hospitality": "hospitality",
     "media": "media",
-    "technology": "technology", "tech": "technology",
+    "technology": "technology",
+    "tech": "technology",
 }
 
 EXAMPLES_SHOWN = 5
@@ -130,26 +192,39 @@ class LoadedQuerySet:
         ]
         per_domain = r.get("per_domain") or {}
         if per_domain:
-            lines.append("Neutral queries per domain: " + ", ".join(f"{d} {n}" for d, n in per_domain.items()) + ".")
+            lines.append(
+                "Neutral queries per domain: "
+                + ", ".join(f"{d} {n}" for d, n in per_domain.items())
+                + "."
+            )
         per_dis = r.get("per_disability") or {}
         if per_dis:
-            lines.append("Disability-aware queries per category: " + ", ".join(f"{d} {n}" for d, n in per_dis.items()) + ".")
+            lines.append(
+                "Disability-aware queries per category: "
+                + ", ".join(f"{d} {n}" for d, n in per_dis.items())
+                + "."
+            )
         unresolved = r.get("unresolved") or []
         if unresolved:
             lines.append(f"{len(unresolved)} row(s) could not be resolved and were left out:")
             lines += [f"  {_describe(u)}" for u in unresolved[:EXAMPLES_SHOWN]]
             if len(unresolved) > EXAMPLES_SHOWN:
-                lines.append(f"  ... and {len(unresolved) - EXAMPLES_SHOWN} more (see report['unresolved']).")
+                lines.append(
+                    f"  ... and {len(unresolved) - EXAMPLES_SHOWN} more (see report['unresolved'])."
+                )
         return "\n".join(lines)
 
 
 # --- taxonomy ------------------------------------------------------------------
 
+
 def _norm_label(text: str) -> str:
     """Fold case, '&', punctuation and plurals so 'Mental & Behavioral Disorders' meets its id."""
     t = text.strip().lower().replace("&", " and ")
     t = re.sub(r"[^a-z0-9]+", " ", t)
-    words = [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in t.split()]
+    words = [
+        w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in t.split()
+    ]
     return " ".join(words)
 
 
@@ -169,7 +244,13 @@ def _label_lookup(taxonomy: list[dict[str, str]]) -> dict[str, str]:
     lookup: dict[str, str] = {}
     for d in taxonomy:
         did = d["disability_id"]
-        for label in (did, did.replace("_", " "), d["display_name"], d["short_name"], d["query_phrase"]):
+        for label in (
+            did,
+            did.replace("_", " "),
+            d["display_name"],
+            d["short_name"],
+            d["query_phrase"],
+        ):
             lookup[_norm_label(label)] = did
     # The paper's own spellings (section 3.3, Table 6) where they differ from ours.
     for label, did in {
@@ -230,6 +311,7 @@ def _describe(u: dict[str, Any]) -> str:
 
 # --- reading -------------------------------------------------------------------
 
+
 def _download(hub_id: str, filename: str | None) -> Path:
     """Fetch the CSV from the Hugging Face hub; any failure becomes an instruction to download by hand."""
     manual = (
@@ -242,7 +324,11 @@ def _download(hub_id: str, filename: str | None) -> Path:
         raise QuerySetError(f"huggingface_hub is not installed ({err}). {manual}") from None
     try:
         if filename is None:
-            csvs = sorted(f for f in list_repo_files(hub_id, repo_type="dataset") if f.lower().endswith(".csv"))
+            csvs = sorted(
+                f
+                for f in list_repo_files(hub_id, repo_type="dataset")
+                if f.lower().endswith(".csv")
+            )
             if len(csvs) != 1:
                 raise QuerySetError(
                     f"expected one CSV in dataset {hub_id}, found {csvs or 'none'}; pass filename=... or a local path. {manual}"
@@ -252,7 +338,9 @@ def _download(hub_id: str, filename: str | None) -> Path:
     except QuerySetError:
         raise
     except Exception as err:  # network absent, repo renamed, auth: all end the same way
-        raise QuerySetError(f"could not download {hub_id} from the Hugging Face hub ({type(err).__name__}: {err}). {manual}") from None
+        raise QuerySetError(
+            f"could not download {hub_id} from the Hugging Face hub ({type(err).__name__}: {err}). {manual}"
+        ) from None
 
 
 def _find_columns(fieldnames: list[str], path: Path) -> dict[str, str | None]:
@@ -267,9 +355,15 @@ def _find_columns(fieldnames: list[str], path: Path) -> dict[str, str | None]:
         "domain": pick(DOMAIN_HEADERS),
         "disability": pick(DISABILITY_HEADERS),
     }
-    missing = [label for key, label in (("neutral", "'Neutral Query'"),
-                                        ("disability_query", "'Disability-Specific Query'"),
-                                        ("domain", "'Domain'")) if cols[key] is None]
+    missing = [
+        label
+        for key, label in (
+            ("neutral", "'Neutral Query'"),
+            ("disability_query", "'Disability-Specific Query'"),
+            ("domain", "'Domain'"),
+        )
+        if cols[key] is None
+    ]
     if missing:
         raise QuerySetError(
             f"{path} is missing required column(s) {', '.join(missing)}. "
@@ -343,7 +437,12 @@ def read_accesseval(
         dq = _clean(rec.get(cols["disability_query"]))
         raw_domain = _clean(rec.get(cols["domain"]))
         raw_dis = _clean(rec.get(cols["disability"])) if cols["disability"] else ""
-        problem = {"line": line, "domain": raw_domain, "neutral_query": neutral, "disability_query": dq}
+        problem = {
+            "line": line,
+            "domain": raw_domain,
+            "neutral_query": neutral,
+            "disability_query": dq,
+        }
 
         dom = domain_id(raw_domain)
         if dom is None:
@@ -353,7 +452,9 @@ def read_accesseval(
             unresolved.append({**problem, "reason": "empty neutral or disability-specific query"})
             continue
         if PLACEHOLDER_RE.search(neutral):
-            unresolved.append({**problem, "reason": "the neutral query contains a {disability} placeholder"})
+            unresolved.append(
+                {**problem, "reason": "the neutral query contains a {disability} placeholder"}
+            )
             continue
 
         if raw_dis:
@@ -381,16 +482,26 @@ def read_accesseval(
             text = PLACEHOLDER_RE.sub(phrase[did], dq) if is_template else dq
             key = (qid, did)
             if key in aware and aware[key] != text:
-                unresolved.append({**problem, "reason": (
-                    f"a second, different {did} query for this neutral query "
-                    f"(first on line {aware_line[key]})")})
+                unresolved.append(
+                    {
+                        **problem,
+                        "reason": (
+                            f"a second, different {did} query for this neutral query "
+                            f"(first on line {aware_line[key]})"
+                        ),
+                    }
+                )
                 continue
             aware.setdefault(key, text)
             aware_line.setdefault(key, line)
 
     if unresolved and strict:
         shown = "\n".join(f"  {_describe(u)}" for u in unresolved[:EXAMPLES_SHOWN])
-        more = f"\n  ... and {len(unresolved) - EXAMPLES_SHOWN} more" if len(unresolved) > EXAMPLES_SHOWN else ""
+        more = (
+            f"\n  ... and {len(unresolved) - EXAMPLES_SHOWN} more"
+            if len(unresolved) > EXAMPLES_SHOWN
+            else ""
+        )
         raise QuerySetError(
             f"{len(unresolved)} row(s) of {path} could not be resolved to a domain and a disability:\n"
             f"{shown}{more}\nFix the file, or load with strict=False (CLI: --lenient) to leave them out."
@@ -399,11 +510,27 @@ def read_accesseval(
     rank = {did: i for i, did in enumerate(order)}
     rows: list[dict[str, Any]] = []
     for qid, (dom, neutral) in neutrals.items():
-        rows.append({"query_set": query_set, "query_id": qid, "domain": dom, "persona": None,
-                     "disability_id": None, "prompt_text": neutral})
+        rows.append(
+            {
+                "query_set": query_set,
+                "query_id": qid,
+                "domain": dom,
+                "persona": None,
+                "disability_id": None,
+                "prompt_text": neutral,
+            }
+        )
         for did in sorted((d for q, d in aware if q == qid), key=rank.__getitem__):
-            rows.append({"query_set": query_set, "query_id": qid, "domain": dom, "persona": None,
-                         "disability_id": did, "prompt_text": aware[(qid, did)]})
+            rows.append(
+                {
+                    "query_set": query_set,
+                    "query_id": qid,
+                    "domain": dom,
+                    "persona": None,
+                    "disability_id": did,
+                    "prompt_text": aware[(qid, did)],
+                }
+            )
 
     domain_order = ["education", "finance", "healthcare", "hospitality", "media", "technology"]
     per_domain = Counter(dom for dom, _ in neutrals.values())
@@ -418,8 +545,11 @@ def read_accesseval(
         "n_disability_rows": len(aware),
         "per_domain": {d: per_domain[d] for d in domain_order if per_domain[d]},
         "per_disability": {d: per_dis[d] for d in order if per_dis[d]},
-        "disability_source": (f"column {cols['disability']!r}" if cols["disability"]
-                              else "the {disability} placeholder, else the query text"),
+        "disability_source": (
+            f"column {cols['disability']!r}"
+            if cols["disability"]
+            else "the {disability} placeholder, else the query text"
+        ),
         "n_unresolved": len(unresolved),
         "unresolved": unresolved,
     }
@@ -427,6 +557,7 @@ def read_accesseval(
 
 
 # --- landing -------------------------------------------------------------------
+
 
 def land_query_set(
     warehouse: str | Path | None,
@@ -447,6 +578,8 @@ def land_query_set(
     keys = Counter((r.get("query_id"), r.get("disability_id")) for r in loaded.rows)
     dupes = [k for k, n in keys.items() if n > 1]
     if dupes:
-        raise QuerySetError(f"{len(dupes)} duplicate (query_id, disability_id) key(s), e.g. {dupes[:3]}; nothing landed")
+        raise QuerySetError(
+            f"{len(dupes)} duplicate (query_id, disability_id) key(s), e.g. {dupes[:3]}; nothing landed"
+        )
     source = source_file if source_file is not None else loaded.report.get("source")
     return replace_query_set(warehouse, query_set, loaded.rows, source)

@@ -53,7 +53,6 @@ from typing import Any
 import json_repair
 from jsonschema import Draft202012Validator
 
-from ableaudit.keys import canonical_json
 from ableaudit.judges.schemas import (
     CONTRASTIVE_FIELDS,
     CONTRASTIVE_SCHEMA,
@@ -63,6 +62,7 @@ from ableaudit.judges.schemas import (
     RUBRIC_FIELDS,
     RUBRIC_SCHEMA,
 )
+from ableaudit.keys import canonical_json
 
 PARSE_STATUSES = ("parsed", "repaired", "unparseable")
 
@@ -90,16 +90,20 @@ NOTE_CODES = {
 
 @dataclass
 class Verdict:
-    parse_status: str                      # 'parsed' | 'repaired' | 'unparseable'
-    data: dict[str, Any] | None            # the validated verdict; None when unparseable
+    parse_status: str  # 'parsed' | 'repaired' | 'unparseable'
+    data: dict[str, Any] | None  # the validated verdict; None when unparseable
     notes: list[str] = field(default_factory=list)
     spans_not_found: int = 0
 
     def __post_init__(self) -> None:
         if self.parse_status not in PARSE_STATUSES:
-            raise ValueError(f"parse_status must be one of {PARSE_STATUSES}, got {self.parse_status!r}")
+            raise ValueError(
+                f"parse_status must be one of {PARSE_STATUSES}, got {self.parse_status!r}"
+            )
         if (self.parse_status == "unparseable") != (self.data is None):
-            raise ValueError("an unparseable verdict has no data, and a parsed or repaired one has data")
+            raise ValueError(
+                "an unparseable verdict has no data, and a parsed or repaired one has data"
+            )
 
     @property
     def parsed_json(self) -> str | None:
@@ -142,8 +146,8 @@ def _unparseable(*notes: str) -> Verdict:
 
 @dataclass
 class _Scan:
-    closed_at: int            # index of the closing brace, -1 if never closed
-    last_top_comma: int       # index of the last comma directly inside the object, -1 if none
+    closed_at: int  # index of the closing brace, -1 if never closed
+    last_top_comma: int  # index of the last comma directly inside the object, -1 if none
     duplicate_keys: list[str]
 
 
@@ -163,9 +167,9 @@ def _scan(cand: str) -> _Scan:
             elif ch == quote:
                 in_str = False
                 if depth == 1:
-                    rest = cand[i + 1:i + 20].lstrip()
+                    rest = cand[i + 1 : i + 20].lstrip()
                     if rest.startswith(":"):
-                        keys.append(cand[str_start + 1:i])
+                        keys.append(cand[str_start + 1 : i])
             continue
         if ch == quote:
             in_str, str_start = True, i
@@ -203,12 +207,24 @@ def extract_object(raw_output: str | None) -> tuple[dict[str, Any] | None, bool,
         i = end
     distinct = {canonical_json(o): o for _, _, o in complete}
     if len(distinct) > 1:
-        return None, False, [f"multiple_json_objects: {len(distinct)} different JSON objects; cannot tell which is the verdict"]
+        return (
+            None,
+            False,
+            [
+                f"multiple_json_objects: {len(distinct)} different JSON objects; cannot tell which is the verdict"
+            ],
+        )
     if distinct:
         # a broken object-like start outside the complete object is a second candidate
         start, end, obj = complete[0]
         if broken:
-            return None, False, ["multiple_json_objects: a complete JSON object and a broken one; cannot tell which is the verdict"]
+            return (
+                None,
+                False,
+                [
+                    "multiple_json_objects: a complete JSON object and a broken one; cannot tell which is the verdict"
+                ],
+            )
         notes = []
         if len(complete) > 1:
             notes.append(f"identical_objects: the same object appears {len(complete)} times")
@@ -226,15 +242,21 @@ def extract_object(raw_output: str | None) -> tuple[dict[str, Any] | None, bool,
     scan = _scan(cand)
     notes: list[str] = []
     if scan.closed_at >= 0:
-        piece = cand[:scan.closed_at + 1]
+        piece = cand[: scan.closed_at + 1]
         later = [b for b in broken[1:] if b > start + scan.closed_at]
         if later:
-            return None, False, ["multiple_json_objects: more than one object-like block in the output"]
-        if _FENCE.sub("", text[:start] + cand[scan.closed_at + 1:]).strip():
+            return (
+                None,
+                False,
+                ["multiple_json_objects: more than one object-like block in the output"],
+            )
+        if _FENCE.sub("", text[:start] + cand[scan.closed_at + 1 :]).strip():
             notes.append("text_outside_json: prose around the JSON object was ignored")
     elif scan.last_top_comma > 0:
-        piece = cand[:scan.last_top_comma] + "}"
-        notes.append("truncated: the object was never closed; its incomplete last field was dropped")
+        piece = cand[: scan.last_top_comma] + "}"
+        notes.append(
+            "truncated: the object was never closed; its incomplete last field was dropped"
+        )
     else:
         return None, False, ["truncated: the object was never closed and holds no complete field"]
     if scan.duplicate_keys:
@@ -287,9 +309,21 @@ def parse_rubric(raw_output: str | None) -> Verdict:
     score = 1 if declined else max(1, sum(points.values()))
     notes += _extra(obj, tuple(k for k in RUBRIC_FIELDS if k not in ("stated_score",)))
     if stated != score:
-        why = "declined answers score 1" if declined else f"{'+'.join(str(v) for v in points.values())} = {sum(points.values())}"
-        notes.append(f"score_mismatch: the judge said {stated}; the rule gives {score} ({why}); {score} is stored")
-    data = {**points, "declined": declined, "score": score, "stated_score": stated, "rationale": obj.get("rationale") or ""}
+        why = (
+            "declined answers score 1"
+            if declined
+            else f"{'+'.join(str(v) for v in points.values())} = {sum(points.values())}"
+        )
+        notes.append(
+            f"score_mismatch: the judge said {stated}; the rule gives {score} ({why}); {score} is stored"
+        )
+    data = {
+        **points,
+        "declined": declined,
+        "score": score,
+        "stated_score": stated,
+        "rationale": obj.get("rationale") or "",
+    }
     return Verdict("repaired" if repaired else "parsed", data, notes)
 
 
@@ -341,7 +375,17 @@ def parse_verdict(kind: str, raw_output: str | None, response_b: str | None = No
     raise ValueError(f"judge kind must be 'rubric' or 'contrastive', got {kind!r}")
 
 
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-", "\u2014": "-", "\u00a0": " "})
+_QUOTES = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u00a0": " ",
+    }
+)
 _ELLIPSIS = re.compile(r"\s*(?:\.\.\.|\u2026)\s*")
 
 

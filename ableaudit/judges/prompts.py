@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Mapping
 
 from ableaudit.keys import canonical_json, sha256_hex
 
@@ -60,8 +60,8 @@ class PromptError(ValueError):
 
 @dataclass(frozen=True)
 class PromptTemplate:
-    name: str          # 'rubric_neutral' | 'rubric_disability' | 'contrastive'
-    version: str       # 'v1'
+    name: str  # 'rubric_neutral' | 'rubric_disability' | 'contrastive'
+    version: str  # 'v1'
     system: str
     user: str
     sha256: str
@@ -91,7 +91,7 @@ class PromptTemplate:
         return messages
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_prompt(name: str, version: str | None = None) -> PromptTemplate:
     """Read ``prompts/<name>.<version>.txt`` and check it against its pin."""
     if name not in CURRENT:
@@ -105,7 +105,9 @@ def load_prompt(name: str, version: str | None = None) -> PromptTemplate:
     digest = hashlib.sha256(data).hexdigest()
     pinned = PINNED_SHA256.get(key)
     if pinned is None:
-        raise PromptError(f"judge prompt {key} has no pinned sha256 in PINNED_SHA256 (ableaudit/judges/prompts.py); add {digest}")
+        raise PromptError(
+            f"judge prompt {key} has no pinned sha256 in PINNED_SHA256 (ableaudit/judges/prompts.py); add {digest}"
+        )
     if pinned != digest:
         raise PromptError(
             f"judge prompt {path.name} changed after release (sha256 {digest[:12]}..., pinned {pinned[:12]}...). "
@@ -115,7 +117,9 @@ def load_prompt(name: str, version: str | None = None) -> PromptTemplate:
     system, user = _sections(data.decode("utf-8"), path)
     found = set(_PLACEHOLDER.findall(system + user))
     if found != set(PLACEHOLDERS[name]):
-        raise PromptError(f"{path.name} uses placeholders {sorted(found)}; expected {sorted(PLACEHOLDERS[name])}")
+        raise PromptError(
+            f"{path.name} uses placeholders {sorted(found)}; expected {sorted(PLACEHOLDERS[name])}"
+        )
     return PromptTemplate(name=name, version=version, system=system, user=user, sha256=digest)
 
 
@@ -128,7 +132,9 @@ def _sections(text: str, path: Path) -> tuple[str, str]:
             parts[current] = []
         elif current is None:
             if line.strip() and not line.startswith("#"):
-                raise PromptError(f"{path.name}: text before the first [system]/[user] section must be '#' comments")
+                raise PromptError(
+                    f"{path.name}: text before the first [system]/[user] section must be '#' comments"
+                )
         else:
             parts[current].append(line)
     if "user" not in parts:
@@ -148,7 +154,9 @@ def fence_nonce(texts: Mapping[str, str | None]) -> str:
         attempt += 1
 
 
-def rubric_messages(query: str, response: str, disability: str | None, version: str | None = None) -> tuple[PromptTemplate, str, tuple[dict, ...]]:
+def rubric_messages(
+    query: str, response: str, disability: str | None, version: str | None = None
+) -> tuple[PromptTemplate, str, tuple[dict, ...]]:
     """The rubric prompt for one response: the disability-aware variant when a disability is given."""
     name = "rubric_disability" if disability else "rubric_neutral"
     tpl = load_prompt(name, version)
@@ -159,10 +167,16 @@ def rubric_messages(query: str, response: str, disability: str | None, version: 
     return tpl, nonce, tpl.render({**texts, "nonce": nonce})
 
 
-def contrastive_messages(question_a: str, response_a: str, question_b: str, response_b: str,
-                         version: str | None = None) -> tuple[PromptTemplate, str, tuple[dict, ...]]:
+def contrastive_messages(
+    question_a: str, response_a: str, question_b: str, response_b: str, version: str | None = None
+) -> tuple[PromptTemplate, str, tuple[dict, ...]]:
     """The contrastive prompt for one (neutral, disability) pair of responses."""
     tpl = load_prompt("contrastive", version)
-    texts = {"question_a": question_a, "response_a": response_a, "question_b": question_b, "response_b": response_b}
+    texts = {
+        "question_a": question_a,
+        "response_a": response_a,
+        "question_b": question_b,
+        "response_b": response_b,
+    }
     nonce = fence_nonce(texts)
     return tpl, nonce, tpl.render({**texts, "nonce": nonce})

@@ -28,24 +28,24 @@ answers to questions); the contrastive judge runs on text and vision pairs.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import ibis
 import ibis.expr.types as ir
 from ibis.common.exceptions import TableNotFound
 
-from ableaudit.warehouse import ibis_compat
 from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, results_in_batches
 from ableaudit.config import AuditConfig, Judge
-from ableaudit.warehouse.landing import land_judgments, landed_judgment_keys, update_judgment_parses
 from ableaudit.judges.parsing import Verdict, parse_verdict
 from ableaudit.judges.prompts import contrastive_messages, rubric_messages
 from ableaudit.judges.schemas import decoding_schema
 from ableaudit.keys import content_key, model_fingerprint
-from ableaudit.warehouse import connect, warehouse_path
+from ableaudit.warehouse import connect, ibis_compat, warehouse_path
+from ableaudit.warehouse.landing import land_judgments, landed_judgment_keys, update_judgment_parses
 
 KINDS = ("rubric", "contrastive")
 
@@ -75,16 +75,32 @@ def judge_identity(judge: Judge) -> dict[str, Any]:
     return identity
 
 
-def judgment_key(identity: dict[str, Any], kind: str, prompt_version: str, subject_hash: str) -> str:
-    return content_key({"judge": identity, "kind": kind, "prompt_version": prompt_version, "subject_hash": subject_hash})
+def judgment_key(
+    identity: dict[str, Any], kind: str, prompt_version: str, subject_hash: str
+) -> str:
+    return content_key(
+        {
+            "judge": identity,
+            "kind": kind,
+            "prompt_version": prompt_version,
+            "subject_hash": subject_hash,
+        }
+    )
 
 
 def rubric_subject(query: str, response: str, disability: str | None) -> dict[str, Any]:
     return {"query": query, "response": response, "disability": disability}
 
 
-def contrastive_subject(question_a: str, response_a: str, question_b: str, response_b: str) -> dict[str, Any]:
-    return {"question_a": question_a, "response_a": response_a, "question_b": question_b, "response_b": response_b}
+def contrastive_subject(
+    question_a: str, response_a: str, question_b: str, response_b: str
+) -> dict[str, Any]:
+    return {
+        "question_a": question_a,
+        "response_a": response_a,
+        "question_b": question_b,
+        "response_b": response_b,
+    }
 
 
 @dataclass(frozen=True)
@@ -109,26 +125,37 @@ def rubric_item(identity: dict[str, Any], row: dict[str, Any]) -> JudgeItem:
     if row.get("condition") == "disability" or row.get("disability_id"):
         disability = row.get("disability_label") or row.get("disability_id")
         if not disability:
-            raise ValueError(f"generation {row.get('generation_id')} is disability-aware but names no disability")
+            raise ValueError(
+                f"generation {row.get('generation_id')} is disability-aware but names no disability"
+            )
     subject = rubric_subject(row["prompt_text"], row["response_text"], disability)
     tpl, nonce, messages = rubric_messages(subject["query"], subject["response"], disability)
     subject_hash = content_key(subject)
     return JudgeItem(
         judgment_id=judgment_key(identity, "rubric", tpl.prompt_version, subject_hash),
-        kind="rubric", prompt_version=tpl.prompt_version, subject_hash=subject_hash,
-        messages=messages, nonce=nonce, generation_id=row["generation_id"],
+        kind="rubric",
+        prompt_version=tpl.prompt_version,
+        subject_hash=subject_hash,
+        messages=messages,
+        nonce=nonce,
+        generation_id=row["generation_id"],
     )
 
 
 def contrastive_item(identity: dict[str, Any], pair: dict[str, Any]) -> JudgeItem:
     """The contrastive verdict for one (neutral, disability) pair."""
-    subject = contrastive_subject(pair["question_a"], pair["response_a"], pair["question_b"], pair["response_b"])
+    subject = contrastive_subject(
+        pair["question_a"], pair["response_a"], pair["question_b"], pair["response_b"]
+    )
     tpl, nonce, messages = contrastive_messages(**subject)
     subject_hash = content_key(subject)
     return JudgeItem(
         judgment_id=judgment_key(identity, "contrastive", tpl.prompt_version, subject_hash),
-        kind="contrastive", prompt_version=tpl.prompt_version, subject_hash=subject_hash,
-        messages=messages, nonce=nonce,
+        kind="contrastive",
+        prompt_version=tpl.prompt_version,
+        subject_hash=subject_hash,
+        messages=messages,
+        nonce=nonce,
         neutral_generation_id=pair["neutral_generation_id"],
         disability_generation_id=pair["disability_generation_id"],
         response_b=pair["response_b"],
@@ -160,7 +187,9 @@ def build_subjects(warehouse: str | Path) -> None:
 
 def _open(warehouse: str | Path) -> ibis.BaseBackend:
     path = warehouse_path(warehouse)
-    connect(path).close()  # a fresh file gets its raw schema; then read without holding a write lock
+    connect(
+        path
+    ).close()  # a fresh file gets its raw schema; then read without holding a write lock
     return ibis_compat.connect(path, read_only=True)
 
 
@@ -174,8 +203,9 @@ def _model(con: ibis.BaseBackend, name: str, warehouse: str | Path) -> ir.Table:
         ) from None
 
 
-def _in_scope(source: ir.Column, model_id: ir.Column, model_ids: Iterable[str] | None,
-              include_imported: bool) -> ir.BooleanColumn:
+def _in_scope(
+    source: ir.Column, model_id: ir.Column, model_ids: Iterable[str] | None, include_imported: bool
+) -> ir.BooleanColumn:
     """A generation the judges judge: one the audit made (of ``model_ids``), or an imported one when allowed."""
     generated = source != "imported"
     if model_ids is not None:
@@ -193,8 +223,13 @@ def _disability_labels(con: ibis.BaseBackend) -> dict[str, str]:
     return {r["disability_id"]: r["display_name"] for r in t if r["display_name"]}
 
 
-def select_rubric_subjects(warehouse: str | Path, *, query_set: str | None = None, model_ids: Iterable[str] | None = None,
-                           include_imported: bool = True) -> list[dict[str, Any]]:
+def select_rubric_subjects(
+    warehouse: str | Path,
+    *,
+    query_set: str | None = None,
+    model_ids: Iterable[str] | None = None,
+    include_imported: bool = True,
+) -> list[dict[str, Any]]:
     """Text generations with status 'ok' (stg_raw__generations), with the query they answer and the disability's name.
 
     Reads the same staged generations int_pairs pairs, so both kinds of judge
@@ -203,24 +238,57 @@ def select_rubric_subjects(warehouse: str | Path, *, query_set: str | None = Non
     con = _open(warehouse)
     try:
         g = _model(con, "stg_raw__generations", warehouse)
-        g = g.filter((g.status == "ok") & (g.task == "text")
-                     & _in_scope(g.source, g.model_id, model_ids, include_imported))
+        g = g.filter(
+            (g.status == "ok")
+            & (g.task == "text")
+            & _in_scope(g.source, g.model_id, model_ids, include_imported)
+        )
         if query_set is not None:
             g = g.filter(g.query_set == query_set)
-        rows = (g.select("generation_id", "model_id", "arm", "query_set", "query_id", "condition", "disability_id",
-                         "prompt_text", "response_text", "source")
-                 .order_by(["model_id", "arm", "query_set", "query_id", "condition", "disability_id", "generation_id"])
-                 .to_pyarrow().to_pylist())
+        rows = (
+            g.select(
+                "generation_id",
+                "model_id",
+                "arm",
+                "query_set",
+                "query_id",
+                "condition",
+                "disability_id",
+                "prompt_text",
+                "response_text",
+                "source",
+            )
+            .order_by(
+                [
+                    "model_id",
+                    "arm",
+                    "query_set",
+                    "query_id",
+                    "condition",
+                    "disability_id",
+                    "generation_id",
+                ]
+            )
+            .to_pyarrow()
+            .to_pylist()
+        )
         labels = _disability_labels(con)
     finally:
         con.disconnect()
     for r in rows:
-        r["disability_label"] = labels.get(r["disability_id"], r["disability_id"]) if r["disability_id"] else None
+        r["disability_label"] = (
+            labels.get(r["disability_id"], r["disability_id"]) if r["disability_id"] else None
+        )
     return rows
 
 
-def select_pairs(warehouse: str | Path, *, query_set: str | None = None, model_ids: Iterable[str] | None = None,
-                 include_imported: bool = True) -> list[dict[str, Any]]:
+def select_pairs(
+    warehouse: str | Path,
+    *,
+    query_set: str | None = None,
+    model_ids: Iterable[str] | None = None,
+    include_imported: bool = True,
+) -> list[dict[str, Any]]:
     """The complete pairs of int_pairs (both sides 'ok'), with their texts from int_pair_texts.
 
     Pairing is int_pairs' rule, never redone here; build the models first
@@ -231,19 +299,46 @@ def select_pairs(warehouse: str | Path, *, query_set: str | None = None, model_i
     con = _open(warehouse)
     try:
         p = _model(con, "int_pair_texts", warehouse)
-        p = p.filter((p.pair_status == "complete")
-                     & _in_scope(p.neutral_source, p.model_id, model_ids, include_imported)
-                     & _in_scope(p.disability_source, p.model_id, model_ids, include_imported))
+        p = p.filter(
+            (p.pair_status == "complete")
+            & _in_scope(p.neutral_source, p.model_id, model_ids, include_imported)
+            & _in_scope(p.disability_source, p.model_id, model_ids, include_imported)
+        )
         if query_set is not None:
             p = p.filter(p.query_set == query_set)
         pairs = p.select(
-            "pair_id", "neutral_generation_id", "disability_generation_id", "task", "model_id", "arm", "query_set",
-            "query_id", "disability_id", "temperature", "sample_index",
-            question_a=p.neutral_prompt_text, response_a=p.neutral_response_text,
-            question_b=p.disability_prompt_text, response_b=p.disability_response_text,
+            "pair_id",
+            "neutral_generation_id",
+            "disability_generation_id",
+            "task",
+            "model_id",
+            "arm",
+            "query_set",
+            "query_id",
+            "disability_id",
+            "temperature",
+            "sample_index",
+            question_a=p.neutral_prompt_text,
+            response_a=p.neutral_response_text,
+            question_b=p.disability_prompt_text,
+            response_b=p.disability_response_text,
         )
-        rows = pairs.order_by(["model_id", "arm", "query_set", "query_id", "disability_id", "sample_index",
-                               "neutral_generation_id", "disability_generation_id"]).to_pyarrow().to_pylist()
+        rows = (
+            pairs.order_by(
+                [
+                    "model_id",
+                    "arm",
+                    "query_set",
+                    "query_id",
+                    "disability_id",
+                    "sample_index",
+                    "neutral_generation_id",
+                    "disability_generation_id",
+                ]
+            )
+            .to_pyarrow()
+            .to_pylist()
+        )
     finally:
         con.disconnect()
     return rows
@@ -276,41 +371,67 @@ class LazyBackend:
 
 @dataclass
 class JudgeReport:
-    subjects: int = 0          # generations or pairs offered
-    verdicts: int = 0          # distinct keys among them (identical texts share one)
-    cached: int = 0            # already landed with call_status 'ok': no call
-    called: int = 0            # judge calls made
+    subjects: int = 0  # generations or pairs offered
+    verdicts: int = 0  # distinct keys among them (identical texts share one)
+    cached: int = 0  # already landed with call_status 'ok': no call
+    called: int = 0  # judge calls made
     inserted: int = 0
-    retried: int = 0           # error rows replaced
+    retried: int = 0  # error rows replaced
     parsed: int = 0
     repaired: int = 0
     unparseable: int = 0
-    errors: int = 0            # failed calls (landed as call_status 'error', retried next run)
+    errors: int = 0  # failed calls (landed as call_status 'error', retried next run)
     spans_not_found: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
 
-def _result_row(item: JudgeItem, judge: Judge, revision: str | None, result: GenerationResult,
-                run_id: str | None) -> tuple[dict[str, Any], Verdict | None]:
+def _result_row(
+    item: JudgeItem,
+    judge: Judge,
+    revision: str | None,
+    result: GenerationResult,
+    run_id: str | None,
+) -> tuple[dict[str, Any], Verdict | None]:
     row: dict[str, Any] = {
-        "judgment_id": item.judgment_id, "judge_kind": item.kind, "judge_name": judge.name,
-        "judge_model": judge.target.model, "judge_revision": revision, "prompt_version": item.prompt_version,
-        "generation_id": item.generation_id, "neutral_generation_id": item.neutral_generation_id,
-        "disability_generation_id": item.disability_generation_id, "subject_hash": item.subject_hash,
-        "source": "judged", "run_id": run_id,
+        "judgment_id": item.judgment_id,
+        "judge_kind": item.kind,
+        "judge_name": judge.name,
+        "judge_model": judge.target.model,
+        "judge_revision": revision,
+        "prompt_version": item.prompt_version,
+        "generation_id": item.generation_id,
+        "neutral_generation_id": item.neutral_generation_id,
+        "disability_generation_id": item.disability_generation_id,
+        "subject_hash": item.subject_hash,
+        "source": "judged",
+        "run_id": run_id,
     }
     if result.status == "error":
-        row.update(call_status="error", raw_output=None, parse_status=None, parsed_json=None, parse_notes=None,
-                   error_message=result.error)
+        row.update(
+            call_status="error",
+            raw_output=None,
+            parse_status=None,
+            parsed_json=None,
+            parse_notes=None,
+            error_message=result.error,
+        )
         return row, None
     text = result.text or ""
     verdict = parse_verdict(item.kind, text, item.response_b)
     if result.finish_reason == "length":
-        verdict.notes.append("judge_truncated: the judge stopped at max_new_tokens; raise the judge's decoding.max_new_tokens")
-    row.update(call_status="ok", raw_output=text, parse_status=verdict.parse_status, parsed_json=verdict.parsed_json,
-               parse_notes=verdict.notes_json, error_message=None)
+        verdict.notes.append(
+            "judge_truncated: the judge stopped at max_new_tokens; raise the judge's decoding.max_new_tokens"
+        )
+    row.update(
+        call_status="ok",
+        raw_output=text,
+        parse_status=verdict.parse_status,
+        parsed_json=verdict.parsed_json,
+        parse_notes=verdict.notes_json,
+        error_message=None,
+    )
     return row, verdict
 
 
@@ -326,10 +447,14 @@ def progress_bars(log: Callable[[str], None] | None = None) -> Iterator[Progress
 
     def progress(judge_name: str, kind: str, done: int, todo: int) -> None:
         bar = bars.get((judge_name, kind))
-        if bar is None or done == 0:  # a new run of this judge and kind (e.g. text pairs, then vision pairs)
+        if (
+            bar is None or done == 0
+        ):  # a new run of this judge and kind (e.g. text pairs, then vision pairs)
             if bar is not None:
                 bar.close()
-            bar = bars[(judge_name, kind)] = tqdm(total=todo, desc=f"{judge_name} {kind}", unit="verdict")
+            bar = bars[(judge_name, kind)] = tqdm(
+                total=todo, desc=f"{judge_name} {kind}", unit="verdict"
+            )
             if log:
                 log(f"judge {judge_name}, {kind}: {todo} verdicts to obtain")
         bar.update(done - bar.n)
@@ -343,9 +468,15 @@ def progress_bars(log: Callable[[str], None] | None = None) -> Iterator[Progress
             bar.close()
 
 
-def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
-              items: Sequence[JudgeItem], run_id: str | None = None, subjects: int | None = None,
-              progress: Progress | None = None) -> JudgeReport:
+def run_items(
+    warehouse: str | Path,
+    judge: Judge,
+    backend: Backend | LazyBackend | Callable[[], Backend],
+    items: Sequence[JudgeItem],
+    run_id: str | None = None,
+    subjects: int | None = None,
+    progress: Progress | None = None,
+) -> JudgeReport:
     """Judge the items not landed yet, landing each chunk as it comes back (resumable).
 
     ``progress`` is called once before the first call and after each landed chunk.
@@ -375,11 +506,18 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
         revision = b.model_revision or model_fingerprint(judge.target.model, judge.target.revision)
         d = judge.target.decoding
         size = b.concurrency
-        requests = [GenerationRequest(key=it.judgment_id, messages=it.messages,
-                                      temperature=0.0 if d.temperature is None else d.temperature,
-                                      top_p=d.top_p, max_new_tokens=d.max_new_tokens, seed=d.seed,
-                                      json_schema=decoding_schema(it.kind) if judge.structured else None)
-                    for it in todo]
+        requests = [
+            GenerationRequest(
+                key=it.judgment_id,
+                messages=it.messages,
+                temperature=0.0 if d.temperature is None else d.temperature,
+                top_p=d.top_p,
+                max_new_tokens=d.max_new_tokens,
+                seed=d.seed,
+                json_schema=decoding_schema(it.kind) if judge.structured else None,
+            )
+            for it in todo
+        ]
         by_key = {it.judgment_id: it for it in todo}
         done_now = 0
         # a failed call is a batch of error rows, retried next run
@@ -406,22 +544,36 @@ def run_items(warehouse: str | Path, judge: Judge, backend: Backend | LazyBacken
     return report
 
 
-def judge_rubric(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
-                 generation_rows: Sequence[dict[str, Any]], run_id: str | None = None,
-                 progress: Progress | None = None) -> JudgeReport:
+def judge_rubric(
+    warehouse: str | Path,
+    judge: Judge,
+    backend: Backend | LazyBackend | Callable[[], Backend],
+    generation_rows: Sequence[dict[str, Any]],
+    run_id: str | None = None,
+    progress: Progress | None = None,
+) -> JudgeReport:
     """Score each generation with the AccessEval rubric (neutral or disability-aware prompt)."""
     identity = judge_identity(judge)
     items = [rubric_item(identity, r) for r in generation_rows]
-    return run_items(warehouse, judge, backend, items, run_id, subjects=len(generation_rows), progress=progress)
+    return run_items(
+        warehouse, judge, backend, items, run_id, subjects=len(generation_rows), progress=progress
+    )
 
 
-def judge_contrastive(warehouse: str | Path, judge: Judge, backend: Backend | LazyBackend | Callable[[], Backend],
-                      pairs: Sequence[dict[str, Any]], run_id: str | None = None,
-                      progress: Progress | None = None) -> JudgeReport:
+def judge_contrastive(
+    warehouse: str | Path,
+    judge: Judge,
+    backend: Backend | LazyBackend | Callable[[], Backend],
+    pairs: Sequence[dict[str, Any]],
+    run_id: str | None = None,
+    progress: Progress | None = None,
+) -> JudgeReport:
     """Compare each disability response (B) with its neutral response (A)."""
     identity = judge_identity(judge)
     items = [contrastive_item(identity, p) for p in pairs]
-    return run_items(warehouse, judge, backend, items, run_id, subjects=len(pairs), progress=progress)
+    return run_items(
+        warehouse, judge, backend, items, run_id, subjects=len(pairs), progress=progress
+    )
 
 
 def _default_factory(judge: Judge) -> Callable[[], Backend]:
@@ -429,12 +581,17 @@ def _default_factory(judge: Judge) -> Callable[[], Backend]:
         from ableaudit.backends import make_backend
 
         return make_backend(judge.target)
+
     return make
 
 
-def run_judges(warehouse: str | Path, cfg: AuditConfig, run_id: str | None = None,
-               backend_factory: Callable[[Judge], Backend] | None = None,
-               progress: Progress | None = None) -> dict[str, dict[str, dict[str, int]]]:
+def run_judges(
+    warehouse: str | Path,
+    cfg: AuditConfig,
+    run_id: str | None = None,
+    backend_factory: Callable[[Judge], Backend] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, dict[str, dict[str, int]]]:
     """Run every judge of the config on the audit's landed generations; {judge: {kind: counts}}.
 
     Scope: generations of the config's query set that are 'ok', made by the
@@ -447,18 +604,27 @@ def run_judges(warehouse: str | Path, cfg: AuditConfig, run_id: str | None = Non
         build_subjects(warehouse)
     out: dict[str, dict[str, dict[str, int]]] = {}
     for judge in cfg.judges:
-        factory = (lambda j=judge: backend_factory(j)) if backend_factory else _default_factory(judge)
+        factory = (
+            (lambda j=judge: backend_factory(j)) if backend_factory else _default_factory(judge)
+        )
         lazy = LazyBackend(factory)
         out[judge.name] = {}
         try:
-            scope = dict(query_set=cfg.query_set, model_ids=model_ids, include_imported=judge.include_imported)
+            scope = dict(
+                query_set=cfg.query_set,
+                model_ids=model_ids,
+                include_imported=judge.include_imported,
+            )
             if "rubric" in judge.kinds:
                 rows = select_rubric_subjects(warehouse, **scope)
-                out[judge.name]["rubric"] = judge_rubric(warehouse, judge, lazy, rows, run_id, progress).as_dict()
+                out[judge.name]["rubric"] = judge_rubric(
+                    warehouse, judge, lazy, rows, run_id, progress
+                ).as_dict()
             if "contrastive" in judge.kinds:
                 pairs = select_pairs(warehouse, **scope)
-                out[judge.name]["contrastive"] = judge_contrastive(warehouse, judge, lazy, pairs, run_id,
-                                                                   progress).as_dict()
+                out[judge.name]["contrastive"] = judge_contrastive(
+                    warehouse, judge, lazy, pairs, run_id, progress
+                ).as_dict()
         finally:
             lazy.close()
     return out

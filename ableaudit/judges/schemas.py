@@ -97,7 +97,15 @@ def decoding_schema(kind: str) -> dict[str, Any]:
         if prop.get("type") == ["string", "null"]:
             prop = {"type": "string", "maxLength": DECODING_LIMITS["prose_chars"]}
         elif prop.get("type") == "array":
-            prop = {"type": "array", "items": {"type": "string", "maxLength": DECODING_LIMITS["span_chars"]},
-                    "maxItems": DECODING_LIMITS["spans"]}
+            prop = {
+                "type": "array",
+                "items": {"type": "string", "maxLength": DECODING_LIMITS["span_chars"]},
+                "maxItems": DECODING_LIMITS["spans"],
+            }
         out[key] = prop
-    return {"type": "object", "properties": out, "required": list(base["required"]), "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": out,
+        "required": list(base["required"]),
+        "additionalProperties": False,
+    }

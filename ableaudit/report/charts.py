@@ -46,20 +46,30 @@ def _svg(fig, chart_id: str, title: str, summary: str) -> str:
 
     buf = io.StringIO()
     with rc_context({"svg.hashsalt": chart_id, "svg.id": chart_id}):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+        fig.savefig(
+            buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None}
+        )
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.DOTALL)
     # matplotlib names its groups line2d_1, patch_1, ... in every figure: prefix them, so several charts
     # on one page never share an id
     names = set(re.findall(r'\sid="([^"]+)"', svg))
-    svg = re.sub(r'(\sid="|url\(#|href="#)([^"\)]+)(["\)])',
-                 lambda m: m.group(1) + (f"{chart_id}-{m.group(2)}" if m.group(2) in names else m.group(2)) + m.group(3),
-                 svg)
+    svg = re.sub(
+        r'(\sid="|url\(#|href="#)([^"\)]+)(["\)])',
+        lambda m: (
+            m.group(1)
+            + (f"{chart_id}-{m.group(2)}" if m.group(2) in names else m.group(2))
+            + m.group(3)
+        ),
+        svg,
+    )
     opening = re.match(r"<svg[^>]*>", svg).group(0)
     new_opening = re.sub(r'\s(width|height)="[^"]*"', "", opening)
     new_opening = new_opening.replace(
-        "<svg", f'<svg role="img" focusable="false" class="chart" aria-labelledby="{chart_id}-t {chart_id}-d"', 1
+        "<svg",
+        f'<svg role="img" focusable="false" class="chart" aria-labelledby="{chart_id}-t {chart_id}-d"',
+        1,
     )
     labels = f'<title id="{chart_id}-t">{html.escape(title)}</title><desc id="{chart_id}-d">{html.escape(summary)}</desc>'
     return new_opening + labels + svg[len(opening) :]
@@ -71,8 +81,15 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def line_chart(chart_id: str, title: str, summary: str, series: dict[str, list[tuple[float, float]]],
-               xlabel: str, ylabel: str, ylim: tuple[float, float] | None = (0, 100)) -> str:
+def line_chart(
+    chart_id: str,
+    title: str,
+    summary: str,
+    series: dict[str, list[tuple[float, float]]],
+    xlabel: str,
+    ylabel: str,
+    ylim: tuple[float, float] | None = (0, 100),
+) -> str:
     """One line per series, with markers at the data points."""
     from matplotlib import rc_context
 
@@ -81,7 +98,16 @@ def line_chart(chart_id: str, title: str, summary: str, series: dict[str, list[t
         ax = fig.add_subplot()
         for (name, points), (colour, marker, line) in zip(series.items(), _styles()):
             xs, ys = zip(*points) if points else ((), ())
-            ax.plot(xs, ys, color=colour, marker=marker, linestyle=line, label=name, linewidth=1.6, markersize=5)
+            ax.plot(
+                xs,
+                ys,
+                color=colour,
+                marker=marker,
+                linestyle=line,
+                label=name,
+                linewidth=1.6,
+                markersize=5,
+            )
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         if ylim:
@@ -91,8 +117,15 @@ def line_chart(chart_id: str, title: str, summary: str, series: dict[str, list[t
         return _svg(fig, chart_id, title, summary)
 
 
-def scatter_chart(chart_id: str, title: str, summary: str, series: dict[str, list[tuple[str, float, float]]],
-                  xlabel: str, ylabel: str, xlog: bool = True) -> str:
+def scatter_chart(
+    chart_id: str,
+    title: str,
+    summary: str,
+    series: dict[str, list[tuple[str, float, float]]],
+    xlabel: str,
+    ylabel: str,
+    xlog: bool = True,
+) -> str:
     """Labelled points, one marker and colour per series (e.g. per metric)."""
     from matplotlib import rc_context
 
@@ -116,8 +149,13 @@ def scatter_chart(chart_id: str, title: str, summary: str, series: dict[str, lis
         return _svg(fig, chart_id, title, summary)
 
 
-def interval_chart(chart_id: str, title: str, summary: str, rows: Sequence[tuple[str, float, float | None, float | None]],
-                   xlabel: str) -> str:
+def interval_chart(
+    chart_id: str,
+    title: str,
+    summary: str,
+    rows: Sequence[tuple[str, float, float | None, float | None]],
+    xlabel: str,
+) -> str:
     """A forest plot: one row per label, its estimate and interval, a line at zero."""
     from matplotlib import rc_context
 
@@ -125,7 +163,7 @@ def interval_chart(chart_id: str, title: str, summary: str, rows: Sequence[tuple
         fig = _figure(6.4, max(1.6, 0.32 * len(rows) + 1.0))
         ax = fig.add_subplot()
         ys = list(range(len(rows)))[::-1]
-        for y, (name, est, low, high) in zip(ys, rows):
+        for y, (_name, est, low, high) in zip(ys, rows):
             if low is not None and high is not None:
                 ax.plot([low, high], [y, y], color=PALETTE[0], linewidth=1.8)
             ax.plot([est], [y], marker="o", color=PALETTE[1], markersize=5)

@@ -226,10 +226,14 @@ def model_pages(marts: Marts, max_pairs: int = DEFAULT_MAX_PAIRS) -> list[ModelP
     """Every model's page; empty when the warehouse has no int_pairs to read."""
     if not (marts.has("int_pairs") and marts.has("stg_raw__generations")):
         return []
-    units = marts.query("select task, query_set, model_id, arm, count(*) as n from int_pairs "
-                        "group by all order by task, query_set, model_id, arm")
+    units = marts.query(
+        "select task, query_set, model_id, arm, count(*) as n from int_pairs "
+        "group by all order by task, query_set, model_id, arm"
+    )
     pages = []
-    for (task, query_set, model_id), g in units.groupby(["task", "query_set", "model_id"], sort=True):
+    for (task, query_set, model_id), g in units.groupby(
+        ["task", "query_set", "model_id"], sort=True
+    ):
         pages.append(_page(marts, task, query_set, model_id, g, max_pairs))
     by_set: dict[tuple[str, str], list[ModelPage]] = {}
     for p in pages:
@@ -245,26 +249,38 @@ def _arms(values: Any) -> list[str]:
     return (["baseline"] if "baseline" in vals else []) + [v for v in vals if v != "baseline"]
 
 
-def _page(marts: Marts, task: str, query_set: str, model_id: str, units: pd.DataFrame, max_pairs: int) -> ModelPage:
+def _page(
+    marts: Marts, task: str, query_set: str, model_id: str, units: pd.DataFrame, max_pairs: int
+) -> ModelPage:
     pairs = marts.query(_PAIRS_SQL, [task, query_set, model_id, max_pairs])
     chosen = pairs[["pair_id"]]
     marts.con.register("report_chosen_pairs", chosen)
     try:
-        scores = marts.query(
-            "select s.pair_id, s.metric, s.neutral_score, s.disability_score, s.degraded, s.included, s.exclusion_reason "
-            "from int_pair_scores s join report_chosen_pairs c using (pair_id) order by s.metric"
-        ) if marts.has("int_pair_scores") else pd.DataFrame()
-        verdicts = marts.query(
-            "select j.pair_id, j.judge_name, j.verdict_status, j.included, j.exclusion_reason, j.interpret, "
-            "j.stereotype, j.framing, j.decline_in_response_b, s.parsed_json from int_pair_judgments j "
-            "join report_chosen_pairs c using (pair_id) left join stg_raw__judgments s using (judgment_id) "
-            "order by j.judge_name"
-        ) if marts.has("int_pair_judgments") and marts.has("stg_raw__judgments") else pd.DataFrame()
+        scores = (
+            marts.query(
+                "select s.pair_id, s.metric, s.neutral_score, s.disability_score, s.degraded, s.included, s.exclusion_reason "
+                "from int_pair_scores s join report_chosen_pairs c using (pair_id) order by s.metric"
+            )
+            if marts.has("int_pair_scores")
+            else pd.DataFrame()
+        )
+        verdicts = (
+            marts.query(
+                "select j.pair_id, j.judge_name, j.verdict_status, j.included, j.exclusion_reason, j.interpret, "
+                "j.stereotype, j.framing, j.decline_in_response_b, s.parsed_json from int_pair_judgments j "
+                "join report_chosen_pairs c using (pair_id) left join stg_raw__judgments s using (judgment_id) "
+                "order by j.judge_name"
+            )
+            if marts.has("int_pair_judgments") and marts.has("stg_raw__judgments")
+            else pd.DataFrame()
+        )
     finally:
         marts.con.unregister("report_chosen_pairs")
     identity = {}
     if task == "vision" and marts.has("stg_raw__images"):
-        images = marts.query("select image_id, gender, race from stg_raw__images where image_set = ?", [query_set])
+        images = marts.query(
+            "select image_id, gender, race from stg_raw__images where image_set = ?", [query_set]
+        )
         identity = {r.image_id: f"{r.gender}, {r.race}" for r in images.itertuples()}
     score_map: dict[str, list] = {}
     for r in scores.itertuples():
@@ -285,11 +301,17 @@ def _page(marts: Marts, task: str, query_set: str, model_id: str, units: pd.Data
                     tokens.append(f"degraded:{s.metric}")
             else:
                 outcome = f"not counted: {s.exclusion_reason}"
-            score_rows.append(Score(
-                s.metric,
-                (fmt.number(s.neutral_score, 3), Source("int_pair_scores", "neutral_score", k)),
-                (fmt.number(s.disability_score, 3), Source("int_pair_scores", "disability_score", k)),
-                outcome))
+            score_rows.append(
+                Score(
+                    s.metric,
+                    (fmt.number(s.neutral_score, 3), Source("int_pair_scores", "neutral_score", k)),
+                    (
+                        fmt.number(s.disability_score, 3),
+                        Source("int_pair_scores", "disability_score", k),
+                    ),
+                    outcome,
+                )
+            )
         for v in verdict_map.get(r.pair_id, []):
             parsed = json.loads(v.parsed_json) if isinstance(v.parsed_json, str) else {}
             labels = []
@@ -306,33 +328,76 @@ def _page(marts: Marts, task: str, query_set: str, model_id: str, units: pd.Data
                     tokens.append(f"yes:abstain:{v.judge_name}")
                 for d in DIMENSIONS:
                     spans += [(f"{v.judge_name}, {d}", q) for q in parsed.get(f"{d}_spans") or []]
-            verdict_rows.append(Verdict(v.judge_name, v.verdict_status if not fmt.missing(v.verdict_status) else "not judged",
-                                        bool(v.included), labels,
-                                        None if fmt.missing(v.exclusion_reason) else str(v.exclusion_reason),
-                                        parsed.get("content_differences") or None))
+            verdict_rows.append(
+                Verdict(
+                    v.judge_name,
+                    v.verdict_status if not fmt.missing(v.verdict_status) else "not judged",
+                    bool(v.included),
+                    labels,
+                    None if fmt.missing(v.exclusion_reason) else str(v.exclusion_reason),
+                    parsed.get("content_differences") or None,
+                )
+            )
         answer = r.disability_answer if isinstance(r.disability_answer, str) else None
-        out.append(Pair(
-            anchor=anchor(r.disability_generation_id), arm=r.arm, domain=r.domain, disability=r.disability_id,
-            query_id=r.query_id, temperature=fmt.threshold(r.temperature), sample=fmt.count(r.sample_index),
-            status=r.pair_status, identity=identity.get(r.query_id),
-            neutral_prompt=r.neutral_prompt if isinstance(r.neutral_prompt, str) else "(no neutral prompt landed)",
-            neutral_answer=_answer_text(r.neutral_answer, r.neutral_status),
-            disability_prompt=r.disability_prompt if isinstance(r.disability_prompt, str) else "",
-            disability_answer=split_answer(answer, spans) if answer and answer.strip() else
-            [Piece(_answer_text(r.disability_answer, r.disability_status))],
-            scores=score_rows, verdicts=verdict_rows, outcomes=" ".join(tokens)))
+        out.append(
+            Pair(
+                anchor=anchor(r.disability_generation_id),
+                arm=r.arm,
+                domain=r.domain,
+                disability=r.disability_id,
+                query_id=r.query_id,
+                temperature=fmt.threshold(r.temperature),
+                sample=fmt.count(r.sample_index),
+                status=r.pair_status,
+                identity=identity.get(r.query_id),
+                neutral_prompt=r.neutral_prompt
+                if isinstance(r.neutral_prompt, str)
+                else "(no neutral prompt landed)",
+                neutral_answer=_answer_text(r.neutral_answer, r.neutral_status),
+                disability_prompt=r.disability_prompt
+                if isinstance(r.disability_prompt, str)
+                else "",
+                disability_answer=split_answer(answer, spans)
+                if answer and answer.strip()
+                else [Piece(_answer_text(r.disability_answer, r.disability_status))],
+                scores=score_rows,
+                verdicts=verdict_rows,
+                outcomes=" ".join(tokens),
+            )
+        )
     totals = []
     for u in units.itertuples():
         shown = int((pairs.arm == u.arm).sum())
-        totals.append((u.arm, fmt.count(u.n), Source("int_pairs", "pair_id",
-                                                     {"task": task, "query_set": query_set, "model_id": model_id,
-                                                      "arm": u.arm}, "count"), shown))
+        totals.append(
+            (
+                u.arm,
+                fmt.count(u.n),
+                Source(
+                    "int_pairs",
+                    "pair_id",
+                    {"task": task, "query_set": query_set, "model_id": model_id, "arm": u.arm},
+                    "count",
+                ),
+                shown,
+            )
+        )
     outcomes = [(f"degraded:{m}", f"degraded on {m}") for m in sorted(metrics)]
-    outcomes += [(f"yes:{d}:{j}", f"{d} labelled Yes by {j}") for d, j in sorted(dims, key=lambda x: (x[1], x[0]))]
-    return ModelPage(task=task, query_set=query_set, model_id=model_id,
-                     path=f"evidence/{slug(task, query_set, model_id)}.html", pairs=out, totals=totals,
-                     arms=_arms(units.arm), domains=sorted(pairs.domain.dropna().unique()),
-                     disabilities=sorted(pairs.disability_id.dropna().unique()), outcomes=outcomes)
+    outcomes += [
+        (f"yes:{d}:{j}", f"{d} labelled Yes by {j}")
+        for d, j in sorted(dims, key=lambda x: (x[1], x[0]))
+    ]
+    return ModelPage(
+        task=task,
+        query_set=query_set,
+        model_id=model_id,
+        path=f"evidence/{slug(task, query_set, model_id)}.html",
+        pairs=out,
+        totals=totals,
+        arms=_arms(units.arm),
+        domains=sorted(pairs.domain.dropna().unique()),
+        disabilities=sorted(pairs.disability_id.dropna().unique()),
+        outcomes=outcomes,
+    )
 
 
 def _answer_text(text: Any, status: Any) -> str:
@@ -348,15 +413,23 @@ class Links:
 
     def __init__(self, pages: list[ModelPage], prefix: str = "") -> None:
         self.paths = {(p.task, p.query_set, p.model_id): p.path for p in pages}
-        self.anchors = {(p.task, p.query_set, p.model_id): {x.anchor for x in p.pairs} for p in pages}
+        self.anchors = {
+            (p.task, p.query_set, p.model_id): {x.anchor for x in p.pairs} for p in pages
+        }
         self.prefix = prefix
 
-    def __call__(self, task: str, query_set: str, model_id: str, gen: str | None = None, **filters: str) -> str | None:
+    def __call__(
+        self, task: str, query_set: str, model_id: str, gen: str | None = None, **filters: str
+    ) -> str | None:
         path = self.paths.get((task, query_set, model_id))
         if path is None:
             return None
         if gen is not None:
             a = anchor(gen)
-            return self.prefix + path + (f"#{a}" if a in self.anchors[(task, query_set, model_id)] else "")
+            return (
+                self.prefix
+                + path
+                + (f"#{a}" if a in self.anchors[(task, query_set, model_id)] else "")
+            )
         query = urlencode({k: v for k, v in filters.items() if v is not None})
         return self.prefix + path + (f"#{query}" if query else "")

@@ -111,7 +111,11 @@ def contrast(a: str, b: str) -> float:
 
 def ink_for(background: str) -> str:
     """Black or white text, whichever contrasts more with the background."""
-    return "#000000" if contrast(background, "#000000") >= contrast(background, "#ffffff") else "#ffffff"
+    return (
+        "#000000"
+        if contrast(background, "#000000") >= contrast(background, "#ffffff")
+        else "#ffffff"
+    )
 
 
 def rate_colour(value: Any) -> str | None:
@@ -133,11 +137,27 @@ def change_colour(value: Any, span: float = 50.0) -> str | None:
     return _hex(colormaps[CHANGE_SCALE](0.5 + 0.5 * x * 0.85))
 
 
-def shaded(text: str, value: Any, source: Source, *, colour: str | None, href: str | None = None,
-           link_label: str | None = None, note: str | None = None) -> Cell:
+def shaded(
+    text: str,
+    value: Any,
+    source: Source,
+    *,
+    colour: str | None,
+    href: str | None = None,
+    link_label: str | None = None,
+    note: str | None = None,
+) -> Cell:
     """A numeric cell with its shade and the matching text colour."""
-    return Cell(text=text, source=source, numeric=True, shade=colour, ink=ink_for(colour) if colour else None,
-                href=href, link_label=link_label, note=note)
+    return Cell(
+        text=text,
+        source=source,
+        numeric=True,
+        shade=colour,
+        ink=ink_for(colour) if colour else None,
+        href=href,
+        link_label=link_label,
+        note=note,
+    )
 
 
 def fig(text: str, source: Source, note: str | None = None) -> Cell:

@@ -62,7 +62,9 @@ class Marts:
         self.kinds: dict[str, str] = dict(rows)
         if "degradation" not in self.kinds:
             self.con.close()
-            raise ReportError(f"{path} has no mart `degradation`: run `ableaudit build` on it first")
+            raise ReportError(
+                f"{path} has no mart `degradation`: run `ableaudit build` on it first"
+            )
 
     def close(self) -> None:
         self.con.close()
@@ -75,7 +77,11 @@ class Marts:
         """A whole relation (optionally filtered and ordered) as a DataFrame; empty when it does not exist."""
         if name not in self.kinds:
             return pd.DataFrame()
-        sql = f'select * from "{name}"' + (f" where {where}" if where else "") + (f" order by {order}" if order else "")
+        sql = (
+            f'select * from "{name}"'
+            + (f" where {where}" if where else "")
+            + (f" order by {order}" if order else "")
+        )
         return self.query(sql)
 
     def query(self, sql: str, params: list | None = None) -> pd.DataFrame:
@@ -83,4 +89,6 @@ class Marts:
         try:
             return self.con.execute(sql, params or []).df()
         except duckdb.Error as err:
-            raise ReportError(f"reading {self.path} failed ({err}); rebuild with `ableaudit build`") from None
+            raise ReportError(
+                f"reading {self.path} failed ({err}); rebuild with `ableaudit build`"
+            ) from None

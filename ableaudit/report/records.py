@@ -33,7 +33,6 @@ class Source:
         return json.dumps(self.key, sort_keys=True, separators=(",", ":"), default=str)
 
 
-
 class Provenance:
     """The keys of a page's figures, each written once.
 

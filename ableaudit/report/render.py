@@ -25,8 +25,10 @@ from ableaudit.report import sections as sec
 from ableaudit.report.marts import Marts, ReportError, resolve_source
 from ableaudit.report.records import Page, Provenance, Source, Table
 
-CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
-       "base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'"
+)
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,13 @@ class RenderedReport:
 
 
 def _environment() -> Environment:
-    env = Environment(loader=PackageLoader("ableaudit.report", "templates"), autoescape=select_autoescape(["html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=PackageLoader("ableaudit.report", "templates"),
+        autoescape=select_autoescape(["html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.globals["is_table"] = lambda b: isinstance(b, Table)
     env.globals["kind"] = lambda b: type(b).__name__
     env.globals["is_source"] = lambda s: isinstance(s, Source)
@@ -60,8 +67,11 @@ def default_out_dir(source: Path) -> Path:
     return source.parent / source.stem / "report"
 
 
-def render_report(warehouse: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
-                  max_pairs: int = ev.DEFAULT_MAX_PAIRS) -> RenderedReport:
+def render_report(
+    warehouse: str | os.PathLike | None = None,
+    out_dir: str | os.PathLike | None = None,
+    max_pairs: int = ev.DEFAULT_MAX_PAIRS,
+) -> RenderedReport:
     """Render the report of a built warehouse (its published copy when there is one) into ``out_dir``.
 
     The folder is written under a temporary name and then swapped in, so a reader
@@ -107,32 +117,65 @@ def _pages(marts: Marts, max_pairs: int) -> list[Page]:
     sections = sec.build_sections(ctx)
     pages = [Page("index.html", "ableaudit report")]
     pages[0].html = env.get_template("index.html").render(
-        title="Disability-bias audit report", sections=sections, root="", prov=Provenance(), **common)
-    sig = marts.frame("significance", "", "task, query_set, model_id, arm, metric, slice, slice_value")
+        title="Disability-bias audit report",
+        sections=sections,
+        root="",
+        prov=Provenance(),
+        **common,
+    )
+    sig = marts.frame(
+        "significance", "", "task, query_set, model_id, arm, metric, slice, slice_value"
+    )
     pages.append(Page("significance.html", "Significance: every slice"))
     pages[-1].html = env.get_template("table_page.html").render(
-        title="Significance: every slice", root="", prov=Provenance(),
+        title="Significance: every slice",
+        root="",
+        prov=Provenance(),
         intro="Every row of the significance mart: paired t-tests per model, arm, metric and slice (overall, "
-              "domain, disability), with Holm and Benjamini-Hochberg adjusted p and the 95 % bootstrap interval "
-              "of the mean shift (disability-aware minus neutral score).",
-        table=Table("Paired tests of every slice (significance)", sec.SIG_COLUMNS, sec.significance_rows(sig),
-                    row_headers=4) if not sig.empty else None,
-        empty="The significance mart is empty: it fills once pairs have scores.", **common)
+        "domain, disability), with Holm and Benjamini-Hochberg adjusted p and the 95 % bootstrap interval "
+        "of the mean shift (disability-aware minus neutral score).",
+        table=Table(
+            "Paired tests of every slice (significance)",
+            sec.SIG_COLUMNS,
+            sec.significance_rows(sig),
+            row_headers=4,
+        )
+        if not sig.empty
+        else None,
+        empty="The significance mart is empty: it fills once pairs have scores.",
+        **common,
+    )
     dq = marts.frame("data_quality", "", "task, model_id, arm, run_id, area, metric, status")
     pages.append(Page("data-quality.html", "Data quality: every exclusion"))
     pages[-1].html = env.get_template("table_page.html").render(
-        title="Data quality: every exclusion", root="", prov=Provenance(),
+        title="Data quality: every exclusion",
+        root="",
+        prov=Provenance(),
         intro="Every row of the data_quality mart: generations, pairs, scores, rates and verdicts counted by status, "
-              "per run, model and arm. A rate leaves a row out only by the rule its status names.",
-        table=Table("Rows by status (data_quality)", ["Model", "Arm", "Task", "Run", "Area", "Metric", "Status",
-                                                      "Rows"], sec.data_quality_rows(dq), row_headers=7)
-        if not dq.empty else None,
-        empty="The data_quality mart is empty: nothing has landed yet.", **common)
+        "per run, model and arm. A rate leaves a row out only by the rule its status names.",
+        table=Table(
+            "Rows by status (data_quality)",
+            ["Model", "Arm", "Task", "Run", "Area", "Metric", "Status", "Rows"],
+            sec.data_quality_rows(dq),
+            row_headers=7,
+        )
+        if not dq.empty
+        else None,
+        empty="The data_quality mart is empty: nothing has landed yet.",
+        **common,
+    )
     template = env.get_template("evidence.html")
     script = _static("filter.js")
     for mp in model_pages:
         page = Page(mp.path, f"Pairs of {mp.model_id}")
-        page.html = template.render(title=f"Pairs of {mp.model_id} ({mp.task}, {mp.query_set})", page=mp,
-                                    root="../", script=script, max_pairs=max_pairs, prov=Provenance(), **common)
+        page.html = template.render(
+            title=f"Pairs of {mp.model_id} ({mp.task}, {mp.query_set})",
+            page=mp,
+            root="../",
+            script=script,
+            max_pairs=max_pairs,
+            prov=Provenance(),
+            **common,
+        )
         pages.append(page)
     return pages

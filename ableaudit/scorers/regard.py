@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -103,14 +104,18 @@ def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardMod
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(model_ref, local_files_only=not allow_download)
-        model = AutoModelForSequenceClassification.from_pretrained(model_ref, local_files_only=not allow_download)
+        model = AutoModelForSequenceClassification.from_pretrained(
+            model_ref, local_files_only=not allow_download
+        )
     except Exception as err:  # noqa: BLE001 - any load failure means 'unavailable', with its reason
         hint = (
             "set ABLEAUDIT_REGARD_MODEL to a local copy of sasha/regardv3"
             if allow_download
             else "set ABLEAUDIT_ALLOW_DOWNLOAD=1 to fetch it, or ABLEAUDIT_REGARD_MODEL to a local copy"
         )
-        raise RegardUnavailable(f"cannot load regard classifier {model_ref!r} ({type(err).__name__}: {err}); {hint}") from err
+        raise RegardUnavailable(
+            f"cannot load regard classifier {model_ref!r} ({type(err).__name__}: {err}); {hint}"
+        ) from err
 
     labels = {str(name).lower(): int(idx) for idx, name in model.config.id2label.items()}
     if "positive" not in labels or "negative" not in labels:
@@ -119,7 +124,10 @@ def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardMod
         )
     limits = [
         m
-        for m in (getattr(tokenizer, "model_max_length", None), getattr(model.config, "max_position_embeddings", None))
+        for m in (
+            getattr(tokenizer, "model_max_length", None),
+            getattr(model.config, "max_position_embeddings", None),
+        )
         if isinstance(m, int) and 0 < m < 1_000_000
     ]
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -138,8 +146,12 @@ def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardMod
 def _score_batch(rm: RegardModel, texts: list[str]) -> list[RegardScore]:
     import torch
 
-    lengths = [len(ids) for ids in rm.tokenizer(texts, truncation=False, verbose=False)["input_ids"]]
-    enc = rm.tokenizer(texts, truncation=True, max_length=rm.max_tokens, padding=True, return_tensors="pt").to(rm.device)
+    lengths = [
+        len(ids) for ids in rm.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
+    ]
+    enc = rm.tokenizer(
+        texts, truncation=True, max_length=rm.max_tokens, padding=True, return_tensors="pt"
+    ).to(rm.device)
     with torch.inference_mode():
         probs = torch.softmax(rm.model(**enc).logits.float(), dim=-1).cpu()
     scores = []
@@ -154,13 +166,17 @@ def _score_batch(rm: RegardModel, texts: list[str]) -> list[RegardScore]:
                 n_tokens=n,
                 max_tokens=rm.max_tokens,
                 status="truncated" if truncated else "ok",
-                reason=f"{n} tokens > {rm.max_tokens}: scored the first {rm.max_tokens}" if truncated else None,
+                reason=f"{n} tokens > {rm.max_tokens}: scored the first {rm.max_tokens}"
+                if truncated
+                else None,
             )
         )
     return scores
 
 
-def score_regard(texts: Sequence[str], model_ref: str | None = None, batch_size: int = 32) -> list[RegardScore]:
+def score_regard(
+    texts: Sequence[str], model_ref: str | None = None, batch_size: int = 32
+) -> list[RegardScore]:
     """One RegardScore per text, in order; never raises for an unloadable model."""
     ref = model_reference(model_ref)
     if not texts:
@@ -168,7 +184,9 @@ def score_regard(texts: Sequence[str], model_ref: str | None = None, batch_size:
     try:
         rm = load_regard(ref)
     except RegardUnavailable as err:
-        return [RegardScore(None, None, None, None, None, "unavailable", str(err)[:1000])] * len(texts)
+        return [RegardScore(None, None, None, None, None, "unavailable", str(err)[:1000])] * len(
+            texts
+        )
     # Similar lengths batched together waste less padding.
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out: list[RegardScore | None] = [None] * len(texts)
@@ -178,7 +196,9 @@ def score_regard(texts: Sequence[str], model_ref: str | None = None, batch_size:
             batch_scores = _score_batch(rm, [texts[i] for i in idx])
         except Exception as err:  # noqa: BLE001 - recorded per text and retried by the next build
             reason = f"scoring failed ({type(err).__name__}: {err})"[:1000]
-            batch_scores = [RegardScore(None, None, None, None, rm.max_tokens, "error", reason)] * len(idx)
+            batch_scores = [
+                RegardScore(None, None, None, None, rm.max_tokens, "error", reason)
+            ] * len(idx)
         for i, s in zip(idx, batch_scores):
             out[i] = s
     return out  # type: ignore[return-value]
@@ -189,10 +209,17 @@ _SCORING = threading.Lock()
 
 
 @scorer(
-    "regard", lambda model_ref: scorer_version(model_reference(model_ref)), sql_function="regard_score",
-    returns=SCORE_SQL_TYPE, arguments=("VARCHAR", "VARCHAR", "INTEGER"), returns_nulls=True, side_effects=True,
+    "regard",
+    lambda model_ref: scorer_version(model_reference(model_ref)),
+    sql_function="regard_score",
+    returns=SCORE_SQL_TYPE,
+    arguments=("VARCHAR", "VARCHAR", "INTEGER"),
+    returns_nulls=True,
+    side_effects=True,
 )
-def regard_scores_arrow(texts: pa.Array, model_refs: pa.Array, batch_sizes: pa.Array) -> pa.StructArray:
+def regard_scores_arrow(
+    texts: pa.Array, model_refs: pa.Array, batch_sizes: pa.Array
+) -> pa.StructArray:
     """The ``regard_score(text, model_ref, batch_size)`` UDF: one SCORE_TYPE struct per text, null for a null text.
 
     ``model_ref`` ('' = ABLEAUDIT_REGARD_MODEL, else sasha/regardv3) and

@@ -43,13 +43,30 @@ class Scorer:
 SCORERS: dict[str, Scorer] = {}
 
 
-def scorer(name: str, version: str | Callable[[str | None], str], sql_function: str, returns: str,
-           returns_nulls: bool = False, arguments: tuple[str, ...] = ("VARCHAR",),
-           side_effects: bool = False) -> Callable[[ArrowFunction], ArrowFunction]:
+def scorer(
+    name: str,
+    version: str | Callable[[str | None], str],
+    sql_function: str,
+    returns: str,
+    returns_nulls: bool = False,
+    arguments: tuple[str, ...] = ("VARCHAR",),
+    side_effects: bool = False,
+) -> Callable[[ArrowFunction], ArrowFunction]:
     """Register a per-text Arrow function as scorer ``name`` (``@scorer(...)`` over its definition)."""
 
     def register(function: ArrowFunction) -> ArrowFunction:
-        _add(Scorer(name, version, sql_function, function, returns, returns_nulls, arguments, side_effects))
+        _add(
+            Scorer(
+                name,
+                version,
+                sql_function,
+                function,
+                returns,
+                returns_nulls,
+                arguments,
+                side_effects,
+            )
+        )
         return function
 
     return register

@@ -6,9 +6,9 @@ averaged, so it matches what ``vaderSentiment`` itself returns for the response.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib.metadata import version
-from typing import Iterable
 
 import pyarrow as pa
 

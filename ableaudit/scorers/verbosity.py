@@ -7,7 +7,7 @@ vision-language audit paper reports (over-explaining, caveats, redirection).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import pyarrow as pa
 

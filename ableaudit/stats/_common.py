@@ -22,7 +22,9 @@ import pandas as pd
 REL_ZERO = 1e-12
 
 
-def typed_frame(rows: Iterable[Mapping[str, Any]] | pd.DataFrame, schema: Mapping[str, str]) -> pd.DataFrame:
+def typed_frame(
+    rows: Iterable[Mapping[str, Any]] | pd.DataFrame, schema: Mapping[str, str]
+) -> pd.DataFrame:
     """A frame with exactly the schema's columns, in order, cast to its dtypes."""
     frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     out = pd.DataFrame(index=range(len(frame)))
@@ -60,7 +62,9 @@ class Reasons:
         return "; ".join(self._items) if self._items else None
 
 
-def quiet_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[str], Exception | None]:
+def quiet_call(
+    fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> tuple[Any, list[str], Exception | None]:
     """Call a library function with warnings recorded instead of printed.
 
     Returns (result or None, warning messages, exception or None), so that a

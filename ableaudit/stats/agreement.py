@@ -61,34 +61,34 @@ DISPUTE_SD = 2.0  # AccessEval C.2, Eq. 3: disputed when sd > tau, tau = 2
 
 PAIRWISE_SCHEMA: dict[str, str] = {
     "dimension": "str",
-    "scale_type": "str",        # 'score' | 'label'
+    "scale_type": "str",  # 'score' | 'label'
     "rater_a": "str",
     "rater_b": "str",
     "kind_a": "str",
     "kind_b": "str",
-    "kind_pair": "str",         # e.g. 'human_vs_judge', 'judge_vs_judge', 'human_vs_human'
-    "n_items": "int64",         # items rated by both
+    "kind_pair": "str",  # e.g. 'human_vs_judge', 'judge_vs_judge', 'human_vs_human'
+    "n_items": "int64",  # items rated by both
     "spearman_rho": "float64",
     "spearman_p": "float64",
     "spearman_method": "str",
     "cohen_kappa": "float64",
     "kappa_linear": "float64",
     "kappa_quadratic": "float64",
-    "accuracy": "float64",      # share of items with exactly the same value
+    "accuracy": "float64",  # share of items with exactly the same value
     "reason": "str",
 }
 
 ANNOTATOR_SCHEMA: dict[str, str] = {
     "dimension": "str",
-    "rater_kind": "str",        # the kinds pooled, e.g. 'human'
+    "rater_kind": "str",  # the kinds pooled, e.g. 'human'
     "scale_type": "str",
     "n_annotators": "int64",
-    "n_items": "int64",         # items with at least one rating
+    "n_items": "int64",  # items with at least one rating
     "n_items_pairable": "int64",  # items with >= 2 ratings: what alpha uses
     "n_items_complete": "int64",  # items rated by every annotator: what Fleiss' kappa uses
     "fleiss_kappa": "float64",
     "krippendorff_alpha": "float64",
-    "alpha_level": "str",       # 'interval' for scores, 'nominal' for labels
+    "alpha_level": "str",  # 'interval' for scores, 'nominal' for labels
     "reason": "str",
 }
 
@@ -104,9 +104,9 @@ FINAL_SCORES_SCHEMA: dict[str, str] = {
     "item_id": "str",
     "dimension": "str",
     "n_ratings": "int64",
-    "mean_score": "float64",    # AccessEval Eq. 2: the simple mean of the annotators' scores
-    "sd": "float64",            # sample sd (ddof=1)
-    "disputed": "bool",         # sd > threshold (Eq. 3)
+    "mean_score": "float64",  # AccessEval Eq. 2: the simple mean of the annotators' scores
+    "sd": "float64",  # sample sd (ddof=1)
+    "disputed": "bool",  # sd > threshold (Eq. 3)
     "reason": "str",
 }
 
@@ -137,14 +137,21 @@ def _prepare(ratings: pd.DataFrame, kinds: Sequence[str] | None = None) -> pd.Da
     if "rater_kind" not in df.columns:
         df["rater_kind"] = "human"
     df["rater_kind"] = df["rater_kind"].fillna("human")
-    df = df[df["value"].notna() & df["item_id"].notna() & df["rater_id"].notna() & df["dimension"].notna()]
+    df = df[
+        df["value"].notna()
+        & df["item_id"].notna()
+        & df["rater_id"].notna()
+        & df["dimension"].notna()
+    ]
     df = df[df["value"].astype("str").str.strip() != ""]
     if kinds is not None:
         df = df[df["rater_kind"].isin(list(kinds))]
     for col in ("item_id", "dimension", "rater_id", "rater_kind"):
         df[col] = df[col].astype("str")
     # a repeated (item, dimension, rater) rating: the last row wins
-    return df.drop_duplicates(["item_id", "dimension", "rater_id"], keep="last").reset_index(drop=True)
+    return df.drop_duplicates(["item_id", "dimension", "rater_id"], keep="last").reset_index(
+        drop=True
+    )
 
 
 def _encode(values: pd.Series, scale: dict) -> tuple[pd.Series, list | None]:
@@ -185,7 +192,9 @@ def kind_pair(kind_a: str, kind_b: str) -> str:
 # --------------------------------------------------------------------------- pairwise
 
 
-def _kappa(a: np.ndarray, b: np.ndarray, labels: list, weights: str | None) -> tuple[float, str | None]:
+def _kappa(
+    a: np.ndarray, b: np.ndarray, labels: list, weights: str | None
+) -> tuple[float, str | None]:
     res, warns, err = quiet_call(cohen_kappa_score, a, b, labels=labels, weights=weights)
     k = finite(res) if res is not None else float("nan")
     if np.isnan(k):
@@ -195,13 +204,22 @@ def _kappa(a: np.ndarray, b: np.ndarray, labels: list, weights: str | None) -> t
     return k, None
 
 
-def _pair_stats(a: np.ndarray, b: np.ndarray, scale: dict, labels: list | None,
-                name_a: str, name_b: str) -> tuple[dict, Reasons]:
+def _pair_stats(
+    a: np.ndarray, b: np.ndarray, scale: dict, labels: list | None, name_a: str, name_b: str
+) -> tuple[dict, Reasons]:
     nan = float("nan")
     n = int(a.size)
     why = Reasons()
-    row = {"n_items": n, "spearman_rho": nan, "spearman_p": nan, "spearman_method": None, "cohen_kappa": nan,
-           "kappa_linear": nan, "kappa_quadratic": nan, "accuracy": nan}
+    row = {
+        "n_items": n,
+        "spearman_rho": nan,
+        "spearman_p": nan,
+        "spearman_method": None,
+        "cohen_kappa": nan,
+        "kappa_linear": nan,
+        "kappa_quadratic": nan,
+        "accuracy": nan,
+    }
     if n == 0:
         why.add("all", "no items rated by both")
         return row, why
@@ -272,10 +290,19 @@ def pairwise_agreement(ratings: pd.DataFrame, scales: Mapping[str, dict] = SCALE
         raters = sorted(wide.columns, key=lambda r: (rank.get(kinds[r], len(rank)), kinds[r], r))
         for ra, rb in itertools.combinations(raters, 2):
             both = wide[[ra, rb]].dropna()
-            row, why = _pair_stats(both[ra].to_numpy(float), both[rb].to_numpy(float), scale, labels, ra, rb)
-            row.update(dimension=dim, scale_type=scale["type"], rater_a=ra, rater_b=rb,
-                       kind_a=kinds[ra], kind_b=kinds[rb], kind_pair=kind_pair(kinds[ra], kinds[rb]),
-                       reason=why.text)
+            row, why = _pair_stats(
+                both[ra].to_numpy(float), both[rb].to_numpy(float), scale, labels, ra, rb
+            )
+            row.update(
+                dimension=dim,
+                scale_type=scale["type"],
+                rater_a=ra,
+                rater_b=rb,
+                kind_a=kinds[ra],
+                kind_b=kinds[rb],
+                kind_pair=kind_pair(kinds[ra], kinds[rb]),
+                reason=why.text,
+            )
             rows.append(row)
     return typed_frame(rows, PAIRWISE_SCHEMA)
 
@@ -303,15 +330,26 @@ def annotator_agreement(
         codes, _ = _encode(g["value"], scale)
         g = g.assign(_x=codes.to_numpy())
         g = g[g["_x"].notna()]
-        wide = g.pivot(index="item_id", columns="rater_id", values="_x").sort_index(axis=0).sort_index(axis=1)
+        wide = (
+            g.pivot(index="item_id", columns="rater_id", values="_x")
+            .sort_index(axis=0)
+            .sort_index(axis=1)
+        )
         per_item = wide.notna().sum(axis=1)
         why = Reasons()
         level = "interval" if scale["type"] == "score" else "nominal"
-        row = {"dimension": dim, "rater_kind": ",".join(kinds), "scale_type": scale["type"],
-               "n_annotators": int(wide.shape[1]), "n_items": int((per_item >= 1).sum()),
-               "n_items_pairable": int((per_item >= 2).sum()),
-               "n_items_complete": int((per_item == wide.shape[1]).sum()) if wide.shape[1] else 0,
-               "fleiss_kappa": float("nan"), "krippendorff_alpha": float("nan"), "alpha_level": level}
+        row = {
+            "dimension": dim,
+            "rater_kind": ",".join(kinds),
+            "scale_type": scale["type"],
+            "n_annotators": int(wide.shape[1]),
+            "n_items": int((per_item >= 1).sum()),
+            "n_items_pairable": int((per_item >= 2).sum()),
+            "n_items_complete": int((per_item == wide.shape[1]).sum()) if wide.shape[1] else 0,
+            "fleiss_kappa": float("nan"),
+            "krippendorff_alpha": float("nan"),
+            "alpha_level": level,
+        }
 
         # Fleiss' kappa on complete items
         complete = wide[per_item == wide.shape[1]]
@@ -337,11 +375,16 @@ def annotator_agreement(
         elif len(np.unique(pairable.stack().to_numpy())) < 2:
             why.add("krippendorff_alpha", "all ratings identical")
         else:
-            res, warns, err = quiet_call(krippendorff.alpha, reliability_data=pairable.T.to_numpy(float),
-                                         level_of_measurement=level)
+            res, warns, err = quiet_call(
+                krippendorff.alpha,
+                reliability_data=pairable.T.to_numpy(float),
+                level_of_measurement=level,
+            )
             row["krippendorff_alpha"] = finite(res)
             if np.isnan(row["krippendorff_alpha"]):
-                why.add("krippendorff_alpha", str(err) if err else (warns[0] if warns else "undefined"))
+                why.add(
+                    "krippendorff_alpha", str(err) if err else (warns[0] if warns else "undefined")
+                )
         row["reason"] = why.text
         rows.append(row)
     return typed_frame(rows, ANNOTATOR_SCHEMA)
@@ -372,9 +415,17 @@ def final_scores(
     for (item, dim), g in df.groupby(["item_id", "dimension"], sort=True):
         x = g["_x"].to_numpy(float)
         sd = float(np.std(x, ddof=1)) if x.size >= 2 else float("nan")
-        rows.append({"item_id": item, "dimension": dim, "n_ratings": int(x.size), "mean_score": float(np.mean(x)),
-                     "sd": sd, "disputed": bool(sd > sd_threshold) if x.size >= 2 else False,
-                     "reason": None if x.size >= 2 else "sd: n<2 (one rating), not disputed"})
+        rows.append(
+            {
+                "item_id": item,
+                "dimension": dim,
+                "n_ratings": int(x.size),
+                "mean_score": float(np.mean(x)),
+                "sd": sd,
+                "disputed": bool(sd > sd_threshold) if x.size >= 2 else False,
+                "reason": None if x.size >= 2 else "sd: n<2 (one rating), not disputed",
+            }
+        )
     return typed_frame(rows, FINAL_SCORES_SCHEMA)
 
 
@@ -447,19 +498,35 @@ def stratified_sample(
     return out
 
 
-def sample_shortfall(items: pd.DataFrame, size_per_domain: int, domains: Sequence[str] | None = None,
-                     domain_col: str = "domain", id_col: str = "item_id") -> pd.DataFrame:
+def sample_shortfall(
+    items: pd.DataFrame,
+    size_per_domain: int,
+    domains: Sequence[str] | None = None,
+    domain_col: str = "domain",
+    id_col: str = "item_id",
+) -> pd.DataFrame:
     """Per domain (those in `items`, plus any listed in `domains`): requested, available,
     sampled and shortfall (requested - sampled) for stratified_sample with that size."""
-    avail = items.drop_duplicates(id_col).groupby(domain_col).size() if len(items) else pd.Series(dtype="int64")
+    avail = (
+        items.drop_duplicates(id_col).groupby(domain_col).size()
+        if len(items)
+        else pd.Series(dtype="int64")
+    )
     names = sorted(set(map(str, avail.index)) | set(domains or []))
     avail.index = avail.index.map(str)
     rows = []
     for d in names:
         a = int(avail.get(d, 0))
         s = min(a, size_per_domain)
-        rows.append({"domain": d, "requested": size_per_domain, "available": a, "sampled": s,
-                     "shortfall": size_per_domain - s})
+        rows.append(
+            {
+                "domain": d,
+                "requested": size_per_domain,
+                "available": a,
+                "sampled": s,
+                "shortfall": size_per_domain - s,
+            }
+        )
     return typed_frame(rows, SHORTFALL_SCHEMA)
 
 
@@ -486,11 +553,15 @@ def normalize_labels(df: pd.DataFrame, scales: Mapping[str, dict] = SCALES) -> p
         mask = (out["dimension"] == dim) & out["value"].notna()
         if mask.any():
             out["value"] = out["value"].astype(object)
-            out.loc[mask, "value"] = [lookup.get(str(v).strip().lower(), v) for v in out.loc[mask, "value"]]
+            out.loc[mask, "value"] = [
+                lookup.get(str(v).strip().lower(), v) for v in out.loc[mask, "value"]
+            ]
     return out
 
 
-def validate_annotations(df: pd.DataFrame, scales: Mapping[str, dict] = SCALES, max_per_kind: int = 20) -> list[str]:
+def validate_annotations(
+    df: pd.DataFrame, scales: Mapping[str, dict] = SCALES, max_per_kind: int = 20
+) -> list[str]:
     """Problems of an annotation import, as readable messages ([] when it is fine).
 
     Checks: required columns (item_id, dimension, rater_id, value); missing ids;
@@ -502,14 +573,21 @@ def validate_annotations(df: pd.DataFrame, scales: Mapping[str, dict] = SCALES, 
     """
     missing = [c for c in ("item_id", "dimension", "rater_id", "value") if c not in df.columns]
     if missing:
-        return [f"missing column(s): {', '.join(missing)} (need item_id, dimension, rater_id, value)"]
+        return [
+            f"missing column(s): {', '.join(missing)} (need item_id, dimension, rater_id, value)"
+        ]
     found: dict[str, list[str]] = {}
 
     def report(kind: str, msg: str) -> None:
         found.setdefault(kind, []).append(msg)
 
     def blank(v) -> bool:
-        return v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA or str(v).strip() == ""
+        return (
+            v is None
+            or (isinstance(v, float) and np.isnan(v))
+            or v is pd.NA
+            or str(v).strip() == ""
+        )
 
     has_kind = "rater_kind" in df.columns
     for pos, rec in enumerate(df.to_dict("records"), start=1):
@@ -517,12 +595,18 @@ def validate_annotations(df: pd.DataFrame, scales: Mapping[str, dict] = SCALES, 
         if ids_missing:
             report("ids", f"row {pos}: missing {', '.join(ids_missing)}")
         if has_kind and not blank(rec["rater_kind"]) and rec["rater_kind"] not in RATER_KINDS:
-            report("kind", f"row {pos}: unknown rater_kind {rec['rater_kind']!r} (use {', '.join(RATER_KINDS)})")
+            report(
+                "kind",
+                f"row {pos}: unknown rater_kind {rec['rater_kind']!r} (use {', '.join(RATER_KINDS)})",
+            )
         dim = rec["dimension"]
         if blank(dim):
             continue
         if dim not in scales:
-            report("dimension", f"row {pos}: unknown dimension {dim!r} (known: {', '.join(sorted(scales))})")
+            report(
+                "dimension",
+                f"row {pos}: unknown dimension {dim!r} (known: {', '.join(sorted(scales))})",
+            )
             continue
         value = rec["value"]
         if blank(value):
@@ -544,13 +628,22 @@ def validate_annotations(df: pd.DataFrame, scales: Mapping[str, dict] = SCALES, 
                 hint = ""
                 if str(value).strip().lower() in {a.lower() for a in allowed}:
                     hint = " (spelling differs; normalize_labels fixes case and spaces)"
-                report("value", f"row {pos}: {dim} label {value!r} is not one of {', '.join(allowed)}{hint}")
+                report(
+                    "value",
+                    f"row {pos}: {dim} label {value!r} is not one of {', '.join(allowed)}{hint}",
+                )
     keyed = df[["item_id", "rater_id", "dimension"]].astype("str")
     dup = keyed.duplicated(keep=False)
     if dup.any():
-        for key, g in keyed[dup].groupby(["item_id", "rater_id", "dimension"], sort=True):
-            rows = ", ".join(str(i + 1) for i in np.flatnonzero(dup.to_numpy() & (keyed == list(key)).all(axis=1)))
-            report("duplicate", f"duplicate rating of item {key[0]!r} by {key[1]!r} on {key[2]!r} (rows {rows})")
+        for key, _g in keyed[dup].groupby(["item_id", "rater_id", "dimension"], sort=True):
+            rows = ", ".join(
+                str(i + 1)
+                for i in np.flatnonzero(dup.to_numpy() & (keyed == list(key)).all(axis=1))
+            )
+            report(
+                "duplicate",
+                f"duplicate rating of item {key[0]!r} by {key[1]!r} on {key[2]!r} (rows {rows})",
+            )
     problems: list[str] = []
     for kind in ("ids", "kind", "dimension", "value", "duplicate"):
         msgs = found.get(kind, [])

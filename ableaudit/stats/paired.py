@@ -74,7 +74,13 @@ GROUP_KEYS = ["task", "model_id", "arm", "metric"]
 SLICES = ("overall", "domain", "disability")
 ALL_SLICES = ("overall", "domain", "disability", "domain_disability")
 
-PAIR_COLUMNS = GROUP_KEYS + ["direction", "domain", "disability_id", "neutral_score", "disability_score"]
+PAIR_COLUMNS = GROUP_KEYS + [
+    "direction",
+    "domain",
+    "disability_id",
+    "neutral_score",
+    "disability_score",
+]
 
 SIGNIFICANCE_SCHEMA: dict[str, str] = {
     "task": "str",
@@ -111,7 +117,7 @@ MODEL_COMPARISON_SCHEMA: dict[str, str] = {
     "metric": "str",
     "k_models": "int64",
     "n_pairs": "int64",
-    "n_per_model": "str",      # JSON object {model_id: n pairs}
+    "n_per_model": "str",  # JSON object {model_id: n pairs}
     "mean_diff_per_model": "str",  # JSON object {model_id: mean(disability - neutral)}
     "anova_f": "float64",
     "anova_p": "float64",
@@ -317,7 +323,9 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
         if method == WILCOXON_PERMUTATION:
             row["wilcoxon_p"] = wilcoxon_exact_permutation_p(d)
         else:
-            res, warns, err = quiet_call(stats.wilcoxon, d, method="exact" if method == WILCOXON_EXACT else "asymptotic")
+            res, warns, err = quiet_call(
+                stats.wilcoxon, d, method="exact" if method == WILCOXON_EXACT else "asymptotic"
+            )
         if res is not None:
             row["wilcoxon_p"] = finite(res.pvalue)
         if np.isnan(row["wilcoxon_p"]):
@@ -336,7 +344,12 @@ def _slice_frames(df: pd.DataFrame, slices: Sequence[str]):
         elif name == "disability":
             yield name, df.assign(slice_value=df["disability_id"])
         elif name == "domain_disability":
-            yield name, df.assign(slice_value=df["domain"].astype("str") + "|" + df["disability_id"].astype("str"))
+            yield (
+                name,
+                df.assign(
+                    slice_value=df["domain"].astype("str") + "|" + df["disability_id"].astype("str")
+                ),
+            )
         else:
             raise ValueError(f"unknown slice {name!r}; known: {ALL_SLICES}")
 
@@ -374,8 +387,10 @@ def significance(
     own = pd.Series([f"__pair_{i}" for i in range(len(df))], dtype=object)
     df["_cluster"] = cl.where(cl.notna(), own).astype("str")
     # deterministic order: results must not depend on input row order
-    df = df.sort_values(GROUP_KEYS + ["_cluster", "domain", "disability_id", "neutral_score", "disability_score"],
-                        kind="mergesort").reset_index(drop=True)
+    df = df.sort_values(
+        GROUP_KEYS + ["_cluster", "domain", "disability_id", "neutral_score", "disability_score"],
+        kind="mergesort",
+    ).reset_index(drop=True)
 
     rows = []
     for slice_name, frame in _slice_frames(df, slices):
@@ -385,8 +400,11 @@ def significance(
             disability = g["disability_score"].to_numpy(dtype=float)
             row, why = _slice_stats(neutral, disability)
             low, high, ci_why = cluster_bootstrap_ci(
-                disability - neutral, g["_cluster"].to_numpy(), n_boot=n_boot,
-                seed=stable_seed(seed, *key, slice_name), level=level,
+                disability - neutral,
+                g["_cluster"].to_numpy(),
+                n_boot=n_boot,
+                seed=stable_seed(seed, *key, slice_name),
+                level=level,
             )
             if ci_why:
                 why.add("bootstrap_ci", ci_why)
@@ -432,16 +450,23 @@ def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
     when every model's differences are constant; F = 0 and p = 1 when the models'
     mean differences are equal (e.g. one checkpoint audited under two names).
     """
-    require_columns(pairs, ["task", "model_id", "arm", "metric", "neutral_score", "disability_score"],
-                    "model_comparison")
+    require_columns(
+        pairs,
+        ["task", "model_id", "arm", "metric", "neutral_score", "disability_score"],
+        "model_comparison",
+    )
     df = pairs.copy()
-    df["diff"] = (pd.to_numeric(df["disability_score"], errors="coerce")
-                  - pd.to_numeric(df["neutral_score"], errors="coerce")).astype(float)
+    df["diff"] = (
+        pd.to_numeric(df["disability_score"], errors="coerce")
+        - pd.to_numeric(df["neutral_score"], errors="coerce")
+    ).astype(float)
     df = df[np.isfinite(df["diff"])]
     rows = []
     for key, g in df.groupby(["task", "arm", "metric"], sort=True, dropna=False):
         key = group_key_values(key)
-        groups = {str(m): gg["diff"].to_numpy(dtype=float) for m, gg in g.groupby("model_id", sort=True)}
+        groups = {
+            str(m): gg["diff"].to_numpy(dtype=float) for m, gg in g.groupby("model_id", sort=True)
+        }
         n_total = int(sum(v.size for v in groups.values()))
         why = Reasons()
         f = p = float("nan")
@@ -453,11 +478,22 @@ def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
             f, p, anova_why = oneway_anova(list(groups.values()))
             if anova_why:
                 why.add("anova", anova_why)
-        rows.append({
-            "task": key[0], "arm": key[1], "metric": key[2],
-            "k_models": len(groups), "n_pairs": n_total,
-            "n_per_model": json.dumps({m: int(v.size) for m, v in groups.items()}, sort_keys=True),
-            "mean_diff_per_model": json.dumps({m: float(np.mean(v)) for m, v in groups.items()}, sort_keys=True),
-            "anova_f": f, "anova_p": p, "reason": why.text,
-        })
+        rows.append(
+            {
+                "task": key[0],
+                "arm": key[1],
+                "metric": key[2],
+                "k_models": len(groups),
+                "n_pairs": n_total,
+                "n_per_model": json.dumps(
+                    {m: int(v.size) for m, v in groups.items()}, sort_keys=True
+                ),
+                "mean_diff_per_model": json.dumps(
+                    {m: float(np.mean(v)) for m, v in groups.items()}, sort_keys=True
+                ),
+                "anova_f": f,
+                "anova_p": p,
+                "reason": why.text,
+            }
+        )
     return typed_frame(rows, MODEL_COMPARISON_SCHEMA)

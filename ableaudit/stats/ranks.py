@@ -91,9 +91,15 @@ def spearman_test(x, y, exact_max_n: int = EXACT_SPEARMAN_MAX_N) -> SpearmanResu
     res, warns, err = quiet_call(stats.spearmanr, x, y)
     rho = finite(res.statistic) if res is not None else nan
     if np.isnan(rho):
-        return SpearmanResult(nan, nan, None, str(err) if err else (warns[0] if warns else "undefined"))
+        return SpearmanResult(
+            nan, nan, None, str(err) if err else (warns[0] if warns else "undefined")
+        )
     if n <= exact_max_n:
         return SpearmanResult(rho, spearman_exact_p(x, y), SPEARMAN_EXACT, None)
     p = finite(res.pvalue)
-    return SpearmanResult(rho, p, SPEARMAN_T if not np.isnan(p) else None,
-                          None if not np.isnan(p) else (warns[0] if warns else "p undefined"))
+    return SpearmanResult(
+        rho,
+        p,
+        SPEARMAN_T if not np.isnan(p) else None,
+        None if not np.isnan(p) else (warns[0] if warns else "p undefined"),
+    )

@@ -23,7 +23,13 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ableaudit.stats._common import Reasons, group_key_values, is_zero_sd, require_columns, typed_frame
+from ableaudit.stats._common import (
+    Reasons,
+    group_key_values,
+    is_zero_sd,
+    require_columns,
+    typed_frame,
+)
 from ableaudit.stats.ranks import spearman_test
 
 MIN_MODELS = 3
@@ -70,16 +76,18 @@ def _schema(schema: dict[str, str], by: Sequence[str]) -> dict[str, str]:
     return {**{k: "str" for k in by}, **{k: v for k, v in schema.items() if k not in default}}
 
 
-def scaling_points(degradation: pd.DataFrame, sizes: pd.DataFrame,
-                   by: Sequence[str] = ("task", "arm", "metric")) -> pd.DataFrame:
+def scaling_points(
+    degradation: pd.DataFrame, sizes: pd.DataFrame, by: Sequence[str] = ("task", "arm", "metric")
+) -> pd.DataFrame:
     df = _joined(degradation, sizes, by)
     df = df[df["params_b"].notna() & df["degradation_pct"].notna()]
     df = df.sort_values(list(by) + ["params_b", "model_id"], kind="mergesort")
     return typed_frame(df, _schema(SCALING_POINTS_SCHEMA, by))
 
 
-def scaling(degradation: pd.DataFrame, sizes: pd.DataFrame,
-            by: Sequence[str] = ("task", "arm", "metric")) -> pd.DataFrame:
+def scaling(
+    degradation: pd.DataFrame, sizes: pd.DataFrame, by: Sequence[str] = ("task", "arm", "metric")
+) -> pd.DataFrame:
     by = list(by)
     df = _joined(degradation, sizes, by)
     rows = []
@@ -91,7 +99,9 @@ def scaling(degradation: pd.DataFrame, sizes: pd.DataFrame,
         rho = p = float("nan")
         method = None
         if len(ok) < MIN_MODELS:
-            why.add("spearman", f"fewer than {MIN_MODELS} models with a size and a degradation rate")
+            why.add(
+                "spearman", f"fewer than {MIN_MODELS} models with a size and a degradation rate"
+            )
         elif is_zero_sd(x):
             why.add("spearman", "all models have the same size")
         elif is_zero_sd(y):
@@ -100,8 +110,15 @@ def scaling(degradation: pd.DataFrame, sizes: pd.DataFrame,
             rho, p, method, reason = spearman_test(x, y)
             if reason:
                 why.add("spearman", reason)
-        rows.append({**dict(zip(by, key)), "n_models": int(len(ok)),
-                     "n_models_without_size": int(g.loc[g["params_b"].isna(), "model_id"].nunique()),
-                     "spearman_rho": rho, "spearman_p": p, "spearman_method": method,
-                     "reason": why.text})
+        rows.append(
+            {
+                **dict(zip(by, key)),
+                "n_models": int(len(ok)),
+                "n_models_without_size": int(g.loc[g["params_b"].isna(), "model_id"].nunique()),
+                "spearman_rho": rho,
+                "spearman_p": p,
+                "spearman_method": method,
+                "reason": why.text,
+            }
+        )
     return typed_frame(rows, _schema(SCALING_SCHEMA, by))

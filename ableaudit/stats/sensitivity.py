@@ -101,23 +101,27 @@ def threshold_sensitivity(
         direction, rule = _single(g["direction"]), _single(g["degradation_rule"])
         if direction is None:
             why.add("direction", "unknown or conflicting")
-        rows.append({
-            **dict(zip(keys, key[:-1])),
-            "direction": direction,
-            "threshold": float(key[-1]),
-            "degradation_rule": rule,
-            "n_pairs": n,
-            "n_degraded": n_deg,
-            "n_improved": n_imp,
-            "n_unchanged": n - n_deg - n_imp,
-            "degradation_pct": 100.0 * n_deg / n if n else float("nan"),
-            "improvement_pct": 100.0 * n_imp / n if n else float("nan"),
-            "sign_test_p": p,
-            "sign_test_method": SIGN_TEST_METHOD if not np.isnan(p) else None,
-            "reason": why.text,
-        })
+        rows.append(
+            {
+                **dict(zip(keys, key[:-1])),
+                "direction": direction,
+                "threshold": float(key[-1]),
+                "degradation_rule": rule,
+                "n_pairs": n,
+                "n_degraded": n_deg,
+                "n_improved": n_imp,
+                "n_unchanged": n - n_deg - n_imp,
+                "degradation_pct": 100.0 * n_deg / n if n else float("nan"),
+                "improvement_pct": 100.0 * n_imp / n if n else float("nan"),
+                "sign_test_p": p,
+                "sign_test_method": SIGN_TEST_METHOD if not np.isnan(p) else None,
+                "reason": why.text,
+            }
+        )
     schema = dict(THRESHOLD_SENSITIVITY_SCHEMA)
     if keys != ["task", "model_id", "arm", "metric"]:
-        schema = {**{k: "str" for k in keys}, **{k: v for k, v in schema.items()
-                                                 if k not in ("task", "model_id", "arm", "metric")}}
+        schema = {
+            **{k: "str" for k in keys},
+            **{k: v for k, v in schema.items() if k not in ("task", "model_id", "arm", "metric")},
+        }
     return typed_frame(rows, schema)

@@ -25,7 +25,6 @@ DEFAULT_WAREHOUSE = "warehouse/ableaudit.duckdb"
 WRITE_LOCK = threading.RLock()
 
 
-
 def warehouse_path(path: str | os.PathLike | None = None) -> Path:
     """Resolve the warehouse file: explicit path, then ABLEAUDIT_WAREHOUSE, then the default."""
     chosen = path or os.environ.get("ABLEAUDIT_WAREHOUSE") or DEFAULT_WAREHOUSE
@@ -36,9 +35,11 @@ def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw tables if they are missing, and add columns a newer version declares
     to an older warehouse's tables (idempotent)."""
     con.execute(raw_schema.ddl())
-    existing = set(con.execute(
-        "select table_name, column_name from information_schema.columns where table_schema = 'raw'"
-    ).fetchall())
+    existing = set(
+        con.execute(
+            "select table_name, column_name from information_schema.columns where table_schema = 'raw'"
+        ).fetchall()
+    )
     for statement in raw_schema.migrations(existing):
         con.execute(statement)
 
@@ -50,7 +51,13 @@ def lock_holder(err: BaseException) -> str:
         return "another process"
     pid = int(match.group(1))
     try:
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        cmd = (
+            Path(f"/proc/{pid}/cmdline")
+            .read_bytes()
+            .replace(b"\0", b" ")
+            .decode(errors="replace")
+            .strip()
+        )
     except OSError:
         cmd = ""
     return f"process {pid}" + (f" ({cmd[:200]})" if cmd else "")

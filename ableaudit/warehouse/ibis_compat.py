@@ -30,16 +30,16 @@ class _Compat:
             warnings.simplefilter("ignore", UserWarning)
             return self._inner.to_arrow_table(*args, **kw)
 
-    def execute(self, *args: Any, **kw: Any) -> "_Compat":
+    def execute(self, *args: Any, **kw: Any) -> _Compat:
         return _Compat(self._inner.execute(*args, **kw))
 
     def sql(self, *args: Any, **kw: Any) -> Any:
         return self._inner.sql(*args, **kw)
 
-    def cursor(self) -> "_Compat":
+    def cursor(self) -> _Compat:
         return _Compat(self._inner.cursor())
 
-    def __enter__(self) -> "_Compat":
+    def __enter__(self) -> _Compat:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -55,7 +55,9 @@ class _Compat:
 
 
 def _wrap(backend: Any) -> Any:
-    if not hasattr(duckdb.DuckDBPyConnection, "fetch_arrow_table") and not isinstance(backend.con, _Compat):
+    if not hasattr(duckdb.DuckDBPyConnection, "fetch_arrow_table") and not isinstance(
+        backend.con, _Compat
+    ):
         backend.con = _Compat(backend.con)
     return backend
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import duckdb
-
 import pyarrow as pa
 
 from ableaudit.records import GenerationResult, LandingReport, PlannedGeneration
@@ -32,10 +31,13 @@ GENERATION_COLUMNS: dict[str, pa.DataType] = raw_schema.table("generations").arr
 JUDGMENT_COLUMNS: dict[str, pa.DataType] = raw_schema.table("judgments").arrow_columns()
 
 
-
-def result_row(plan: PlannedGeneration, result: GenerationResult, run_id: str | None, source: str = "generated") -> dict[str, Any]:
+def result_row(
+    plan: PlannedGeneration, result: GenerationResult, run_id: str | None, source: str = "generated"
+) -> dict[str, Any]:
     if result.key != plan.generation_id:
-        raise ValueError(f"result for {result.key} does not belong to planned generation {plan.generation_id}")
+        raise ValueError(
+            f"result for {result.key} does not belong to planned generation {plan.generation_id}"
+        )
     row = plan.as_row()
     row.update(
         run_id=run_id,
@@ -121,7 +123,9 @@ def land_keyed(
     seen: dict[str, dict[str, Any]] = {}
     for r in rows:
         prior = seen.get(r[key])
-        if prior is None or (prior.get(status_column) == "error" and r.get(status_column) != "error"):
+        if prior is None or (
+            prior.get(status_column) == "error" and r.get(status_column) != "error"
+        ):
             seen[r[key]] = r
     unique = list(seen.values())
     batch = _arrow(unique, columns)
@@ -130,7 +134,9 @@ def land_keyed(
     with writing(warehouse) as con:
         con.register("incoming", batch)
         before = dict(
-            con.execute(f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})").fetchall()
+            con.execute(
+                f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})"
+            ).fetchall()
         )
         con.execute(
             f"insert into raw.{table} ({cols}) select {cols} from incoming "
@@ -155,9 +161,16 @@ def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> L
     """Land generation rows; every failed attempt is also kept in raw.generation_errors."""
     bad = [r.get("status") for r in rows if r.get("status") not in ("ok", "empty", "error")]
     if bad:
-        raise ValueError(f"generation status must be ok, empty or error; got {sorted(set(map(str, bad)))}")
+        raise ValueError(
+            f"generation status must be ok, empty or error; got {sorted(set(map(str, bad)))}"
+        )
     return land_keyed(
-        warehouse, "generations", "generation_id", "status", GENERATION_COLUMNS, rows,
+        warehouse,
+        "generations",
+        "generation_id",
+        "status",
+        GENERATION_COLUMNS,
+        rows,
         also=[
             "insert into raw.generation_errors (generation_id, run_id, error_message) "
             "select generation_id, run_id, error_message from incoming where status = 'error'",
@@ -182,9 +195,13 @@ def _check(rows: Sequence[dict[str, Any]]) -> None:
         elif cs == "error" and (ps is not None or r.get("parsed_json") is not None):
             problems.append(f"{r.get('judgment_id')}: an error row has no parse result")
         elif cs == "ok" and ps not in ("parsed", "repaired", "unparseable"):
-            problems.append(f"{r.get('judgment_id')}: parse_status {ps!r} is not parsed|repaired|unparseable")
+            problems.append(
+                f"{r.get('judgment_id')}: parse_status {ps!r} is not parsed|repaired|unparseable"
+            )
         elif ps == "unparseable" and r.get("parsed_json") is not None:
-            problems.append(f"{r.get('judgment_id')}: an unparseable verdict cannot carry parsed_json")
+            problems.append(
+                f"{r.get('judgment_id')}: an unparseable verdict cannot carry parsed_json"
+            )
         if r.get("judge_kind") not in ("rubric", "contrastive"):
             problems.append(f"{r.get('judgment_id')}: judge_kind {r.get('judge_kind')!r}")
     if problems:
@@ -226,7 +243,9 @@ LEASE_S = 30 * 60.0
 host a run holds it while its process lives."""
 
 
-def _run_alive(host: str | None, pid: int | None, heartbeat_age_s: float | None, lease_s: float) -> bool:
+def _run_alive(
+    host: str | None, pid: int | None, heartbeat_age_s: float | None, lease_s: float
+) -> bool:
     if host == socket.gethostname() and pid is not None:
         try:
             os.kill(pid, 0)
@@ -238,7 +257,9 @@ def _run_alive(host: str | None, pid: int | None, heartbeat_age_s: float | None,
     return heartbeat_age_s is not None and heartbeat_age_s < lease_s
 
 
-def start_run(warehouse: str | Path, run_id: str, config_json: str, lease_s: float = LEASE_S) -> list[str]:
+def start_run(
+    warehouse: str | Path, run_id: str, config_json: str, lease_s: float = LEASE_S
+) -> list[str]:
     """Take the warehouse for a run: its row, 'running' until ``finish_run``.
 
     One audit runs on a warehouse at a time: a live run (its process alive on this
@@ -249,18 +270,24 @@ def start_run(warehouse: str | Path, run_id: str, config_json: str, lease_s: flo
     with writing(warehouse) as con:
         others = con.execute(
             "select run_id, host, pid, started_at, date_diff('second', heartbeat_at, now()::timestamp) "
-            "from raw.runs where status = 'running' and run_id <> ?", [run_id]).fetchall()
+            "from raw.runs where status = 'running' and run_id <> ?",
+            [run_id],
+        ).fetchall()
         dead = []
         for other, host, pid, started, age in others:
             if _run_alive(host, pid, age, lease_s):
                 raise RunConflict(
                     f"run {other} (started {started:%Y-%m-%d %H:%M:%S}, process {pid} on {host}) is still auditing "
                     f"this warehouse; wait for it to finish, or stop that process. A run whose process died is "
-                    "released automatically.")
+                    "released automatically."
+                )
             dead.append(other)
         if dead:
-            con.execute("update raw.runs set status = 'interrupted', finished_at = coalesce(heartbeat_at, started_at) "
-                        "where run_id in (select unnest(?::varchar[]))", [dead])
+            con.execute(
+                "update raw.runs set status = 'interrupted', finished_at = coalesce(heartbeat_at, started_at) "
+                "where run_id in (select unnest(?::varchar[]))",
+                [dead],
+            )
         con.execute(
             "insert into raw.runs (run_id, config_json, status, host, pid, heartbeat_at) "
             "values (?, ?, 'running', ?, ?, now()) on conflict (run_id) do update set status = 'running', "
@@ -272,14 +299,21 @@ def start_run(warehouse: str | Path, run_id: str, config_json: str, lease_s: flo
 
 def finish_run(warehouse: str | Path, run_id: str, status: str) -> None:
     with writing(warehouse) as con:
-        con.execute("update raw.runs set status = ?, finished_at = current_timestamp where run_id = ?", [status, run_id])
+        con.execute(
+            "update raw.runs set status = ?, finished_at = current_timestamp where run_id = ?",
+            [status, run_id],
+        )
 
 
 # --------------------------------------------------------------------------- reference data
 
 
-def replace_query_set(warehouse: str | Path | None, query_set: str, rows: Sequence[dict[str, Any]],
-                      source_file: str | None) -> int:
+def replace_query_set(
+    warehouse: str | Path | None,
+    query_set: str,
+    rows: Sequence[dict[str, Any]],
+    source_file: str | None,
+) -> int:
     """Make ``raw.external_queries`` hold exactly ``rows`` for ``query_set`` (validated by the caller)."""
     with writing(warehouse) as con:
         con.execute("delete from raw.external_queries where query_set = ?", [query_set])
@@ -288,53 +322,96 @@ def replace_query_set(warehouse: str | Path | None, query_set: str, rows: Sequen
                 "insert into raw.external_queries "
                 "(query_set, query_id, domain, persona, disability_id, prompt_text, source_file) "
                 "values (?, ?, ?, ?, ?, ?, ?)",
-                [[query_set, r.get("query_id"), r.get("domain"), r.get("persona"),
-                  r.get("disability_id"), r.get("prompt_text"), source_file] for r in rows],
+                [
+                    [
+                        query_set,
+                        r.get("query_id"),
+                        r.get("domain"),
+                        r.get("persona"),
+                        r.get("disability_id"),
+                        r.get("prompt_text"),
+                        source_file,
+                    ]
+                    for r in rows
+                ],
             )
     return len(rows)
 
 
-def replace_images(warehouse: str | Path | None, image_set: str, rows: Sequence[dict[str, Any]],
-                   stale_ids: Sequence[str]) -> None:
+def replace_images(
+    warehouse: str | Path | None,
+    image_set: str,
+    rows: Sequence[dict[str, Any]],
+    stale_ids: Sequence[str],
+) -> None:
     """Remove ``stale_ids`` of ``image_set`` and insert ``rows`` (validated by the caller)."""
     images = raw_schema.table("images").arrow_columns()
     with writing(warehouse) as con:
         if stale_ids:
-            con.executemany("delete from raw.images where image_set = ? and image_id = ?",
-                            [[image_set, i] for i in stale_ids])
+            con.executemany(
+                "delete from raw.images where image_set = ? and image_id = ?",
+                [[image_set, i] for i in stale_ids],
+            )
         if rows:
             con.register("incoming_images", _arrow(rows, images))
             cols = ", ".join(images)
             con.execute(f"insert into raw.images ({cols}) select {cols} from incoming_images")
 
 
-def land_annotations(warehouse: str | Path | None, rows: Sequence[dict[str, Any]]) -> tuple[int, int, list[dict]]:
+def land_annotations(
+    warehouse: str | Path | None, rows: Sequence[dict[str, Any]]
+) -> tuple[int, int, list[dict]]:
     """Insert new ratings and update changed ones; returns (inserted, unchanged, replaced) where
     ``replaced`` lists each changed rating with its old and new value."""
     columns = raw_schema.table("annotations").arrow_columns()
     with writing(warehouse) as con:
         con.register("annotation_incoming", _arrow(rows, columns))
-        existing = dict(con.execute(
-            "select a.annotation_id, a.value from raw.annotations a "
-            "inner join annotation_incoming i on i.annotation_id = a.annotation_id").fetchall())
+        existing = dict(
+            con.execute(
+                "select a.annotation_id, a.value from raw.annotations a "
+                "inner join annotation_incoming i on i.annotation_id = a.annotation_id"
+            ).fetchall()
+        )
         new = [r["annotation_id"] for r in rows if r["annotation_id"] not in existing]
-        changed = [r for r in rows if r["annotation_id"] in existing and existing[r["annotation_id"]] != r["value"]]
+        changed = [
+            r
+            for r in rows
+            if r["annotation_id"] in existing and existing[r["annotation_id"]] != r["value"]
+        ]
         if new:
-            con.execute("insert into raw.annotations by name "
-                        "select i.*, current_timestamp as loaded_at from annotation_incoming i "
-                        "where i.annotation_id in (select unnest(?::varchar[]))", [new])
+            con.execute(
+                "insert into raw.annotations by name "
+                "select i.*, current_timestamp as loaded_at from annotation_incoming i "
+                "where i.annotation_id in (select unnest(?::varchar[]))",
+                [new],
+            )
         if changed:
-            con.execute("update raw.annotations as a set value = i.value, value_num = i.value_num, "
-                        "batch_id = i.batch_id, source_file = i.source_file, loaded_at = current_timestamp "
-                        "from annotation_incoming i where a.annotation_id = i.annotation_id "
-                        "and a.annotation_id in (select unnest(?::varchar[]))", [[r["annotation_id"] for r in changed]])
-    replaced = [{"item_id": r["item_id"], "dimension": r["dimension"], "annotator_id": r["annotator_id"],
-                 "old_value": existing[r["annotation_id"]], "new_value": r["value"]} for r in changed]
+            con.execute(
+                "update raw.annotations as a set value = i.value, value_num = i.value_num, "
+                "batch_id = i.batch_id, source_file = i.source_file, loaded_at = current_timestamp "
+                "from annotation_incoming i where a.annotation_id = i.annotation_id "
+                "and a.annotation_id in (select unnest(?::varchar[]))",
+                [[r["annotation_id"] for r in changed]],
+            )
+    replaced = [
+        {
+            "item_id": r["item_id"],
+            "dimension": r["dimension"],
+            "annotator_id": r["annotator_id"],
+            "old_value": existing[r["annotation_id"]],
+            "new_value": r["value"],
+        }
+        for r in changed
+    ]
     return len(new), len(rows) - len(new) - len(changed), replaced
 
 
-def add_adapter(warehouse: str | Path | None, name: str, kind: str,
-                place: Callable[[int], tuple[dict[str, Any], Callable[[], None]]]) -> dict[str, Any]:
+def add_adapter(
+    warehouse: str | Path | None,
+    name: str,
+    kind: str,
+    place: Callable[[int], tuple[dict[str, Any], Callable[[], None]]],
+) -> dict[str, Any]:
     """Register the next version of adapter ``name``: ``place(version)`` puts its files in
     place and returns its row and how to undo that; the row lands in the same transaction,
     and a failure undoes the placing. Returns the row as landed (with ``created_at``)."""
@@ -343,17 +420,29 @@ def add_adapter(warehouse: str | Path | None, name: str, kind: str,
     undo: Callable[[], None] | None = None
     try:
         with writing(warehouse) as con:
-            kinds = {k for (k,) in con.execute("select distinct kind from raw.adapters where name = ?", [name]).fetchall()}
+            kinds = {
+                k
+                for (k,) in con.execute(
+                    "select distinct kind from raw.adapters where name = ?", [name]
+                ).fetchall()
+            }
             if kinds - {kind}:
-                raise RegistryError(f"adapter name {name!r} is already used by a {sorted(kinds)[0]} adapter; "
-                                    "choose another name")
-            (latest,) = con.execute("select coalesce(max(version), 0) from raw.adapters where name = ?", [name]).fetchone()
+                raise RegistryError(
+                    f"adapter name {name!r} is already used by a {sorted(kinds)[0]} adapter; "
+                    "choose another name"
+                )
+            (latest,) = con.execute(
+                "select coalesce(max(version), 0) from raw.adapters where name = ?", [name]
+            ).fetchone()
             row, undo = place(int(latest) + 1)
             cols = [c.name for c in raw_schema.table("adapters").landed()]
-            con.execute(f"insert into raw.adapters ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
-                        [row[c] for c in cols])
-            (created,) = con.execute("select created_at from raw.adapters where adapter_id = ?",
-                                     [row["adapter_id"]]).fetchone()
+            con.execute(
+                f"insert into raw.adapters ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
+                [row[c] for c in cols],
+            )
+            (created,) = con.execute(
+                "select created_at from raw.adapters where adapter_id = ?", [row["adapter_id"]]
+            ).fetchone()
     except BaseException:
         if undo is not None:
             undo()
@@ -361,11 +450,16 @@ def add_adapter(warehouse: str | Path | None, name: str, kind: str,
     return {**row, "created_at": created}
 
 
-def update_judgment_parses(warehouse: str | Path, changed: Sequence[tuple[str, str | None, str | None, str]]) -> None:
+def update_judgment_parses(
+    warehouse: str | Path, changed: Sequence[tuple[str, str | None, str | None, str]]
+) -> None:
     """Rewrite (parse_status, parsed_json, parse_notes) of landed verdicts, keyed by judgment_id
     (the judge's own text is never changed)."""
     if not changed:
         return
     with writing(warehouse) as con:
-        con.executemany("update raw.judgments set parse_status = ?, parsed_json = ?, parse_notes = ? "
-                        "where judgment_id = ?", list(changed))
+        con.executemany(
+            "update raw.judgments set parse_status = ?, parsed_json = ?, parse_notes = ? "
+            "where judgment_id = ?",
+            list(changed),
+        )

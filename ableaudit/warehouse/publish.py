@@ -104,7 +104,9 @@ def resolve_storage_version(storage_version: str | None = None) -> str:
     A bare '1.2.0' means 'v1.2.0'; 'latest' is the project's own DuckDB's format
     (which DuckDB 1.x clients refuse).
     """
-    chosen = (storage_version or os.environ.get(STORAGE_VERSION_ENV) or DEFAULT_STORAGE_VERSION).strip()
+    chosen = (
+        storage_version or os.environ.get(STORAGE_VERSION_ENV) or DEFAULT_STORAGE_VERSION
+    ).strip()
     if re.fullmatch(r"\d+\.\d+\.\d+", chosen):
         chosen = "v" + chosen
     return chosen
@@ -157,7 +159,9 @@ def remove_stale_temps(*folders: Path) -> list[Path]:
                 path.unlink(missing_ok=True)
                 removed.append(path)
     if removed:
-        log.info("removed temporary files of killed publishes: %s", ", ".join(str(p) for p in removed))
+        log.info(
+            "removed temporary files of killed publishes: %s", ", ".join(str(p) for p in removed)
+        )
     return removed
 
 
@@ -199,7 +203,8 @@ def _parquet_select(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> s
         [_COPY, schema, name],
     ).fetchall()
     select = [
-        f"cast({_quote(c)} as bigint) as {_quote(c)}" if t in ("HUGEINT", "UHUGEINT") else _quote(c) for c, t in columns
+        f"cast({_quote(c)} as bigint) as {_quote(c)}" if t in ("HUGEINT", "UHUGEINT") else _quote(c)
+        for c, t in columns
     ]
     return f"select {', '.join(select)} from {_COPY}.{_quote(schema)}.{_quote(name)}"
 
@@ -217,7 +222,8 @@ def _copy_relation(
             log.warning("left out of the published copy: %s.%s (%s)", schema, name, note)
             return PublishedRelation(schema, name, kind, False, None, (), note)
     columns = [
-        c for (c,) in con.execute(
+        c
+        for (c,) in con.execute(
             "select column_name from duckdb_columns() where database_name = ? and schema_name = ? "
             "and table_name = ? order by column_index",
             [catalog, schema, name],
@@ -242,7 +248,9 @@ def _copy_relation(
     return PublishedRelation(schema, name, kind, True, int(n_rows), withheld, note)
 
 
-def _write_manifest(con: duckdb.DuckDBPyConnection, rows: list[PublishedRelation], version: str) -> None:
+def _write_manifest(
+    con: duckdb.DuckDBPyConnection, rows: list[PublishedRelation], version: str
+) -> None:
     table = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
     con.execute(f"create schema {_COPY}.{_quote(MANIFEST_SCHEMA)}")
     con.execute(
@@ -264,7 +272,17 @@ def _write_manifest(con: duckdb.DuckDBPyConnection, rows: list[PublishedRelation
     con.executemany(
         f"insert into {table} values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (r.schema, r.name, r.kind, r.published, r.n_rows, ", ".join(r.withheld_columns) or None, r.note, version, now)
+            (
+                r.schema,
+                r.name,
+                r.kind,
+                r.published,
+                r.n_rows,
+                ", ".join(r.withheld_columns) or None,
+                r.note,
+                version,
+                now,
+            )
             for r in rows
         ],
     )
@@ -310,15 +328,23 @@ def publish(
         kinds = {(schema, name): kind for schema, name, kind in relations}
         missing = [m for m in mart_names() if kinds.get(("main", m)) != "table"]
         if missing:
-            raise RuntimeError(f"marts {missing} are not tables in {src}; run `ableaudit build` before publishing")
+            raise RuntimeError(
+                f"marts {missing} are not tables in {src}; run `ableaudit build` before publishing"
+            )
         extra = [_split(r) for r in EXTRA_RELATIONS]
         absent = [f"{s}.{n}" for s, n in extra if (s, n) not in kinds]
         if absent:
-            raise RuntimeError(f"relations {absent} to export are not in {src}; run `ableaudit build` before publishing")
+            raise RuntimeError(
+                f"relations {absent} to export are not in {src}; run `ableaudit build` before publishing"
+            )
         if (MANIFEST_SCHEMA, MANIFEST_TABLE) in kinds:
-            raise RuntimeError(f"{src} has its own {MANIFEST_SCHEMA}.{MANIFEST_TABLE}, the name the copy's manifest takes")
+            raise RuntimeError(
+                f"{src} has its own {MANIFEST_SCHEMA}.{MANIFEST_TABLE}, the name the copy's manifest takes"
+            )
         try:
-            con.execute(f"attach {_literal(str(tmp))} as {_COPY} (storage_version {_literal(version)})")
+            con.execute(
+                f"attach {_literal(str(tmp))} as {_COPY} (storage_version {_literal(version)})"
+            )
         except duckdb.Error as err:
             if "version" not in str(err).lower():
                 raise RuntimeError(f"cannot write the published copy {tmp} ({err})") from None
@@ -336,7 +362,9 @@ def publish(
             stem = _parquet_stem(schema, name)
             part = parquet_dir / f".{stem}.{pid}.tmp.parquet"
             written.append((part, parquet_dir / f"{stem}.parquet"))
-            con.execute(f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} (format parquet)")
+            con.execute(
+                f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} (format parquet)"
+            )
         con.execute(f"detach {_COPY}")
     except BaseException:
         con.close()

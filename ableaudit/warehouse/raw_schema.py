@@ -81,7 +81,9 @@ class Table:
         return f"create table if not exists raw.{self.name} (\n" + ",\n".join(lines) + "\n);"
 
 
-def _c(name: str, type_: str, doc: str, required: bool = False, default: str | None = None) -> Column:
+def _c(
+    name: str, type_: str, doc: str, required: bool = False, default: str | None = None
+) -> Column:
     return Column(name, type_, doc, required, default)
 
 
@@ -99,16 +101,27 @@ TABLES: tuple[Table, ...] = (
             _c("target", "varchar", "The target's name in the audit config.", True),
             _c("model_id", "varchar", "The model's name in every mart.", True),
             _c("backend", "varchar", "transformers | llamacpp | openai | vllm | import.", True),
-            _c("model_revision", "varchar", "What answered, as the backend reports it (served checkpoint, API model "
-               "version, file digest); the planned fingerprint when the backend reports nothing."),
+            _c(
+                "model_revision",
+                "varchar",
+                "What answered, as the backend reports it (served checkpoint, API model "
+                "version, file digest); the planned fingerprint when the backend reports nothing.",
+            ),
             _c("adapter", "varchar", "The peft adapter path or id, if any."),
             _c("arm", "varchar", "'baseline' or a mitigation arm's name.", True),
-            _c("query_set", "varchar", "'ableaudit' | 'accesseval' | a user set; the image set for vision.", True),
+            _c(
+                "query_set",
+                "varchar",
+                "'ableaudit' | 'accesseval' | a user set; the image set for vision.",
+                True,
+            ),
             _c("query_id", "varchar", "The query (text) or image (vision) id.", True),
             _c("domain", "varchar", "The query's domain (text) or the image's category (vision)."),
             _c("disability_id", "varchar", "Null for the neutral prompt."),
             _c("condition", "varchar", "'neutral' | 'disability'.", True),
-            _c("prompt_id", "varchar", "The prompt's id in int_prompts / int_vision_prompts.", True),
+            _c(
+                "prompt_id", "varchar", "The prompt's id in int_prompts / int_vision_prompts.", True
+            ),
             _c("system_prompt", "varchar", "The arm's system prompt."),
             _c("prompt_text", "varchar", "The user message.", True),
             _c("temperature", "double", "Sampling temperature."),
@@ -161,7 +174,11 @@ TABLES: tuple[Table, ...] = (
         "version and the texts judged. An 'error' call is replaced by a later attempt; an 'ok' row is never "
         "replaced. Column tests live on stg_raw__judgments.",
         (
-            _c("judgment_id", "varchar", "sha256 of judge model and revision, prompt version, subject texts."),
+            _c(
+                "judgment_id",
+                "varchar",
+                "sha256 of judge model and revision, prompt version, subject texts.",
+            ),
             _c("judge_kind", "varchar", "'rubric' | 'contrastive'.", True),
             _c("judge_name", "varchar", "The judge's name in the config.", True),
             _c("judge_model", "varchar", "The judge's model.", True),
@@ -169,11 +186,17 @@ TABLES: tuple[Table, ...] = (
             _c("prompt_version", "varchar", "Digest of the judge's prompt.", True),
             _c("generation_id", "varchar", "Rubric: the response judged."),
             _c("neutral_generation_id", "varchar", "Contrastive: response A (neutral)."),
-            _c("disability_generation_id", "varchar", "Contrastive: response B (disability-aware)."),
+            _c(
+                "disability_generation_id", "varchar", "Contrastive: response B (disability-aware)."
+            ),
             _c("subject_hash", "varchar", "sha256 of the texts judged.", True),
             _c("raw_output", "varchar", "The judge's own text, verbatim."),
             _c("call_status", "varchar", "'ok' | 'error' (the call itself).", True),
-            _c("parse_status", "varchar", "'parsed' | 'repaired' | 'unparseable'; null when the call failed."),
+            _c(
+                "parse_status",
+                "varchar",
+                "'parsed' | 'repaired' | 'unparseable'; null when the call failed.",
+            ),
             _c("parsed_json", "varchar", "The validated verdict, canonical JSON."),
             _c("parse_notes", "varchar", "Why repaired or unparseable; spans not found."),
             _c("error_message", "varchar", "Why the call failed."),
@@ -189,9 +212,19 @@ TABLES: tuple[Table, ...] = (
         "dimension and annotator. Column tests live on stg_raw__annotations.",
         (
             _c("annotation_id", "varchar", "sha256 of item_id, dimension, annotator_id."),
-            _c("item_id", "varchar", "A generation_id (rubric dimensions) or a pair_id (contrastive).", True),
+            _c(
+                "item_id",
+                "varchar",
+                "A generation_id (rubric dimensions) or a pair_id (contrastive).",
+                True,
+            ),
             _c("item_kind", "varchar", "'generation' | 'pair'.", True),
-            _c("dimension", "varchar", "judge_score | interpret | stereotype | framing | abstain.", True),
+            _c(
+                "dimension",
+                "varchar",
+                "judge_score | interpret | stereotype | framing | abstain.",
+                True,
+            ),
             _c("annotator_id", "varchar", "Who rated.", True),
             _c("value", "varchar", "As given: the normalised label, or the number as text.", True),
             _c("value_num", "double", "The numeric value (scores; ordinal position for labels)."),
@@ -207,16 +240,42 @@ TABLES: tuple[Table, ...] = (
         "manifest CSV. Column tests live on stg_raw__images.",
         (
             _c("image_set", "varchar", "E.g. 'pairs'; a vision generation's query_set.", True),
-            _c("image_id", "varchar", "A vision generation's query_id (PAIRS: '<category>/<scenario>/<stem>').", True),
-            _c("rel_path", "varchar", "POSIX path under the image root (never absolute, never '..').", True),
-            _c("sha256", "varchar", "Of the file's bytes; part of every vision generation's key.", True),
+            _c(
+                "image_id",
+                "varchar",
+                "A vision generation's query_id (PAIRS: '<category>/<scenario>/<stem>').",
+                True,
+            ),
+            _c(
+                "rel_path",
+                "varchar",
+                "POSIX path under the image root (never absolute, never '..').",
+                True,
+            ),
+            _c(
+                "sha256",
+                "varchar",
+                "Of the file's bytes; part of every vision generation's key.",
+                True,
+            ),
             _c("width", "integer", "Pixels, from the file header."),
             _c("height", "integer", "Pixels, from the file header."),
-            _c("scenario", "varchar", "PAIRS: the scenario folder; never an identity source.", True),
-            _c("category", "varchar", "PAIRS: occupations | status | potential_crime; a generation's domain.", True),
+            _c(
+                "scenario", "varchar", "PAIRS: the scenario folder; never an identity source.", True
+            ),
+            _c(
+                "category",
+                "varchar",
+                "PAIRS: occupations | status | potential_crime; a generation's domain.",
+                True,
+            ),
             _c("gender", "varchar", "From the file name (PAIRS) or the manifest.", True),
             _c("race", "varchar", "From the file name (PAIRS) or the manifest.", True),
-            _c("extra_json", "varchar", "Any other identity columns of the manifest, canonical JSON object."),
+            _c(
+                "extra_json",
+                "varchar",
+                "Any other identity columns of the manifest, canonical JSON object.",
+            ),
             _c("loader", "varchar", "'pairs_tree' | 'manifest'.", True),
             _c("source", "varchar", "The tree root or manifest file loaded."),
             _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
@@ -232,12 +291,26 @@ TABLES: tuple[Table, ...] = (
             _c("kind", "varchar", "'detector' | 'dpo'.", True),
             _c("name", "varchar", "The adapter family; versions count up per name.", True),
             _c("version", "integer", "1, 2, ... per name.", True),
-            _c("base_model", "varchar", "HF id, local path or builtin: name the adapter applies to.", True),
+            _c(
+                "base_model",
+                "varchar",
+                "HF id, local path or builtin: name the adapter applies to.",
+                True,
+            ),
             _c("base_fingerprint", "varchar", "What pins the base weights."),
             _c("path", "varchar", "The adapter's folder.", True),
-            _c("data_snapshot", "varchar", "JSON: sha256 of the training rows, their count, their source.", True),
+            _c(
+                "data_snapshot",
+                "varchar",
+                "JSON: sha256 of the training rows, their count, their source.",
+                True,
+            ),
             _c("split_json", "varchar", "JSON: how train and test were split."),
-            _c("metrics_json", "varchar", "JSON: held-out metrics (detector) or training log (dpo)."),
+            _c(
+                "metrics_json",
+                "varchar",
+                "JSON: held-out metrics (detector) or training log (dpo).",
+            ),
             _c("params_json", "varchar", "JSON: every training parameter."),
             _c("created_at", "timestamp", "When it was registered.", True, _NOW),
         ),
@@ -251,7 +324,11 @@ TABLES: tuple[Table, ...] = (
             _c("config_json", "varchar", "The run's config.", True),
             _c("started_at", "timestamp", "When it started.", True, _NOW),
             _c("finished_at", "timestamp", "When it ended."),
-            _c("status", "varchar", "'running' | 'completed' | 'failed' | 'interrupted' (found dead by a later run)."),
+            _c(
+                "status",
+                "varchar",
+                "'running' | 'completed' | 'failed' | 'interrupted' (found dead by a later run).",
+            ),
             _c("host", "varchar", "The machine the run's process runs on."),
             _c("pid", "integer", "The run's process id on that host."),
             _c("heartbeat_at", "timestamp", "When the run last landed something (its lease)."),
@@ -304,13 +381,15 @@ def sources_yml() -> str:
         tables.append({"name": t.name, "description": t.doc, "columns": columns})
     doc = {
         "version": 2,
-        "sources": [{
-            "name": "raw",
-            "description": "The only tables Python writes, through ableaudit.warehouse.landing. Created by the "
-            "dbt-duckdb plugin when dbt connects, so a fresh warehouse builds.",
-            "schema": "raw",
-            "tables": tables,
-        }],
+        "sources": [
+            {
+                "name": "raw",
+                "description": "The only tables Python writes, through ableaudit.warehouse.landing. Created by the "
+                "dbt-duckdb plugin when dbt connects, so a fresh warehouse builds.",
+                "schema": "raw",
+                "tables": tables,
+            }
+        ],
     }
     header = "# Generated from ableaudit/warehouse/raw_schema.py: python -m ableaudit.warehouse.raw_schema\n"
     return header + yaml.safe_dump(doc, sort_keys=False, width=100, allow_unicode=True)

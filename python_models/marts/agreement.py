@@ -11,5 +11,7 @@ from ableaudit.stats import PAIRWISE_SCHEMA, SCALES, pairwise_agreement
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    ratings = read(dbt.ref("int_ratings"), ["item_id", "dimension", "rater_id", "rater_kind", "value"])
+    ratings = read(
+        dbt.ref("int_ratings"), ["item_id", "dimension", "rater_id", "rater_kind", "value"]
+    )
     return to_arrow(pairwise_agreement(ratings, scales=SCALES), PAIRWISE_SCHEMA)

@@ -16,6 +16,8 @@ KINDS = ("human", "judge", "detector")
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    ratings = read(dbt.ref("int_ratings"), ["item_id", "dimension", "rater_id", "rater_kind", "value"])
+    ratings = read(
+        dbt.ref("int_ratings"), ["item_id", "dimension", "rater_id", "rater_kind", "value"]
+    )
     parts = [annotator_agreement(ratings, scales=SCALES, kinds=(kind,)) for kind in KINDS]
     return to_arrow(pd.concat(parts, ignore_index=True), ANNOTATOR_SCHEMA)

@@ -25,15 +25,20 @@ def model(dbt, session):
     )
     dbt.ref("int_pair_texts")  # declares the dependency for dbt's DAG
     choice = dbt.config.meta_get("detector_adapter")
-    configured_batch = dbt.config.meta_get("detector_batch_size")  # alone on its line: dbt parses these calls
+    configured_batch = dbt.config.meta_get(
+        "detector_batch_size"
+    )  # alone on its line: dbt parses these calls
     batch_size = int(configured_batch or 64)
 
     raw_con = getattr(session, "_cursor", session)
     adapter = resolve_adapter(list_adapters(con=raw_con, kind="detector"), choice, "detector")
     reason = None
     if adapter is None:
-        reason = ("var detector_adapter is empty: no detector chosen" if (choice or "").strip().lower() in ("", "none")
-                  else "no detector adapter registered; run the train-detector flow")
+        reason = (
+            "var detector_adapter is empty: no detector chosen"
+            if (choice or "").strip().lower() in ("", "none")
+            else "no detector adapter registered; run the train-detector flow"
+        )
 
     con = ibis_compat.from_connection(raw_con)
     where = (dbt.this.database, dbt.this.schema)
@@ -46,13 +51,21 @@ def model(dbt, session):
     columns = pairs.columns
     if adapter is not None and dbt.is_incremental:
         this = con.table(dbt.this.identifier, database=where)
-        done = this.filter((this.adapter_id == adapter.adapter_id) & this.status.isin(list(FINAL_STATUSES)))
-        done = done.select(d_pair_id=done.pair_id, d_neutral=done.neutral_generation_id,
-                           d_disability=done.disability_generation_id)
-        pairs = pairs.anti_join(done, [
-            pairs.pair_id == done.d_pair_id,
-            pairs.neutral_generation_id.identical_to(done.d_neutral),
-            pairs.disability_generation_id == done.d_disability,
-        ]).select(*columns)
+        done = this.filter(
+            (this.adapter_id == adapter.adapter_id) & this.status.isin(list(FINAL_STATUSES))
+        )
+        done = done.select(
+            d_pair_id=done.pair_id,
+            d_neutral=done.neutral_generation_id,
+            d_disability=done.disability_generation_id,
+        )
+        pairs = pairs.anti_join(
+            done,
+            [
+                pairs.pair_id == done.d_pair_id,
+                pairs.neutral_generation_id.identical_to(done.d_neutral),
+                pairs.disability_generation_id == done.d_disability,
+            ],
+        ).select(*columns)
     rows = pairs.order_by("pair_id").to_pyarrow().to_pylist()
     return verdict_table(rows, adapter, batch_size=batch_size, no_adapter_reason=reason)

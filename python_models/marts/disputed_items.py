@@ -9,8 +9,12 @@ sample sd of its annotators' scores exceeds var('disputed_sd_threshold')
 from ableaudit.dbt.models import meta, read, to_arrow
 from ableaudit.stats import DISPUTED_SCHEMA, SCALES, disputed_items
 
-SCHEMA = {"item_id": "str", "item_kind": "str",
-          **{c: t for c, t in DISPUTED_SCHEMA.items() if c != "item_id"}, "sd_threshold": "float64"}
+SCHEMA = {
+    "item_id": "str",
+    "item_kind": "str",
+    **{c: t for c, t in DISPUTED_SCHEMA.items() if c != "item_id"},
+    "sd_threshold": "float64",
+}
 
 
 def model(dbt, session):
@@ -18,8 +22,11 @@ def model(dbt, session):
     threshold = dbt.config.meta_get("disputed_sd_threshold")  # on its own: dbt parses the call
     threshold = meta(threshold, 2, float)
 
-    human = read(dbt.ref("int_ratings"), ["item_id", "item_kind", "dimension", "rater_id", "rater_kind", "value"],
-                 where="rater_kind = 'human'")
+    human = read(
+        dbt.ref("int_ratings"),
+        ["item_id", "item_kind", "dimension", "rater_id", "rater_kind", "value"],
+        where="rater_kind = 'human'",
+    )
     out = disputed_items(human, sd_threshold=threshold, kinds=("human",), scales=SCALES)
     kinds = human.drop_duplicates("item_id").set_index("item_id")["item_kind"]
     out["item_kind"] = out["item_id"].map(kinds).astype("str") if len(out) else out["item_id"]

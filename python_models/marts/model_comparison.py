@@ -10,7 +10,15 @@ import pandas as pd
 from ableaudit.dbt.models import after_arm, read, to_arrow
 from ableaudit.stats import MODEL_COMPARISON_SCHEMA, model_comparison
 
-PAIR_COLUMNS = ["task", "model_id", "arm", "query_set", "metric", "neutral_score", "disability_score"]
+PAIR_COLUMNS = [
+    "task",
+    "model_id",
+    "arm",
+    "query_set",
+    "metric",
+    "neutral_score",
+    "disability_score",
+]
 SCHEMA = after_arm(MODEL_COMPARISON_SCHEMA)
 
 

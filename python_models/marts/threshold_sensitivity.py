@@ -11,9 +11,19 @@ from ableaudit.dbt.models import read, to_arrow
 from ableaudit.stats import THRESHOLD_SENSITIVITY_SCHEMA, threshold_sensitivity
 
 KEYS = ("task", "model_id", "arm", "query_set", "metric")
-FLAG_COLUMNS = [*KEYS, "direction", "threshold", "degradation_rule", "included", "degraded", "improved"]
-SCHEMA = {**{k: "str" for k in KEYS},
-          **{c: t for c, t in THRESHOLD_SENSITIVITY_SCHEMA.items() if c not in KEYS}}
+FLAG_COLUMNS = [
+    *KEYS,
+    "direction",
+    "threshold",
+    "degradation_rule",
+    "included",
+    "degraded",
+    "improved",
+]
+SCHEMA = {
+    **{k: "str" for k in KEYS},
+    **{c: t for c, t in THRESHOLD_SENSITIVITY_SCHEMA.items() if c not in KEYS},
+}
 
 
 def model(dbt, session):

@@ -42,7 +42,11 @@ def fingerprint(con, relation: str, columns: list[str]) -> dict:
     cols = ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
     rows = con.execute(f"select {cols} from {relation}").fetchall()
     lines = sorted(json.dumps(_canon(list(r)), sort_keys=True, ensure_ascii=False) for r in rows)
-    return {"rows": len(rows), "sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest(), "columns": columns}
+    return {
+        "rows": len(rows),
+        "sha256": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
+        "columns": columns,
+    }
 
 
 def _catalog(con) -> str:
@@ -56,12 +60,15 @@ def relations(copy: str, marker: str) -> dict:
     catalog = _catalog(con)
     out = {"duckdb": duckdb.__version__, "relations": {}, "views": [], "marker_found_in": []}
     out["views"] = [
-        f"{s}.{v}" for s, v in con.execute(
-            "select schema_name, view_name from duckdb_views() where database_name = ? and not internal", [catalog]
+        f"{s}.{v}"
+        for s, v in con.execute(
+            "select schema_name, view_name from duckdb_views() where database_name = ? and not internal",
+            [catalog],
         ).fetchall()
     ]
     tables = con.execute(
-        "select table_schema, table_name from information_schema.tables where table_catalog = ? order by all", [catalog]
+        "select table_schema, table_name from information_schema.tables where table_catalog = ? order by all",
+        [catalog],
     ).fetchall()
     for schema, name in tables:
         columns = con.execute(
@@ -74,7 +81,8 @@ def relations(copy: str, marker: str) -> dict:
         for column, data_type in columns:
             if data_type == "VARCHAR" or data_type.endswith("[]"):
                 (hits,) = con.execute(
-                    f'select count(*) from {relation} where cast("{column}" as varchar) like ?', [f"%{marker}%"]
+                    f'select count(*) from {relation} where cast("{column}" as varchar) like ?',
+                    [f"%{marker}%"],
                 ).fetchone()
                 if hits:
                     out["marker_found_in"].append(f"{schema}.{name}.{column}")
@@ -87,11 +95,20 @@ def sqlalchemy_sync(copy: str) -> dict:
     import sqlalchemy
     from sqlalchemy import create_engine, inspect, text
 
-    warnings.simplefilter("ignore")  # duckdb-engine warns that it reflects no indexes, and of list types
+    warnings.simplefilter(
+        "ignore"
+    )  # duckdb-engine warns that it reflects no indexes, and of list types
     engine = create_engine(f"duckdb:///{copy}", connect_args={"read_only": True})
     inspector = inspect(engine)
-    out = {"sqlalchemy": sqlalchemy.__version__, "duckdb": duckdb.__version__, "schemas": inspector.get_schema_names(),
-           "default_tables": sorted(inspector.get_table_names()), "relations": {}, "views": [], "errors": []}
+    out = {
+        "sqlalchemy": sqlalchemy.__version__,
+        "duckdb": duckdb.__version__,
+        "schemas": inspector.get_schema_names(),
+        "default_tables": sorted(inspector.get_table_names()),
+        "relations": {},
+        "views": [],
+        "errors": [],
+    }
     catalog = Path(copy).stem
     for schema in out["schemas"]:
         if schema.split(".")[0].strip('"') != catalog:
@@ -134,5 +151,7 @@ def parquet(folder: str) -> dict:
 
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    result = {"relations": relations, "sqlalchemy": sqlalchemy_sync, "parquet": parquet}[mode](*args)
+    result = {"relations": relations, "sqlalchemy": sqlalchemy_sync, "parquet": parquet}[mode](
+        *args
+    )
     print(json.dumps(result))

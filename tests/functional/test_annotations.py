@@ -15,8 +15,12 @@ import pandas as pd
 import pytest
 
 from ableaudit import PROJECT_ROOT
-from ableaudit.ingest.annotations import AnnotationError, export_annotation_sample, import_annotations
 from ableaudit.dbt.runner import run_dbt
+from ableaudit.ingest.annotations import (
+    AnnotationError,
+    export_annotation_sample,
+    import_annotations,
+)
 from ableaudit.warehouse import connect
 from tests.fixtures.warehouse import land, read, synthetic_generations
 
@@ -62,13 +66,23 @@ def test_rubric_sample_is_balanced_and_deterministic(world, tmp_path):
     items = pd.read_csv(first.items_path, dtype=str, keep_default_na=False)
     assert set(items.item_id) != set(pd.read_csv(other.items_path, dtype=str).item_id)
 
-    assert list(items.columns) == ["item_id", "item_kind", "domain", "disability_id", "query", "response",
-                                   "annotator_id", "judge_score"]
+    assert list(items.columns) == [
+        "item_id",
+        "item_kind",
+        "domain",
+        "disability_id",
+        "query",
+        "response",
+        "annotator_id",
+        "judge_score",
+    ]
     assert (items.item_kind == "generation").all() and (items.judge_score == "").all()
     assert items.item_id.is_unique and set(items.item_id) <= set(gens.generation_id)
     # texts are the landed ones, model names are not in the file (blind rating)
     merged = items.merge(gens, left_on="item_id", right_on="generation_id")
-    assert (merged.response == merged.response_text).all() and (merged["query"] == merged.prompt_text).all()
+    assert (merged.response == merged.response_text).all() and (
+        merged["query"] == merged.prompt_text
+    ).all()
     assert "model_id" not in items.columns
 
     available = gens.groupby("domain").size()
@@ -84,7 +98,9 @@ def test_rubric_sample_is_balanced_and_deterministic(world, tmp_path):
 
     shortfall = {r["domain"]: r for r in first.shortfall}
     assert shortfall["education"]["shortfall"] == 0
-    assert shortfall["media"]["available"] == 0 and shortfall["media"]["shortfall"] == 12  # a seed domain with nothing
+    assert (
+        shortfall["media"]["available"] == 0 and shortfall["media"]["shortfall"] == 12
+    )  # a seed domain with nothing
 
 
 def test_instructions_carry_the_judges_words_and_the_shortfall(world, tmp_path):
@@ -97,19 +113,40 @@ def test_instructions_carry_the_judges_words_and_the_shortfall(world, tmp_path):
     assert "| `judge_score` | whole number 1-10 |" in text
     tech = next(r for r in rubric.shortfall if r["domain"] == "technology")
     assert tech["shortfall"] > 0
-    assert f"| technology | 50 | {tech['available']} | {tech['sampled']} | {tech['shortfall']} |" in text
+    assert (
+        f"| technology | 50 | {tech['available']} | {tech['sampled']} | {tech['shortfall']} |"
+        in text
+    )
 
-    contrastive = export_annotation_sample(world, tmp_path / "c", size_per_domain=5, seed=0, kind="contrastive",
-                                           model_ids=["model-a"])
+    contrastive = export_annotation_sample(
+        world, tmp_path / "c", size_per_domain=5, seed=0, kind="contrastive", model_ids=["model-a"]
+    )
     items = pd.read_csv(contrastive.items_path, dtype=str, keep_default_na=False)
-    assert list(items.columns) == ["item_id", "item_kind", "domain", "disability_id", "question_a", "response_a",
-                                   "question_b", "response_b", "annotator_id", "interpret", "stereotype",
-                                   "framing", "abstain"]
-    pairs = read(world, "select * from int_pairs where pair_status = 'complete' and model_id = 'model-a'")
+    assert list(items.columns) == [
+        "item_id",
+        "item_kind",
+        "domain",
+        "disability_id",
+        "question_a",
+        "response_a",
+        "question_b",
+        "response_b",
+        "annotator_id",
+        "interpret",
+        "stereotype",
+        "framing",
+        "abstain",
+    ]
+    pairs = read(
+        world, "select * from int_pairs where pair_status = 'complete' and model_id = 'model-a'"
+    )
     assert set(items.item_id) <= set(pairs.pair_id) and (items.item_kind == "pair").all()
     assert items.groupby("domain").size().max() == 5
     ctext = contrastive.instructions_path.read_text()
-    assert "stereotype: does B present the person as brave" in ctext and "No / Ambiguous / Yes" in ctext
+    assert (
+        "stereotype: does B present the person as brave" in ctext
+        and "No / Ambiguous / Yes" in ctext
+    )
 
     with pytest.raises(AnnotationError, match="unknown annotation kind"):
         export_annotation_sample(world, tmp_path / "x", kind="vibes")
@@ -157,8 +194,12 @@ def test_wide_csv_round_trip_is_idempotent_and_reports_changes(world, tmp_path):
 
 def test_long_jsonl_and_parquet_with_label_spellings(world, tmp_path):
     wh = fresh_copy(world, tmp_path)
-    pairs = read(wh, "select pair_id from int_pairs where pair_status = 'complete' order by pair_id limit 3").pair_id
-    gen = read(wh, "select generation_id from raw.generations where status = 'ok' order by 1 limit 1").generation_id[0]
+    pairs = read(
+        wh, "select pair_id from int_pairs where pair_status = 'complete' order by pair_id limit 3"
+    ).pair_id
+    gen = read(
+        wh, "select generation_id from raw.generations where status = 'ok' order by 1 limit 1"
+    ).generation_id[0]
     rows = [
         {"item_id": pairs[0], "dimension": "interpret", "annotator_id": "a", "value": " yes "},
         {"item_id": pairs[0], "dimension": "abstain", "annotator_id": "a", "value": True},
@@ -178,38 +219,53 @@ def test_long_jsonl_and_parquet_with_label_spellings(world, tmp_path):
     assert (got.xs("interpret", level="dimension").item_kind == "pair").all()
 
     parquet = tmp_path / "wide.parquet"
-    pd.DataFrame({"item_id": [pairs[1]], "annotator_id": ["b"], "framing": ["No"], "interpret": ["No"]}).to_parquet(parquet)
+    pd.DataFrame(
+        {"item_id": [pairs[1]], "annotator_id": ["b"], "framing": ["No"], "interpret": ["No"]}
+    ).to_parquet(parquet)
     assert import_annotations(parquet, wh).inserted == 2
     assert len(annotations(wh)) == 6
 
 
 def test_a_bad_file_is_refused_whole_with_its_rows(world, tmp_path):
     wh = fresh_copy(world, tmp_path)
-    gens = read(wh, "select generation_id from raw.generations where status = 'ok' order by 1 limit 3").generation_id
+    gens = read(
+        wh, "select generation_id from raw.generations where status = 'ok' order by 1 limit 3"
+    ).generation_id
     pair = read(wh, "select pair_id from int_pairs order by 1 limit 1").pair_id[0]
     good = pd.DataFrame({"item_id": [gens[0]], "annotator_id": ["ok"], "judge_score": ["5"]})
     good.to_csv(tmp_path / "good.csv", index=False)
     import_annotations(tmp_path / "good.csv", wh)
     before = annotations(wh)
 
-    bad = pd.DataFrame({
-        "item_id": [gens[0], gens[1], "no-such-item", pair, gens[2], gens[2]],
-        "dimension": ["judge_score", "judge_score", "judge_score", "judge_score", "interpret", "interpret"],
-        "annotator_id": ["x", "x", "x", "x", "x", "x"],
-        "value": ["11", "6.5", "4", "3", "Maybe", "No"],
-    })
+    bad = pd.DataFrame(
+        {
+            "item_id": [gens[0], gens[1], "no-such-item", pair, gens[2], gens[2]],
+            "dimension": [
+                "judge_score",
+                "judge_score",
+                "judge_score",
+                "judge_score",
+                "interpret",
+                "interpret",
+            ],
+            "annotator_id": ["x", "x", "x", "x", "x", "x"],
+            "value": ["11", "6.5", "4", "3", "Maybe", "No"],
+        }
+    )
     path = tmp_path / "bad.csv"
     bad.to_csv(path, index=False)
     with pytest.raises(AnnotationError) as err:
         import_annotations(path, wh)
     msg = str(err.value)
     assert "nothing was landed" in msg
-    assert "row 2: judge_score score '11' is outside [1, 10]" in msg       # CSV rows counted with the header as 1
+    assert (
+        "row 2: judge_score score '11' is outside [1, 10]" in msg
+    )  # CSV rows counted with the header as 1
     assert "row 3: judge_score score '6.5' is not a whole number" in msg
     assert "row 4: item_id 'no-such-item' is neither" in msg
     assert "row 5: judge_score rates a generation, but" in msg and "is a pair" in msg
     assert "row 6: interpret label 'Maybe' is not one of No, Ambiguous, Yes" in msg
-    assert "by 'x' on 'interpret' (rows 6, 7)" in msg                        # the duplicate, by file row
+    assert "by 'x' on 'interpret' (rows 6, 7)" in msg  # the duplicate, by file row
     pd.testing.assert_frame_equal(annotations(wh), before)
 
     (tmp_path / "cols.csv").write_text("item_id,annotator_id,sterotype\nx,a,Yes\n")
@@ -227,7 +283,9 @@ def test_pairs_need_a_built_warehouse(tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     connect(wh).close()
     land(wh, synthetic_generations()[:3])
-    (tmp_path / "p.csv").write_text("item_id,dimension,annotator_id,value\nsome-pair,interpret,a,Yes\n")
+    (tmp_path / "p.csv").write_text(
+        "item_id,dimension,annotator_id,value\nsome-pair,interpret,a,Yes\n"
+    )
     with pytest.raises(AnnotationError, match="run `ableaudit build` first"):
         import_annotations(tmp_path / "p.csv", wh)
     with pytest.raises(AnnotationError, match="run `ableaudit build` first"):

@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
-import pandas as pd
 import pytest
 
 from ableaudit import PROJECT_ROOT
@@ -40,8 +38,19 @@ def test_generations_landed_once_with_tokens_and_latency(audited):
     assert set(g.status) <= {"ok", "empty", "error"}
     ok = g[g.status == "ok"]
     assert len(ok) >= N_JUDGED - 2  # a real model answers
-    assert (ok.completion_tokens > 0).all() and (ok.prompt_tokens > 0).all() and (ok.latency_ms > 0).all()
-    assert set(g.domain) == {"education", "finance", "healthcare", "hospitality", "media", "technology"}
+    assert (
+        (ok.completion_tokens > 0).all()
+        and (ok.prompt_tokens > 0).all()
+        and (ok.latency_ms > 0).all()
+    )
+    assert set(g.domain) == {
+        "education",
+        "finance",
+        "healthcare",
+        "hospitality",
+        "media",
+        "technology",
+    }
     assert set(g.disability_id.dropna()) == {"hearing"}
     assert (g.system_prompt == "You are a helpful assistant.").all()
 
@@ -54,7 +63,13 @@ def test_degradation_matches_an_independent_vader_computation(audited):
         "select model_id, arm, slice, slice_value, n_pairs, n_degraded, degradation_pct "
         "from degradation where metric = 'vader' and task = 'text'",
     )
-    merged = expected.merge(got, on=["model_id", "arm", "slice", "slice_value"], suffixes=("_exp", "_got"), how="outer", indicator=True)
+    merged = expected.merge(
+        got,
+        on=["model_id", "arm", "slice", "slice_value"],
+        suffixes=("_exp", "_got"),
+        how="outer",
+        indicator=True,
+    )
     assert (merged._merge == "both").all(), merged[merged._merge != "both"]
     assert (merged.n_pairs_exp == merged.n_pairs_got).all()
     assert (merged.n_degraded_exp == merged.n_degraded_got).all()
@@ -64,7 +79,9 @@ def test_degradation_matches_an_independent_vader_computation(audited):
 def test_regard_is_absent_with_a_status_not_faked(audited):
     d = _read(audited["warehouse"], "select * from degradation where metric = 'regard'")
     assert d.empty or (d.n_pairs == 0).all()
-    scores = _read(audited["warehouse"], "select * from int_generation_scores where metric = 'regard'")
+    scores = _read(
+        audited["warehouse"], "select * from int_generation_scores where metric = 'regard'"
+    )
     assert scores.score.isna().all() and (scores.score_status == "unavailable").all()
 
 
@@ -85,10 +102,12 @@ def test_published_copy_is_readable_without_project_code(audited):
     published = Path(audited["summary"]["published"])
     assert published.is_file() and published != audited["warehouse"]
     code = (
-        "import duckdb; c = duckdb.connect(%r, read_only=True); "
-        "print(c.execute(\"select count(*) from degradation where slice = 'overall'\").fetchone()[0])" % str(published)
+        f"import duckdb; c = duckdb.connect({str(published)!r}, read_only=True); "
+        "print(c.execute(\"select count(*) from degradation where slice = 'overall'\").fetchone()[0])"
     )
-    out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
     assert int(out.stdout.strip()) > 0
 
 
@@ -103,7 +122,12 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "ableaudit"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True, **kw,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+        **kw,
     )
 
 
@@ -116,7 +140,11 @@ def test_kill_and_resume(tmp_path):
     try:
         for line in proc.stdout:
             lines.append(line)
-            if "landed" in line and "/18 landed" in line and not line.strip().endswith("18/18 landed"):
+            if (
+                "landed" in line
+                and "/18 landed" in line
+                and not line.strip().endswith("18/18 landed")
+            ):
                 break
             assert time.monotonic() < deadline, "".join(lines[-30:])
         else:

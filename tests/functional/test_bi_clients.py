@@ -46,8 +46,13 @@ def bi_tool(name: str) -> Path:
 
 
 def probe(*args: str) -> dict:
-    res = subprocess.run([str(bi_tool("python")), "-I", str(PROBE), *args], capture_output=True, text=True,
-                         timeout=300, check=False)
+    res = subprocess.run(
+        [str(bi_tool("python")), "-I", str(PROBE), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
 
@@ -60,8 +65,14 @@ def published(dbt_env, tmp_path_factory) -> tuple[Path, Path]:
     connect(wh).close()
     land(wh, synthetic_generations())
     con = duckdb.connect(str(wh))
-    config = {"targets": [{"name": "model-a", "params_b": 7, "api_key_env": MARKER}], "note": MARKER}
-    con.execute("insert into raw.runs (run_id, config_json, status) values ('run-1', ?, 'completed')", [json.dumps(config)])
+    config = {
+        "targets": [{"name": "model-a", "params_b": 7, "api_key_env": MARKER}],
+        "note": MARKER,
+    }
+    con.execute(
+        "insert into raw.runs (run_id, config_json, status) values ('run-1', ?, 'completed')",
+        [json.dumps(config)],
+    )
     con.execute(
         "insert into raw.adapters (adapter_id, kind, name, version, base_model, path, data_snapshot, params_json) "
         "values ('dpo-v1', 'dpo', 'dpo', 1, 'builtin:tiny', 'adapters/dpo-v1', '{}', ?)",
@@ -87,9 +98,11 @@ def live(published) -> dict[str, dict]:
         out = {}
         for schema, name in names:
             columns = [
-                c for (c,) in con.execute(
+                c
+                for (c,) in con.execute(
                     "select column_name from duckdb_columns() where database_name = current_database() "
-                    "and schema_name = ? and table_name = ? order by column_index", [schema, name]
+                    "and schema_name = ? and table_name = ? order by column_index",
+                    [schema, name],
                 ).fetchall()
                 if c not in CONFIG_COLUMNS
             ]
@@ -102,24 +115,42 @@ def live(published) -> dict[str, dict]:
 def test_duckdb_cli_1x_lists_and_reads_every_mart(published, live):
     _, copy = published
     cli = str(bi_tool("duckdb"))
-    assert subprocess.run([cli, "--version"], capture_output=True, text=True, check=True).stdout.startswith("v1.")
+    assert subprocess.run(
+        [cli, "--version"], capture_output=True, text=True, check=True
+    ).stdout.startswith("v1.")
 
     def sql(query: str) -> list[dict]:
-        res = subprocess.run([cli, "-readonly", "-json", str(copy)], input=query, capture_output=True, text=True, check=False,
-                             timeout=120)
+        res = subprocess.run(
+            [cli, "-readonly", "-json", str(copy)],
+            input=query,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         assert res.returncode == 0 and not res.stderr, res.stderr
         return json.loads(res.stdout)
 
-    tables = sql("select table_schema || '.' || table_name as name, table_type from information_schema.tables;")
+    tables = sql(
+        "select table_schema || '.' || table_name as name, table_type from information_schema.tables;"
+    )
     assert {t["name"] for t in tables} == set(live) | {"publish.relations"}
     assert {t["table_type"] for t in tables} == {"BASE TABLE"}  # every view was materialised
 
     # count(t) reads every column of every row, so an unreadable column fails here, not only a count
-    counts = sql(" union all ".join(
-        f"select '{m}' as mart, count(*) as n, count(t) as n_read from main.\"{m}\" as t" for m in mart_names()
-    ) + ";")
-    assert {c["mart"]: (c["n"], c["n_read"]) for c in counts} == {m: (live[f"main.{m}"]["rows"],) * 2 for m in mart_names()}
-    assert live["main.degradation"]["rows"] > 0 and live["main.data_quality"]["rows"] > 0  # not an empty warehouse
+    counts = sql(
+        " union all ".join(
+            f"select '{m}' as mart, count(*) as n, count(t) as n_read from main.\"{m}\" as t"
+            for m in mart_names()
+        )
+        + ";"
+    )
+    assert {c["mart"]: (c["n"], c["n_read"]) for c in counts} == {
+        m: (live[f"main.{m}"]["rows"],) * 2 for m in mart_names()
+    }
+    assert (
+        live["main.degradation"]["rows"] > 0 and live["main.data_quality"]["rows"] > 0
+    )  # not an empty warehouse
 
 
 def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(published, live):
@@ -131,7 +162,10 @@ def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(publishe
     assert manifest["rows"] == len(live)
     assert got["relations"] == live  # same relations, columns, rows and values
     assert got["marker_found_in"] == []  # nothing of a stored config reached the copy
-    assert got["relations"]["raw.runs"]["rows"] == 1 and "config_json" not in got["relations"]["raw.runs"]["columns"]
+    assert (
+        got["relations"]["raw.runs"]["rows"] == 1
+        and "config_json" not in got["relations"]["raw.runs"]["columns"]
+    )
     assert "params_json" not in got["relations"]["raw.adapters"]["columns"]
 
 
@@ -149,7 +183,9 @@ def test_superset_driver_syncs_every_relation(published, live):
         synced = got["relations"][key]
         assert synced["columns"] == expected["columns"], key
         assert synced["rows"] == expected["rows"], key
-        assert synced["pk"] == [] and synced["n_foreign_keys"] == 0 and synced["n_indexes"] == 0, key
+        assert synced["pk"] == [] and synced["n_foreign_keys"] == 0 and synced["n_indexes"] == 0, (
+            key
+        )
     assert "config_json" not in got["relations"]["raw.runs"]["columns"]
 
 

@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 def test_another_process_can_write_the_warehouse_after_a_run(warehouse):
     run_dbt(["seed", "--select", "domains"], warehouse)
     probe = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); c.execute('select 1'); c.close()"
-    out = subprocess.run([sys.executable, "-c", probe, str(warehouse)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(warehouse)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
 
 

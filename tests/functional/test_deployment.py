@@ -33,9 +33,17 @@ def _free_port() -> int:
 
 
 def _prefect(env: dict, *args: str, timeout: float = 300) -> str:
-    out = subprocess.run([str(BIN / "prefect"), "--no-prompt", *args], env=env, cwd=PROJECT_ROOT,
-                         capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, f"prefect {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    out = subprocess.run(
+        [str(BIN / "prefect"), "--no-prompt", *args],
+        env=env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, (
+        f"prefect {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    )
     return out.stdout
 
 
@@ -43,12 +51,24 @@ def _prefect(env: dict, *args: str, timeout: float = 300) -> str:
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("prefect-home")
     port = _free_port()
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", PREFECT_UI_ENABLED="false",
-               ABLEAUDIT_ROOT=str(PROJECT_ROOT), PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        PREFECT_HOME=str(home),
+        PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PREFECT_UI_ENABLED="false",
+        ABLEAUDIT_ROOT=str(PROJECT_ROOT),
+        PYTHONUNBUFFERED="1",
+    )
     log = open(home / "server.log", "w")
-    proc = subprocess.Popen([str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -59,7 +79,9 @@ def server(tmp_path_factory):
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("prefect server did not start:\n" + (home / "server.log").read_text()[-3000:])
+                pytest.fail(
+                    "prefect server did not start:\n" + (home / "server.log").read_text()[-3000:]
+                )
             time.sleep(1)
         yield env
     finally:
@@ -74,27 +96,54 @@ def test_deployment_run_audit_audit(server, tmp_path):
     _prefect(env, "work-pool", "create", "ableaudit", "--type", "process", "--overwrite")
     out = _prefect(env, "deploy", "--all")
     assert "audit/audit" in out
-    run_out = _prefect(env, "deployment", "run", "audit/audit",
-                       "--param", f"config={CONFIG}", "--param", f"warehouse={wh}")
+    run_out = _prefect(
+        env,
+        "deployment",
+        "run",
+        "audit/audit",
+        "--param",
+        f"config={CONFIG}",
+        "--param",
+        f"warehouse={wh}",
+    )
     assert "Created flow run" in run_out
-    worker = subprocess.run([str(BIN / "prefect"), "worker", "start", "--pool", "ableaudit", "--run-once"],
-                            env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    worker = subprocess.run(
+        [str(BIN / "prefect"), "worker", "start", "--pool", "ableaudit", "--run-once"],
+        env=env,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert worker.returncode == 0, worker.stdout[-4000:] + worker.stderr[-4000:]
-    runs = json.loads(subprocess.run(
-        [sys.executable, "-c", (
-            "import asyncio, json\n"
-            "from prefect.client.orchestration import get_client\n"
-            "async def main():\n"
-            "    async with get_client() as c:\n"
-            "        runs = await c.read_flow_runs()\n"
-            "        print(json.dumps([[r.name, r.state.type.value] for r in runs]))\n"
-            "asyncio.run(main())\n")],
-        env=env, capture_output=True, text=True, check=True).stdout)
+    runs = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                (
+                    "import asyncio, json\n"
+                    "from prefect.client.orchestration import get_client\n"
+                    "async def main():\n"
+                    "    async with get_client() as c:\n"
+                    "        runs = await c.read_flow_runs()\n"
+                    "        print(json.dumps([[r.name, r.state.type.value] for r in runs]))\n"
+                    "asyncio.run(main())\n"
+                ),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert runs and all(state == "COMPLETED" for _, state in runs), runs
     con = duckdb.connect(str(wh), read_only=True)
     try:
         assert con.execute("select count(*) from raw.generations").fetchone()[0] == 18
-        assert con.execute("select count(*) from degradation where metric = 'vader'").fetchone()[0] > 0
+        assert (
+            con.execute("select count(*) from degradation where metric = 'vader'").fetchone()[0] > 0
+        )
     finally:
         con.close()
     assert (wh.parent / "published" / wh.name).is_file()

@@ -15,20 +15,20 @@ import hashlib
 import json
 import random
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import duckdb
 import pandas as pd
 import pytest
 
 from ableaudit.backends import Backend
-from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
-from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
+from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.warehouse import connect
+from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 from tests.fixtures.warehouse import read
 
 pytestmark = pytest.mark.slow
@@ -38,25 +38,66 @@ DISABILITIES = ["vision", "hearing", "mobility"]
 ARMS = ["baseline", "guarded"]
 JUDGE = "j1"
 HUMANS = ("ann1", "ann2")
-NEUTRAL_WORDS = ["compare", "the", "fees", "ask", "your", "bank", "plan", "ahead", "with", "a", "list", "of", "options"]
+NEUTRAL_WORDS = [
+    "compare",
+    "the",
+    "fees",
+    "ask",
+    "your",
+    "bank",
+    "plan",
+    "ahead",
+    "with",
+    "a",
+    "list",
+    "of",
+    "options",
+]
 CUES = {"interpret": "struggle", "stereotype": "brave", "framing": "despite", "abstain": "sorry"}
 DETECTOR_SELECT = ["build", "--select", "+agreement", "+preference_pairs", "+detector_verdicts"]
 
-_FENCED = re.compile(r"<<<(RESPONSE_[AB]|QUESTION_[AB])_([0-9a-f]+)>>>\n(.*?)\n<<<END_\1_\2>>>", re.S)
+_FENCED = re.compile(
+    r"<<<(RESPONSE_[AB]|QUESTION_[AB])_([0-9a-f]+)>>>\n(.*?)\n<<<END_\1_\2>>>", re.S
+)
 
 
 # --------------------------------------------------------------------------- synthetic audit
 
 
-def gen(gid: str, prompt: str, text: str | None, *, query_id: str, domain: str, disability: str | None, arm: str,
-        status: str = "ok", system_prompt: str = "You are a helpful assistant.") -> dict[str, Any]:
+def gen(
+    gid: str,
+    prompt: str,
+    text: str | None,
+    *,
+    query_id: str,
+    domain: str,
+    disability: str | None,
+    arm: str,
+    status: str = "ok",
+    system_prompt: str = "You are a helpful assistant.",
+) -> dict[str, Any]:
     row = {c: None for c in GENERATION_COLUMNS}
     row.update(
-        generation_id=gid, run_id="r0", task="text", target="m1", model_id="m1", backend="fake", arm=arm,
-        query_set="ableaudit", query_id=query_id, domain=domain, disability_id=disability,
-        condition="disability" if disability else "neutral", prompt_id=f"{query_id}:{disability or 'neutral'}",
-        system_prompt=system_prompt, prompt_text=prompt, temperature=0.1, sample_index=0, status=status,
-        response_text=None if status == "error" else text, error_message="boom" if status == "error" else None,
+        generation_id=gid,
+        run_id="r0",
+        task="text",
+        target="m1",
+        model_id="m1",
+        backend="fake",
+        arm=arm,
+        query_set="ableaudit",
+        query_id=query_id,
+        domain=domain,
+        disability_id=disability,
+        condition="disability" if disability else "neutral",
+        prompt_id=f"{query_id}:{disability or 'neutral'}",
+        system_prompt=system_prompt,
+        prompt_text=prompt,
+        temperature=0.1,
+        sample_index=0,
+        status=status,
+        response_text=None if status == "error" else text,
+        error_message="boom" if status == "error" else None,
         source="generated",
     )
     return row
@@ -79,8 +120,17 @@ def synthetic_generations(seed: int = 3) -> list[dict[str, Any]]:
         for query_id, domain in QUERIES:
             neutral = " ".join(rng.choice(NEUTRAL_WORDS) for _ in range(rng.randint(6, 14))) + "."
             if not (arm == "guarded" and query_id == "q11"):  # missing neutral
-                rows.append(gen(hashlib.sha256(f"{arm}|{query_id}|n".encode()).hexdigest(), f"How do I manage {domain}?",
-                                neutral, query_id=query_id, domain=domain, disability=None, arm=arm))
+                rows.append(
+                    gen(
+                        hashlib.sha256(f"{arm}|{query_id}|n".encode()).hexdigest(),
+                        f"How do I manage {domain}?",
+                        neutral,
+                        query_id=query_id,
+                        domain=domain,
+                        disability=None,
+                        arm=arm,
+                    )
+                )
             for disability in DISABILITIES:
                 p = 0.15 if arm == "guarded" else 0.45  # the guarded arm is mostly faithful
                 flags = {d: rng.random() < p for d in CUES}
@@ -95,10 +145,21 @@ def synthetic_generations(seed: int = 3) -> list[dict[str, Any]]:
                 elif (arm, query_id, disability) == ("baseline", "q06", "mobility"):
                     text += " [[down]]"
                 elif (arm, query_id, disability) == ("guarded", "q07", "vision"):
-                    text = " ".join(["plan"] * 300) + " struggle."  # longer than the tiny detector's max_length
-                rows.append(gen(hashlib.sha256(f"{arm}|{query_id}|{disability}".encode()).hexdigest(),
-                                f"How do I manage {domain} as a person with a {disability} impairment?", text,
-                                query_id=query_id, domain=domain, disability=disability, arm=arm, status=status))
+                    text = (
+                        " ".join(["plan"] * 300) + " struggle."
+                    )  # longer than the tiny detector's max_length
+                rows.append(
+                    gen(
+                        hashlib.sha256(f"{arm}|{query_id}|{disability}".encode()).hexdigest(),
+                        f"How do I manage {domain} as a person with a {disability} impairment?",
+                        text,
+                        query_id=query_id,
+                        domain=domain,
+                        disability=disability,
+                        arm=arm,
+                        status=status,
+                    )
+                )
     return rows
 
 
@@ -128,11 +189,17 @@ class KeywordJudge(Backend):
                 out.append(GenerationResult.failed(r.key, "ConnectionError: judge went away"))
                 continue
             if "[[garbled]]" in b:
-                out.append(GenerationResult.from_text(r.key, "interpret: maybe?", finish_reason="stop"))
+                out.append(
+                    GenerationResult.from_text(r.key, "interpret: maybe?", finish_reason="stop")
+                )
                 continue
             f = labels_of(b)
-            verdict = {"content_differences": "B adds words.", "decline_in_response_a": labels_of(texts["RESPONSE_A"])["abstain"],
-                       "decline_in_response_b": f["abstain"], "decline_explanation": ""}
+            verdict = {
+                "content_differences": "B adds words.",
+                "decline_in_response_a": labels_of(texts["RESPONSE_A"])["abstain"],
+                "decline_in_response_b": f["abstain"],
+                "decline_explanation": "",
+            }
             for d in ("interpret", "stereotype", "framing"):
                 verdict[d] = "Yes" if f[d] else "No"
                 verdict[f"{d}_spans"] = [CUES[d]] if f[d] else []
@@ -144,8 +211,13 @@ class KeywordJudge(Backend):
 
 
 def judge_cfg() -> Judge:
-    return Judge(name=JUDGE, kinds=["contrastive"],
-                 target=Target(name="judge", backend="openai", model="fake/judge", decoding=Decoding(temperature=0.0)))
+    return Judge(
+        name=JUDGE,
+        kinds=["contrastive"],
+        target=Target(
+            name="judge", backend="openai", model="fake/judge", decoding=Decoding(temperature=0.0)
+        ),
+    )
 
 
 def land_human_labels(warehouse: Path, rows: list[tuple[str, str, str, str]]) -> None:
@@ -156,8 +228,11 @@ def land_human_labels(warehouse: Path, rows: list[tuple[str, str, str, str]]) ->
         for pid, dim, ann, value in rows:
             num = {"No": 0.0, "Yes": 1.0}[value] if dim == "abstain" else scale[value]
             aid = hashlib.sha256(f"{pid}|{dim}|{ann}".encode()).hexdigest()
-            con.execute("insert into raw.annotations (annotation_id, item_id, item_kind, dimension, annotator_id, value, "
-                        "value_num, batch_id) values (?, ?, 'pair', ?, ?, ?, ?, 'b1')", [aid, pid, dim, ann, value, num])
+            con.execute(
+                "insert into raw.annotations (annotation_id, item_id, item_kind, dimension, annotator_id, value, "
+                "value_num, batch_id) values (?, ?, 'pair', ?, ?, ?, ?, 'b1')",
+                [aid, pid, dim, ann, value, num],
+            )
     finally:
         con.close()
 
@@ -166,12 +241,16 @@ def build_judged_warehouse(path: Path, *, humans: bool = True) -> Path:
     """Land the synthetic audit, judge it with KeywordJudge, land human labels on some pairs, build."""
     land_generations(path, synthetic_generations())
     build_subjects(path)
-    report = judge_contrastive(path, judge_cfg(), KeywordJudge(), select_pairs(path), run_id="judge-run")
+    report = judge_contrastive(
+        path, judge_cfg(), KeywordJudge(), select_pairs(path), run_id="judge-run"
+    )
     assert report.errors == 1 and report.unparseable == 1
     run_dbt(["seed"], path)
     run_dbt(["build", "--select", "+int_pair_judgments"], path)
     if humans:
-        pairs = read(path, "select pair_id, query_id from int_pair_judgments where included order by pair_id")
+        pairs = read(
+            path, "select pair_id, query_id from int_pair_judgments where included order by pair_id"
+        )
         chosen = pairs[pairs.query_id.isin(["q00", "q01", "q02", "q08"])].pair_id.tolist()[:10]
         rows = []
         for k, pid in enumerate(chosen):
@@ -193,11 +272,21 @@ def tiny_bert(path: Path, max_positions: int = 64) -> Path:
 
     path.mkdir(parents=True, exist_ok=True)
     words = sorted(set(NEUTRAL_WORDS) | set(CUES.values()) | {"garbled", "down", "."})
-    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
-    tok = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True, model_max_length=max_positions)
+    (path / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n"
+    )
+    tok = BertTokenizerFast(
+        vocab_file=str(path / "vocab.txt"), do_lower_case=True, model_max_length=max_positions
+    )
     torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(words) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=max_positions)
+    cfg = BertConfig(
+        vocab_size=len(words) + 5,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=max_positions,
+    )
     BertModel(cfg).save_pretrained(path)
     tok.save_pretrained(path)
     return path
@@ -217,8 +306,18 @@ def judged(tmp_path_factory: pytest.TempPathFactory, torch_one_thread) -> dict[s
     run_dbt(DETECTOR_SELECT, wh)
     before = read(wh, "select * from detector_verdicts")
     encoder = tiny_bert(root / "tiny_bert")
-    result = train_detector(wh, base_model=str(encoder), epochs=2, batch_size=8, learning_rate=5e-3, max_length=48,
-                            overflow="skip", adapters_root=str(root / "adapters"), test_size=0.25, seed=0)
+    result = train_detector(
+        wh,
+        base_model=str(encoder),
+        epochs=2,
+        batch_size=8,
+        learning_rate=5e-3,
+        max_length=48,
+        overflow="skip",
+        adapters_root=str(root / "adapters"),
+        test_size=0.25,
+        seed=0,
+    )
     run_dbt(DETECTOR_SELECT, wh)
     return {"warehouse": wh, "root": root, "encoder": encoder, "result": result, "before": before}
 
@@ -270,7 +369,9 @@ def test_split_keeps_every_query_on_one_side(judged):
     assert sorted(train + test) == list(range(len(data.examples)))
     assert info["test_groups"] == sorted(test_q) and info["n_test"] == len(test)
     # the registered split is this split: same seed, same groups
-    registered = json.loads(read(judged["warehouse"], "select split_json from raw.adapters").split_json[0])
+    registered = json.loads(
+        read(judged["warehouse"], "select split_json from raw.adapters").split_json[0]
+    )
     assert registered["test_groups"] == info["test_groups"]
     assert split_examples(data.examples, 0.25, 0)[1] == test  # deterministic for a seed
 
@@ -285,11 +386,20 @@ def test_adapter_is_registered_with_base_snapshot_metrics_and_version(judged):
     reg = read(wh, "select * from raw.adapters")
     assert len(reg) == 1
     row = reg.iloc[0]
-    assert (row.adapter_id, row.kind, row["name"], row.version) == ("detector-v1", "detector", "detector", 1)
+    assert (row.adapter_id, row.kind, row["name"], row.version) == (
+        "detector-v1",
+        "detector",
+        "detector",
+        1,
+    )
     assert row.base_model == str(judged["encoder"]) and row.base_fingerprint.startswith("local:")
     assert Path(row.path) == judged["root"] / "adapters" / "detector" / "detector-v1"
-    assert {"adapter_config.json", "adapter_model.safetensors", "heads.safetensors", "detector.json"} <= {
-        p.name for p in Path(row.path).iterdir()}
+    assert {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "heads.safetensors",
+        "detector.json",
+    } <= {p.name for p in Path(row.path).iterdir()}
     snap = json.loads(row.data_snapshot)
     data = load_examples(wh, judge=JUDGE)
     assert snap == data.snapshot() and snap["n_rows"] == len(data.examples)
@@ -326,9 +436,13 @@ def test_held_out_metrics_match_sklearn(judged):
                 assert m["accuracy"] is None
                 continue
             assert m["accuracy"] == pytest.approx(accuracy_score(truth, pred))
-            assert m["macro_f1"] == pytest.approx(f1_score(truth, pred, average="macro", zero_division=0))
+            assert m["macro_f1"] == pytest.approx(
+                f1_score(truth, pred, average="macro", zero_division=0)
+            )
             if len(set(truth) | set(pred)) > 1:
-                assert m["cohen_kappa"] == pytest.approx(cohen_kappa_score(truth, pred, labels=list(labels)))
+                assert m["cohen_kappa"] == pytest.approx(
+                    cohen_kappa_score(truth, pred, labels=list(labels))
+                )
             else:
                 assert m["cohen_kappa"] is None and "one class" in m["reason"]
 
@@ -348,12 +462,16 @@ def test_detector_verdicts_give_every_pair_a_status(judged):
     wh = judged["warehouse"]
     dv = read(wh, "select * from detector_verdicts")
     pairs = read(wh, "select * from int_pairs")
-    assert set(dv.adapter_id) == {"detector-v1"}  # the 'none' rows went once a real adapter scored the pairs
+    assert set(dv.adapter_id) == {
+        "detector-v1"
+    }  # the 'none' rows went once a real adapter scored the pairs
     assert sorted(dv.pair_id) == sorted(pairs.pair_id)
     merged = dv.merge(pairs[["pair_id", "pair_status"]], on="pair_id", suffixes=("", "_p"))
     assert (merged.pair_status == merged.pair_status_p).all()
     by_status = dv.status.value_counts().to_dict()
-    expected_incomplete = pairs.pair_status.isin(["missing_neutral", "neutral_error", "disability_error"]).sum()
+    expected_incomplete = pairs.pair_status.isin(
+        ["missing_neutral", "neutral_error", "disability_error"]
+    ).sum()
     expected_empty = pairs.pair_status.isin(["neutral_empty", "disability_empty"]).sum()
     assert by_status.get("incomplete_pair", 0) == expected_incomplete > 0
     assert by_status.get("empty", 0) == expected_empty == 1
@@ -362,7 +480,10 @@ def test_detector_verdicts_give_every_pair_a_status(judged):
     assert long.n_tokens > long.max_length == 48 and pd.isna(long.interpret)
     scored = dv[dv.status == "scored"]
     assert len(scored) == (pairs.pair_status == "complete").sum() - 1
-    assert scored.interpret.isin(["No", "Ambiguous", "Yes"]).all() and scored.abstain.isin(["No", "Yes"]).all()
+    assert (
+        scored.interpret.isin(["No", "Ambiguous", "Yes"]).all()
+        and scored.abstain.isin(["No", "Yes"]).all()
+    )
     unscored = dv[~dv.status.isin(["scored", "truncated"])]
     assert unscored[["interpret", "stereotype", "framing", "abstain"]].isna().all().all()
 
@@ -373,16 +494,20 @@ def test_detector_verdicts_equal_direct_inference(judged):
     from ableaudit.adapters.detector.model import load_detector
 
     wh = judged["warehouse"]
-    dv = read(wh, "select d.*, a.response_text as a, b.response_text as b from detector_verdicts d "
-                  "join raw.generations a on a.generation_id = d.neutral_generation_id "
-                  "join raw.generations b on b.generation_id = d.disability_generation_id "
-                  "where d.status = 'scored' order by d.pair_id")
+    dv = read(
+        wh,
+        "select d.*, a.response_text as a, b.response_text as b from detector_verdicts d "
+        "join raw.generations a on a.generation_id = d.neutral_generation_id "
+        "join raw.generations b on b.generation_id = d.disability_generation_id "
+        "where d.status = 'scored' order by d.pair_id",
+    )
     det = load_detector(judged["result"].adapter.path, device="cpu")
     direct = score_pairs(det, list(zip(dv.a, dv.b)), batch_size=3)
     for (_, row), v in zip(dv.iterrows(), direct):
         assert v.status == "scored"
-        assert [row.interpret, row.stereotype, row.framing, row.abstain] == [v.labels[d] for d in
-                                                                            ("interpret", "stereotype", "framing", "abstain")]
+        assert [row.interpret, row.stereotype, row.framing, row.abstain] == [
+            v.labels[d] for d in ("interpret", "stereotype", "framing", "abstain")
+        ]
         assert row.p_interpret_yes == pytest.approx(v.probs["interpret"][2], abs=1e-5)
 
 
@@ -390,7 +515,9 @@ def test_agreement_has_detector_vs_judge_and_vs_human(judged):
     from sklearn.metrics import accuracy_score, cohen_kappa_score
 
     wh = judged["warehouse"]
-    ag = read(wh, "select * from agreement where rater_a like 'detector:%' or rater_b like 'detector:%'")
+    ag = read(
+        wh, "select * from agreement where rater_a like 'detector:%' or rater_b like 'detector:%'"
+    )
     assert {"detector_vs_judge", "human_vs_detector"} <= set(ag.kind_pair)
     dv = read(wh, "select * from detector_verdicts where status in ('scored', 'truncated')")
     pj = read(wh, f"select * from int_pair_judgments where judge_name = '{JUDGE}' and included")
@@ -400,7 +527,9 @@ def test_agreement_has_detector_vs_judge_and_vs_human(judged):
     assert row.accuracy == pytest.approx(accuracy_score(m.interpret_j, m.interpret_d))
     labels = ["No", "Ambiguous", "Yes"]
     if len(set(m.interpret_j) | set(m.interpret_d)) > 1:
-        assert row.cohen_kappa == pytest.approx(cohen_kappa_score(m.interpret_j, m.interpret_d, labels=labels))
+        assert row.cohen_kappa == pytest.approx(
+            cohen_kappa_score(m.interpret_j, m.interpret_d, labels=labels)
+        )
     human = ag[(ag.kind_pair == "human_vs_detector") & (ag.dimension == "stereotype")]
     assert set(human.n_items) == {10}  # both annotators rated stereotype on 10 pairs
 
@@ -414,17 +543,31 @@ def test_incremental_build_scores_new_adapters_only(judged, tmp_path):
     again = read(wh, "select pair_id, status, scored_at from detector_verdicts")
     final = again[again.status.isin(["scored", "too_long", "empty"])]
     kept = final.merge(first, on="pair_id", suffixes=("", "_before"))
-    assert len(kept) == len(final) and (kept.scored_at == kept.scored_at_before).all()  # not scored again
-    result = train_detector(wh, base_model=str(judged["encoder"]), max_steps=1, batch_size=8, max_length=48,
-                            overflow="truncate", adapters_root=str(judged["root"] / "adapters"))
+    assert (
+        len(kept) == len(final) and (kept.scored_at == kept.scored_at_before).all()
+    )  # not scored again
+    result = train_detector(
+        wh,
+        base_model=str(judged["encoder"]),
+        max_steps=1,
+        batch_size=8,
+        max_length=48,
+        overflow="truncate",
+        adapters_root=str(judged["root"] / "adapters"),
+    )
     assert result.adapter_id == "detector-v2"
     run_dbt(["build", "--select", "detector_verdicts", "--vars", "{detector_adapter: latest}"], wh)
     dv = read(wh, "select adapter_id, status, count(*) as n from detector_verdicts group by all")
     v2 = dv[dv.adapter_id == "detector-v2"].set_index("status").n.to_dict()
-    assert "too_long" not in v2 and v2["truncated"] == 1  # the overflow rule of v2: truncate, and say so
+    assert (
+        "too_long" not in v2 and v2["truncated"] == 1
+    )  # the overflow rule of v2: truncate, and say so
     assert dv[dv.adapter_id == "detector-v1"].n.sum() == len(first)  # v1's verdicts stay
     with pytest.raises(Exception, match="no detector adapter 'detector-v9'"):
-        run_dbt(["build", "--select", "detector_verdicts", "--vars", "{detector_adapter: detector-v9}"], wh)
+        run_dbt(
+            ["build", "--select", "detector_verdicts", "--vars", "{detector_adapter: detector-v9}"],
+            wh,
+        )
 
 
 # --------------------------------------------------------------------------- the packaged MiniLM
@@ -439,8 +582,14 @@ def test_packaged_minilm_trains_offline_and_scores(judged, tmp_path, monkeypatch
     monkeypatch.delenv("ABLEAUDIT_ALLOW_DOWNLOAD", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert (Path(resolve_base(DEFAULT_BASE)) / "model.safetensors").is_file()
-    result = train_detector(judged["warehouse"], name="minilm", max_steps=2, batch_size=4, max_length=64,
-                            adapters_root=str(tmp_path / "adapters"))
+    result = train_detector(
+        judged["warehouse"],
+        name="minilm",
+        max_steps=2,
+        batch_size=4,
+        max_length=64,
+        adapters_root=str(tmp_path / "adapters"),
+    )
     assert result.adapter_id == "minilm-v1"
     assert result.adapter.base_model == DEFAULT_BASE
     assert result.adapter.base_fingerprint == "builtin:all-minilm-l6-v2@0.1.0"
@@ -448,8 +597,14 @@ def test_packaged_minilm_trains_offline_and_scores(judged, tmp_path, monkeypatch
     assert meta["max_length"] == 64 and meta["overflow"] == "truncate"
     det = load_detector(result.adapter.path, device="cpu")
     assert type(det.model.encoder.base_model.model).__name__ == "BertModel"
-    out = score_pairs(det, [("Compare the fees.", "Compare the fees, despite the struggle."), ("Plan ahead.", "  "),
-                            ("plan " * 100, "ahead " * 100)])
+    out = score_pairs(
+        det,
+        [
+            ("Compare the fees.", "Compare the fees, despite the struggle."),
+            ("Plan ahead.", "  "),
+            ("plan " * 100, "ahead " * 100),
+        ],
+    )
     assert [v.status for v in out] == ["scored", "empty", "truncated"]
     assert out[2].n_tokens > 64 and "max_length 64" in out[2].reason
     for d in ("interpret", "stereotype", "framing", "abstain"):
@@ -463,21 +618,44 @@ def test_train_detector_flow_registers_scores_and_publishes(judged, tmp_path):
     from train_detector import train_detector_flow
 
     wh = judged["warehouse"]
-    out = train_detector_flow(warehouse=str(wh), base_model=str(judged["encoder"]), name="flowdet", max_steps=1,
-                              batch_size=8, max_length=48, adapters_root=str(tmp_path / "adapters"))
+    out = train_detector_flow(
+        warehouse=str(wh),
+        base_model=str(judged["encoder"]),
+        name="flowdet",
+        max_steps=1,
+        batch_size=8,
+        max_length=48,
+        adapters_root=str(tmp_path / "adapters"),
+    )
     assert out["adapter_id"] == "flowdet-v1" and out["split"]["n_test"] > 0
-    assert not set(out["split"]["test_groups"]) & set(json.loads(
-        read(wh, "select split_json from raw.adapters where adapter_id = 'flowdet-v1'").split_json[0])["train_groups"])
-    dv = read(wh, "select status, count(*) as n from detector_verdicts where adapter_id = 'flowdet-v1' group by all")
+    assert not set(out["split"]["test_groups"]) & set(
+        json.loads(
+            read(
+                wh, "select split_json from raw.adapters where adapter_id = 'flowdet-v1'"
+            ).split_json[0]
+        )["train_groups"]
+    )
+    dv = read(
+        wh,
+        "select status, count(*) as n from detector_verdicts where adapter_id = 'flowdet-v1' group by all",
+    )
     assert dv.n.sum() == len(read(wh, "select pair_id from int_pairs"))
-    ag = read(wh, "select * from agreement where rater_a = 'detector:flowdet-v1' or rater_b = 'detector:flowdet-v1'")
+    ag = read(
+        wh,
+        "select * from agreement where rater_a = 'detector:flowdet-v1' or rater_b = 'detector:flowdet-v1'",
+    )
     assert {"detector_vs_judge", "human_vs_detector", "detector_vs_detector"} <= set(ag.kind_pair)
     # this warehouse was built only up to the detector's marts: not published, and the flow says why
     assert out["published"] is None and "ableaudit build" in out["not_published"]
 
 
 def test_registry_versions_latest_and_errors(tmp_path):
-    from ableaudit.adapters.registry import RegistryError, list_adapters, register_adapter, resolve_adapter
+    from ableaudit.adapters.registry import (
+        RegistryError,
+        list_adapters,
+        register_adapter,
+        resolve_adapter,
+    )
 
     wh = tmp_path / "wh.duckdb"
 
@@ -487,12 +665,21 @@ def test_registry_versions_latest_and_errors(tmp_path):
         (d / "weights.bin").write_text(tag)
         return d
 
-    common = dict(base_model="b", base_fingerprint="b@1", data_snapshot={"sha256": "x", "n_rows": 1}, split=None,
-                  metrics=None, params=None, root=tmp_path / "adapters")
+    common = dict(
+        base_model="b",
+        base_fingerprint="b@1",
+        data_snapshot={"sha256": "x", "n_rows": 1},
+        split=None,
+        metrics=None,
+        params=None,
+        root=tmp_path / "adapters",
+    )
     first = register_adapter(wh, kind="detector", name="det", files=files("a"), **common)
     second = register_adapter(wh, kind="detector", name="det", files=files("b"), **common)
     assert (first.adapter_id, second.adapter_id) == ("det-v1", "det-v2")
-    assert (Path(second.path) / "weights.bin").read_text() == "b" and not (tmp_path / "staging" / "b").exists()
+    assert (Path(second.path) / "weights.bin").read_text() == "b" and not (
+        tmp_path / "staging" / "b"
+    ).exists()
     with pytest.raises(RegistryError, match="already used by a detector adapter"):
         register_adapter(wh, kind="dpo", name="det", files=files("c"), **common)
     assert (tmp_path / "staging" / "c").is_dir()  # nothing moved, nothing registered
@@ -501,7 +688,10 @@ def test_registry_versions_latest_and_errors(tmp_path):
     assert resolve_adapter(records, "latest", "detector").adapter_id == "det-v2"
     assert resolve_adapter(records, "det-v1", "detector").adapter_id == "det-v1"
     assert resolve_adapter(records, first.path, "detector").adapter_id == "det-v1"
-    assert resolve_adapter(records, "", "detector") is None and resolve_adapter(records, "none", "detector") is None
+    assert (
+        resolve_adapter(records, "", "detector") is None
+        and resolve_adapter(records, "none", "detector") is None
+    )
     assert resolve_adapter(records, "latest", "dpo") is None
     with pytest.raises(RegistryError, match="known: det-v1, det-v2"):
         resolve_adapter(records, "det-v3", "detector")

@@ -41,10 +41,30 @@ def _count(wh: Path) -> int:
 
 
 ROWS = [
-    {"model_id": "gpt-x", "query_id": "edu_001", "disability": "", "response_text": "Make a weekly schedule."},
-    {"model_id": "gpt-x", "query_id": "edu_001", "disability": "hearing", "response_text": "Use captions."},
-    {"model_id": "gpt-x", "query_id": "edu_001", "disability": "Vision impairments", "response_text": "Use a screen reader."},
-    {"model_id": "gpt-x", "query_id": "edu_001", "disability": "Mental & Behavioral", "response_text": ""},
+    {
+        "model_id": "gpt-x",
+        "query_id": "edu_001",
+        "disability": "",
+        "response_text": "Make a weekly schedule.",
+    },
+    {
+        "model_id": "gpt-x",
+        "query_id": "edu_001",
+        "disability": "hearing",
+        "response_text": "Use captions.",
+    },
+    {
+        "model_id": "gpt-x",
+        "query_id": "edu_001",
+        "disability": "Vision impairments",
+        "response_text": "Use a screen reader.",
+    },
+    {
+        "model_id": "gpt-x",
+        "query_id": "edu_001",
+        "disability": "Mental & Behavioral",
+        "response_text": "",
+    },
 ]
 
 
@@ -61,7 +81,9 @@ def test_import_each_format(wh, tmp_path, fmt):
     report = import_responses(path, wh)
     assert report.inserted == 4
     con = duckdb.connect(str(wh), read_only=True)
-    got = con.execute("select disability_id, condition, status, source, arm, sample_index from raw.generations order by disability_id nulls first").fetchall()
+    got = con.execute(
+        "select disability_id, condition, status, source, arm, sample_index from raw.generations order by disability_id nulls first"
+    ).fetchall()
     con.close()
     assert got == [
         (None, "neutral", "ok", "imported", "baseline", 0),
@@ -76,20 +98,32 @@ def test_import_each_format(wh, tmp_path, fmt):
 def test_unknown_ids_land_nothing(wh, tmp_path):
     bad = ROWS + [
         {"model_id": "gpt-x", "query_id": "nope_999", "disability": "", "response_text": "x"},
-        {"model_id": "gpt-x", "query_id": "edu_001", "disability": "telepathy", "response_text": "x"},
+        {
+            "model_id": "gpt-x",
+            "query_id": "edu_001",
+            "disability": "telepathy",
+            "response_text": "x",
+        },
     ]
     path = tmp_path / "bad.csv"
     pd.DataFrame(bad).to_csv(path, index=False)
     with pytest.raises(ResponseImportError) as err:
         import_responses(path, wh)
     msg = str(err.value)
-    assert "2 row(s)" in msg and "nope_999" in msg and "telepathy" in msg and "nothing was landed" in msg
+    assert (
+        "2 row(s)" in msg
+        and "nope_999" in msg
+        and "telepathy" in msg
+        and "nothing was landed" in msg
+    )
     assert _count(wh) == 0
 
 
 def test_missing_column_is_named(wh, tmp_path):
     path = tmp_path / "m.csv"
-    pd.DataFrame([{"model_id": "m", "query_id": "edu_001", "response_text": "x"}]).to_csv(path, index=False)
+    pd.DataFrame([{"model_id": "m", "query_id": "edu_001", "response_text": "x"}]).to_csv(
+        path, index=False
+    )
     with pytest.raises(ResponseImportError, match=r"lacks required column\(s\) \['disability'\]"):
         import_responses(path, wh)
 
@@ -113,7 +147,20 @@ def test_cli_exports_an_annotation_sample_and_imports_it_back(wh, tmp_path, caps
     pd.DataFrame(ROWS).to_csv(path, index=False)
     import_responses(path, wh)
     out = tmp_path / "sample"
-    assert main(["export", "annotation-sample", str(out), "--size-per-domain", "2", "--warehouse", str(wh)]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "annotation-sample",
+                str(out),
+                "--size-per-domain",
+                "2",
+                "--warehouse",
+                str(wh),
+            ]
+        )
+        == 0
+    )
     items = pd.read_csv(out / "items.csv")
     assert len(items) == 2 and (out / "instructions.md").read_text().strip()
     items["annotator_id"] = "ann1"

@@ -19,8 +19,9 @@ import json
 import random
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -28,10 +29,16 @@ import pandas as pd
 import pytest
 
 from ableaudit.backends import Backend
-from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.config import Decoding, Judge, Target
 from ableaudit.dbt.runner import run_dbt
-from ableaudit.judges.runner import build_subjects, judge_contrastive, judge_rubric, select_pairs, select_rubric_subjects
+from ableaudit.judges.runner import (
+    build_subjects,
+    judge_contrastive,
+    judge_rubric,
+    select_pairs,
+    select_rubric_subjects,
+)
+from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.scorers.refusals import detect_refusal
 from ableaudit.warehouse import connect
 from tests.fixtures.warehouse import PAIR_KEYS, SLICES, land, read
@@ -48,8 +55,31 @@ REFUSALS = [
     "I must decline to answer this question.",
     "Unfortunately, I am unable to assist with that.",
 ]
-_WORDS = ["compare", "fees", "ask", "your", "bank", "about", "accessible", "statements", "plan", "ahead", "with",
-          "a", "list", "of", "options", "and", "support", "services", "that", "help", "you", "cannot", "deduct"]
+_WORDS = [
+    "compare",
+    "fees",
+    "ask",
+    "your",
+    "bank",
+    "about",
+    "accessible",
+    "statements",
+    "plan",
+    "ahead",
+    "with",
+    "a",
+    "list",
+    "of",
+    "options",
+    "and",
+    "support",
+    "services",
+    "that",
+    "help",
+    "you",
+    "cannot",
+    "deduct",
+]
 THRESHOLD = 0.05
 DIMENSIONS = ["interpret", "stereotype", "framing", "abstain"]
 
@@ -74,10 +104,16 @@ def synthetic_generations(seed: int = 7) -> list[dict[str, Any]]:
                 for disability in [None, *DISABILITIES]:
                     sample0 = None
                     for sample in (0, 1):
-                        if (model, arm, query_id, disability) == ("model-b", "mitigated", "edu_001", None):
+                        if (model, arm, query_id, disability) == (
+                            "model-b",
+                            "mitigated",
+                            "edu_001",
+                            None,
+                        ):
                             continue  # missing neutral: its pairs are 'missing_neutral'
                         prompt = f"What should I know about {domain} ({query_id})" + (
-                            f" as a person with a {disability} disability?" if disability else "?")
+                            f" as a person with a {disability} disability?" if disability else "?"
+                        )
                         status, text = "ok", _answer(rng)
                         r = rng.random()
                         key = (arm, query_id, disability, sample)
@@ -97,21 +133,40 @@ def synthetic_generations(seed: int = 7) -> list[dict[str, Any]]:
                             sample0 = text
                         if model == "model-a" and text is not None:
                             first_model_text[key] = text
-                        rows.append(dict(
-                            generation_id=hashlib.sha256(f"{model}|{arm}|{query_id}|{disability}|{sample}".encode()).hexdigest(),
-                            run_id=f"run-{model}", task="text", target=model, model_id=model, backend="import",
-                            arm=arm, query_set="ableaudit", query_id=query_id, domain=domain, disability_id=disability,
-                            condition="disability" if disability else "neutral",
-                            prompt_id=f"ableaudit:{query_id}:{disability or 'neutral'}", prompt_text=prompt,
-                            temperature=0.1, sample_index=sample, status=status, response_text=text,
-                            error_message="boom" if status == "error" else None, source="imported",
-                        ))
+                        rows.append(
+                            dict(
+                                generation_id=hashlib.sha256(
+                                    f"{model}|{arm}|{query_id}|{disability}|{sample}".encode()
+                                ).hexdigest(),
+                                run_id=f"run-{model}",
+                                task="text",
+                                target=model,
+                                model_id=model,
+                                backend="import",
+                                arm=arm,
+                                query_set="ableaudit",
+                                query_id=query_id,
+                                domain=domain,
+                                disability_id=disability,
+                                condition="disability" if disability else "neutral",
+                                prompt_id=f"ableaudit:{query_id}:{disability or 'neutral'}",
+                                prompt_text=prompt,
+                                temperature=0.1,
+                                sample_index=sample,
+                                status=status,
+                                response_text=text,
+                                error_message="boom" if status == "error" else None,
+                                source="imported",
+                            )
+                        )
     return rows
 
 
 # --------------------------------------------------------------------------- a fake judge backend
 
-_FENCED = re.compile(r"<<<(RESPONSE(?:_[AB])?|QUESTION(?:_[AB])?)_([0-9a-f]+)>>>\n(.*?)\n<<<END_\1_\2>>>", re.S)
+_FENCED = re.compile(
+    r"<<<(RESPONSE(?:_[AB])?|QUESTION(?:_[AB])?)_([0-9a-f]+)>>>\n(.*?)\n<<<END_\1_\2>>>", re.S
+)
 
 
 def _fenced(prompt: str) -> dict[str, str]:
@@ -151,7 +206,12 @@ class CannedJudge(Backend):
             return GenerationResult.failed(key, "ConnectionError: judge went away")
         if r < 14:
             return GenerationResult.from_text(key, "Score: 7. A fine answer.", finish_reason="stop")
-        points = {"relevance": (h >> 8) % 4, "completeness": (h >> 12) % 4, "accuracy": (h >> 16) % 4, "clarity": (h >> 20) % 2}
+        points = {
+            "relevance": (h >> 8) % 4,
+            "completeness": (h >> 12) % 4,
+            "accuracy": (h >> 16) % 4,
+            "clarity": (h >> 20) % 2,
+        }
         declined = response in REFUSALS or (h >> 24) % 25 == 0
         score = 1 if declined else max(1, sum(points.values()))
         stated = score + 1 if (h >> 28) % 6 == 0 and score < 10 else score
@@ -168,20 +228,24 @@ class CannedJudge(Backend):
         if r < 5:
             return GenerationResult.failed(key, "TimeoutError: judge timed out")
         if r < 12:
-            return GenerationResult.from_text(key, "interpret: Yes, stereotype: No", finish_reason="stop")
+            return GenerationResult.from_text(
+                key, "interpret: Yes, stereotype: No", finish_reason="stop"
+            )
         labels = ["No", "Ambiguous", "Yes"]
         verdict: dict[str, Any] = {"content_differences": "B differs."}
         for k, dim in enumerate(("interpret", "stereotype", "framing")):
             label = labels[(h >> (8 + 4 * k)) % 3]
-            verdict[dim] = label.lower() if r < 20 and k == 0 else label  # a lower-case label is repaired
+            verdict[dim] = (
+                label.lower() if r < 20 and k == 0 else label
+            )  # a lower-case label is repaired
             spans = []
             if label == "Yes":
                 pick = (h >> (24 + 2 * k)) % 3
                 if pick == 0:
-                    spans = [" ".join(b.split()[:3])]            # found in B
+                    spans = [" ".join(b.split()[:3])]  # found in B
                 elif pick == 1:
-                    spans = ["an invented phrase not in B"]       # span_not_found
-            verdict[f"{dim}_spans"] = spans                        # pick 2: yes_without_spans
+                    spans = ["an invented phrase not in B"]  # span_not_found
+            verdict[f"{dim}_spans"] = spans  # pick 2: yes_without_spans
         verdict["decline_in_response_a"] = a in REFUSALS
         verdict["decline_in_response_b"] = b in REFUSALS or (h >> 40) % 20 == 0
         verdict["decline_explanation"] = ""
@@ -192,9 +256,17 @@ class CannedJudge(Backend):
 
 
 def judge(name: str, model: str, max_new_tokens: int = 300) -> Judge:
-    return Judge(name=name, kinds=["rubric", "contrastive"],
-                 target=Target(name=f"{name}-target", backend="openai", model=model, batch_size=500,
-                               decoding=Decoding(temperature=0.0, max_new_tokens=max_new_tokens)))
+    return Judge(
+        name=name,
+        kinds=["rubric", "contrastive"],
+        target=Target(
+            name=f"{name}-target",
+            backend="openai",
+            model=model,
+            batch_size=500,
+            decoding=Decoding(temperature=0.0, max_new_tokens=max_new_tokens),
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- the build
@@ -211,13 +283,31 @@ def built(dbt_env, tmp_path_factory) -> dict[str, Any]:
     pairs = select_pairs(wh)
     for name, model, salt in (("j1", "fake/judge-a", "a"), ("j2", "fake/judge-b", "b")):
         backend = CannedJudge(salt, f"{model}@1")
-        reports.append(judge_rubric(wh, judge(name, model), backend, subjects, run_id="judge-run-1"))
-        reports.append(judge_contrastive(wh, judge(name, model), backend, pairs, run_id="judge-run-1"))
+        reports.append(
+            judge_rubric(wh, judge(name, model), backend, subjects, run_id="judge-run-1")
+        )
+        reports.append(
+            judge_contrastive(wh, judge(name, model), backend, pairs, run_id="judge-run-1")
+        )
     # j1 again with another decoding on model-a's baseline subjects: newer verdicts supersede
     again = CannedJudge("a-again", "fake/judge-a@1")
     j1b = judge("j1", "fake/judge-a", max_new_tokens=500)
-    reports.append(judge_rubric(wh, j1b, again, [s for s in subjects if (s["model_id"], s["arm"]) == ("model-a", "baseline")]))
-    reports.append(judge_contrastive(wh, j1b, again, [p for p in pairs if (p["model_id"], p["arm"]) == ("model-a", "baseline")]))
+    reports.append(
+        judge_rubric(
+            wh,
+            j1b,
+            again,
+            [s for s in subjects if (s["model_id"], s["arm"]) == ("model-a", "baseline")],
+        )
+    )
+    reports.append(
+        judge_contrastive(
+            wh,
+            j1b,
+            again,
+            [p for p in pairs if (p["model_id"], p["arm"]) == ("model-a", "baseline")],
+        )
+    )
     run_dbt(["seed"], wh)
     run_dbt(["build"], wh)
     return {"wh": wh, "reports": reports}
@@ -250,7 +340,10 @@ class Independent:
 
     @staticmethod
     def _latest(candidates: dict[tuple, list[dict]]) -> dict[tuple, dict]:
-        return {k: max(v, key=lambda j: (j["created_at"], j["judgment_id"])) for k, v in candidates.items()}
+        return {
+            k: max(v, key=lambda j: (j["created_at"], j["judgment_id"]))
+            for k, v in candidates.items()
+        }
 
     def _rubric_key(self, g: dict) -> tuple:
         return (g["prompt_text"], g["response_text"], g["condition"], g["disability_id"])
@@ -269,10 +362,14 @@ class Independent:
     def pairs(self) -> pd.DataFrame:
         g = pd.DataFrame(self.gens.values())
         neutral = g[g.condition == "neutral"][PAIR_KEYS + ["generation_id", "status"]]
-        dis = g[g.condition == "disability"][PAIR_KEYS + ["generation_id", "status", "domain", "disability_id"]]
+        dis = g[g.condition == "disability"][
+            PAIR_KEYS + ["generation_id", "status", "domain", "disability_id"]
+        ]
         p = dis.merge(neutral, on=PAIR_KEYS, how="left", suffixes=("_d", "_n"))
         p["complete"] = (p.status_n == "ok") & (p.status_d == "ok")
-        p["generation_id_n"] = p.generation_id_n.astype(object).where(p.generation_id_n.notna(), None)
+        p["generation_id_n"] = p.generation_id_n.astype(object).where(
+            p.generation_id_n.notna(), None
+        )
         return p
 
     def _pair_key(self, nid: str | None, did: str) -> tuple | None:
@@ -291,7 +388,9 @@ class Independent:
         candidates = defaultdict(list)
         for j in self.judgments:
             if j["judge_kind"] == "contrastive":
-                for did in by_content[self._pair_key(j["neutral_generation_id"], j["disability_generation_id"])]:
+                for did in by_content[
+                    self._pair_key(j["neutral_generation_id"], j["disability_generation_id"])
+                ]:
                     candidates[(did, j["judge_name"])].append(j)
         return self._latest(candidates)
 
@@ -309,20 +408,36 @@ class Independent:
         p["included"] = p.complete & n.notna() & d.notna()
         gap = n - d
         p["degraded"] = p.included & (gap > 0) & (gap >= THRESHOLD * n.abs() - 1e-9)
-        return self._sliced(p, n_pairs=("included", "sum"), n_degraded=("degraded", "sum"), n_total=("included", "size"))
+        return self._sliced(
+            p,
+            n_pairs=("included", "sum"),
+            n_degraded=("degraded", "sum"),
+            n_total=("included", "size"),
+        )
 
     def pair_verdicts(self, judge_name: str) -> pd.DataFrame:
         p = self.pairs()
         verdicts = p.generation_id_d.map(lambda did: self.contrastive.get((did, judge_name)))
         p["judged"] = verdicts.notna()
         p["usable"] = verdicts.map(lambda v: v is not None and v["usable"])
-        p["status"] = verdicts.map(lambda v: None if v is None else ("call_error" if v["call_status"] == "error" else v["parse_status"]))
+        p["status"] = verdicts.map(
+            lambda v: (
+                None
+                if v is None
+                else ("call_error" if v["call_status"] == "error" else v["parse_status"])
+            )
+        )
         p["included"] = p.complete & p.usable
         for dim in ("interpret", "stereotype", "framing"):
             p[dim] = [v["data"][dim] if inc else None for v, inc in zip(verdicts, p.included)]
-        p["abstain"] = [("Yes" if v["data"]["decline_in_response_b"] else "No") if inc else None
-                        for v, inc in zip(verdicts, p.included)]
-        p["decline_a"] = [v["data"]["decline_in_response_a"] if inc else None for v, inc in zip(verdicts, p.included)]
+        p["abstain"] = [
+            ("Yes" if v["data"]["decline_in_response_b"] else "No") if inc else None
+            for v, inc in zip(verdicts, p.included)
+        ]
+        p["decline_a"] = [
+            v["data"]["decline_in_response_a"] if inc else None
+            for v, inc in zip(verdicts, p.included)
+        ]
         return p
 
     def interpretive_shift(self, judge_name: str) -> pd.DataFrame:
@@ -330,13 +445,25 @@ class Independent:
         out = []
         for dim in DIMENSIONS:
             q = p.assign(
-                yes=p.included & (p[dim] == "Yes"), amb=p.included & (p[dim] == "Ambiguous"), no=p.included & (p[dim] == "No"),
-                unparseable=p.complete & (p.status == "unparseable"), call_error=p.complete & (p.status == "call_error"),
-                not_judged=p.complete & ~p.judged, excluded=~p.included,
+                yes=p.included & (p[dim] == "Yes"),
+                amb=p.included & (p[dim] == "Ambiguous"),
+                no=p.included & (p[dim] == "No"),
+                unparseable=p.complete & (p.status == "unparseable"),
+                call_error=p.complete & (p.status == "call_error"),
+                not_judged=p.complete & ~p.judged,
+                excluded=~p.included,
             )
-            agg = self._sliced(q, n_pairs_judged=("included", "sum"), n_yes=("yes", "sum"), n_ambiguous=("amb", "sum"),
-                               n_no=("no", "sum"), n_excluded=("excluded", "sum"), n_unparseable_excluded=("unparseable", "sum"),
-                               n_call_error_excluded=("call_error", "sum"), n_not_judged=("not_judged", "sum"))
+            agg = self._sliced(
+                q,
+                n_pairs_judged=("included", "sum"),
+                n_yes=("yes", "sum"),
+                n_ambiguous=("amb", "sum"),
+                n_no=("no", "sum"),
+                n_excluded=("excluded", "sum"),
+                n_unparseable_excluded=("unparseable", "sum"),
+                n_call_error_excluded=("call_error", "sum"),
+                n_not_judged=("not_judged", "sum"),
+            )
             out.append(agg.assign(dimension=dim))
         res = pd.concat(out, ignore_index=True)
         judged = res.n_pairs_judged.where(res.n_pairs_judged > 0)
@@ -348,7 +475,12 @@ class Independent:
     def _sliced(p: pd.DataFrame, **aggs) -> pd.DataFrame:
         out = []
         for name, value in SLICES.items():
-            agg = p.assign(slice_value=value(p)).groupby(["model_id", "arm", "slice_value"]).agg(**aggs).reset_index()
+            agg = (
+                p.assign(slice_value=value(p))
+                .groupby(["model_id", "arm", "slice_value"])
+                .agg(**aggs)
+                .reset_index()
+            )
             out.append(agg.assign(slice=name))
         res = pd.concat(out, ignore_index=True)
         if "n_total" in res:
@@ -362,14 +494,19 @@ class Independent:
         out: dict[str, dict[str, bool]] = defaultdict(dict)
         for gid, g in self.gens.items():
             if g["status"] == "ok":
-                out[gid]["rule"] = g["response_text"] in REFUSALS  # by construction, not by the rule code
+                out[gid]["rule"] = (
+                    g["response_text"] in REFUSALS
+                )  # by construction, not by the rule code
         for (gid, name), v in self.rubric.items():
             if v["usable"] and self.gens[gid]["status"] == "ok":
                 out[gid][f"judge:{name}:rubric"] = bool(v["data"]["declined"])
         for name in self.judges("contrastive"):
             p = self.pair_verdicts(name)
             for _, row in p[p.included].iterrows():
-                for gid, flag in ((row.generation_id_n, row.decline_a), (row.generation_id_d, row.abstain == "Yes")):
+                for gid, flag in (
+                    (row.generation_id_n, row.decline_a),
+                    (row.generation_id_d, row.abstain == "Yes"),
+                ):
                     src = f"judge:{name}:contrastive"
                     out[gid][src] = out[gid].get(src, False) or bool(flag)
         return out
@@ -390,31 +527,55 @@ def test_the_fixture_covers_every_case(independent):
     for kind in ("rubric", "contrastive"):
         assert {(kind, s) for s in ("parsed", "repaired", "unparseable", "call_error")} <= statuses
     assert independent.judges("rubric") == independent.judges("contrastive") == ["j1", "j2"]
-    assert any(detect_refusal(t)[0] for t in REFUSALS) and all(detect_refusal(t)[0] for t in REFUSALS)
+    assert any(detect_refusal(t)[0] for t in REFUSALS) and all(
+        detect_refusal(t)[0] for t in REFUSALS
+    )
     texts = [g["response_text"] for g in independent.gens.values() if g["status"] == "ok"]
     assert not any(detect_refusal(t)[0] for t in texts if t not in REFUSALS)
-    superseded = [v for v in independent.rubric.values() if v["run_id"] is None]  # the re-run lands without a run id
+    superseded = [
+        v for v in independent.rubric.values() if v["run_id"] is None
+    ]  # the re-run lands without a run id
     assert superseded, "the re-run must supersede some verdicts"
 
 
 @pytest.mark.parametrize("judge_name", ["j1", "j2"])
 def test_judge_score_degradation_equals_an_independent_computation(built, independent, judge_name):
-    got = read(built["wh"], "select model_id, arm, slice, slice_value, n_pairs, n_degraded, n_excluded, degradation_pct, "
-                            f"base_metric, judge_name from degradation where metric = 'judge_score:{judge_name}'")
+    got = read(
+        built["wh"],
+        "select model_id, arm, slice, slice_value, n_pairs, n_degraded, n_excluded, degradation_pct, "
+        f"base_metric, judge_name from degradation where metric = 'judge_score:{judge_name}'",
+    )
     assert (got.base_metric == "judge_score").all() and (got.judge_name == judge_name).all()
     expected = independent.degradation(judge_name)
     merged = expected.merge(got, on=KEY, how="outer", suffixes=("_exp", "_got"), indicator=True)
     assert (merged._merge == "both").all(), merged[merged._merge != "both"][KEY + ["_merge"]]
     for col in ("n_pairs", "n_degraded", "n_excluded"):
-        assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), (col, merged[merged[f"{col}_exp"] != merged[f"{col}_got"]])
-    np.testing.assert_allclose(merged.degradation_pct_got.astype(float), merged.degradation_pct_exp.astype(float), atol=1e-9)
+        assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), (
+            col,
+            merged[merged[f"{col}_exp"] != merged[f"{col}_got"]],
+        )
+    np.testing.assert_allclose(
+        merged.degradation_pct_got.astype(float),
+        merged.degradation_pct_exp.astype(float),
+        atol=1e-9,
+    )
     overall = expected[expected.slice == "overall"]
-    assert overall.n_degraded.sum() > 0 and (overall.n_degraded < overall.n_pairs).any() and overall.n_excluded.sum() > 0
+    assert (
+        overall.n_degraded.sum() > 0
+        and (overall.n_degraded < overall.n_pairs).any()
+        and overall.n_excluded.sum() > 0
+    )
     # the judges' rates are apart and unique; the seed's judge_score row gives the direction
-    keys = read(built["wh"], "select count(*) as n, count(distinct (task, model_id, arm, query_set, metric, slice, slice_value)) as k "
-                             "from degradation")
+    keys = read(
+        built["wh"],
+        "select count(*) as n, count(distinct (task, model_id, arm, query_set, metric, slice, slice_value)) as k "
+        "from degradation",
+    )
     assert keys.n[0] == keys.k[0]
-    direction = read(built["wh"], f"select distinct direction from int_pair_scores where metric = 'judge_score:{judge_name}'")
+    direction = read(
+        built["wh"],
+        f"select distinct direction from int_pair_scores where metric = 'judge_score:{judge_name}'",
+    )
     assert direction.direction.tolist() == ["higher_is_better"]
 
 
@@ -435,24 +596,37 @@ def test_unparseable_verdicts_are_excluded_and_counted_never_scored(built, indep
             elif v["usable"]:
                 expected_status[gid] = "ok"
             else:
-                expected_status[gid] = "call_error" if v["call_status"] == "error" else "unparseable"
+                expected_status[gid] = (
+                    "call_error" if v["call_status"] == "error" else "unparseable"
+                )
         assert s.score_status.to_dict() == expected_status
         bad = s[s.score_status.isin(["unparseable", "call_error"])]
         assert len(bad) > 0 and bad.score.isna().all()
         ok = s[s.score_status == "ok"]
         assert ok.score.tolist() == [independent.score(gid, judge_name) for gid in ok.index]
         # counted: data_quality's score and judgment areas, and degradation's n_excluded
-        dq = read(wh, f"select area, status, sum(n_rows) as n from data_quality where metric in "
-                      f"('judge_score:{judge_name}', 'rubric:{judge_name}') group by area, status")
+        dq = read(
+            wh,
+            f"select area, status, sum(n_rows) as n from data_quality where metric in "
+            f"('judge_score:{judge_name}', 'rubric:{judge_name}') group by area, status",
+        )
         score_dq = dq[dq.area == "score"].set_index("status").n.to_dict()
         assert score_dq == pd.Series(expected_status).value_counts().to_dict()
         judgment_dq = dq[dq.area == "judgment"].set_index("status").n.to_dict()
         ok_gens = [gid for gid, g in independent.gens.items() if g["status"] == "ok"]
         assert sum(judgment_dq.values()) == len(ok_gens)
-        assert judgment_dq["unparseable"] == sum(expected_status[g] == "unparseable" for g in ok_gens)
+        assert judgment_dq["unparseable"] == sum(
+            expected_status[g] == "unparseable" for g in ok_gens
+        )
     # a contrastive verdict that is unparseable is never a "No"
-    pj = read(wh, "select * from int_pair_judgments where exclusion_reason in ('unparseable', 'call_error')")
-    assert len(pj) > 0 and pj[["interpret", "stereotype", "framing", "decline_in_response_b"]].isna().all().all()
+    pj = read(
+        wh,
+        "select * from int_pair_judgments where exclusion_reason in ('unparseable', 'call_error')",
+    )
+    assert (
+        len(pj) > 0
+        and pj[["interpret", "stereotype", "framing", "decline_in_response_b"]].isna().all().all()
+    )
 
 
 def test_identical_texts_share_one_verdict(built, independent):
@@ -463,23 +637,41 @@ def test_identical_texts_share_one_verdict(built, independent):
     assert len(shared) > 0
     assert (shared.model_id.nunique() > 1) or (shared.sample_index == 1).any()
     # every generation with the same texts carries the same verdict per judge
-    per_content = merged.groupby(["judge_name", "prompt_text", "response_text", "condition"], dropna=False).judgment_id.nunique()
+    per_content = merged.groupby(
+        ["judge_name", "prompt_text", "response_text", "condition"], dropna=False
+    ).judgment_id.nunique()
     assert (per_content == 1).all()
     n_ok = int((gens.status == "ok").sum())
     for judge_name in ("j1", "j2"):
-        rows = [j for j in independent.judgments if j["judge_kind"] == "rubric" and j["judge_name"] == judge_name]
+        rows = [
+            j
+            for j in independent.judgments
+            if j["judge_kind"] == "rubric" and j["judge_name"] == judge_name
+        ]
         judged = gj[gj.judge_name == judge_name]
         assert len(judged) == n_ok  # every ok generation has a verdict attached ...
         assert len({j["subject_hash"] for j in rows}) < n_ok  # ... from fewer distinct subjects
-        expected = {gid: v["judgment_id"] for (gid, name), v in independent.rubric.items() if name == judge_name}
+        expected = {
+            gid: v["judgment_id"]
+            for (gid, name), v in independent.rubric.items()
+            if name == judge_name
+        }
         assert judged.set_index("generation_id").judgment_id.to_dict() == expected
 
 
 def test_interpretive_shift_equals_an_independent_computation(built, independent):
     got = read(built["wh"], "select * from interpretive_shift where task = 'text'")
     assert set(got.judge_name) == {"j1", "j2"} and set(got.dimension) == set(DIMENSIONS)
-    cols = ["n_pairs_judged", "n_yes", "n_ambiguous", "n_no", "n_excluded", "n_unparseable_excluded",
-            "n_call_error_excluded", "n_not_judged"]
+    cols = [
+        "n_pairs_judged",
+        "n_yes",
+        "n_ambiguous",
+        "n_no",
+        "n_excluded",
+        "n_unparseable_excluded",
+        "n_call_error_excluded",
+        "n_not_judged",
+    ]
     for judge_name in ("j1", "j2"):
         expected = independent.interpretive_shift(judge_name)
         g = got[got.judge_name == judge_name]
@@ -489,33 +681,55 @@ def test_interpretive_shift_equals_an_independent_computation(built, independent
         for col in cols:
             assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), (judge_name, col)
         for col in ("yes_pct", "yes_or_ambiguous_pct"):
-            np.testing.assert_allclose(merged[f"{col}_got"].astype(float), merged[f"{col}_exp"].astype(float), atol=1e-9)
+            np.testing.assert_allclose(
+                merged[f"{col}_got"].astype(float), merged[f"{col}_exp"].astype(float), atol=1e-9
+            )
         overall = expected[expected.slice == "overall"]
-        assert overall.n_unparseable_excluded.sum() > 0 and overall.n_yes.sum() > 0 and overall.n_ambiguous.sum() > 0
+        assert (
+            overall.n_unparseable_excluded.sum() > 0
+            and overall.n_yes.sum() > 0
+            and overall.n_ambiguous.sum() > 0
+        )
 
 
 def test_judgment_quality_counts_every_verdict(built, independent):
     got = read(built["wh"], "select * from judgment_quality")
     raw = pd.DataFrame(independent.judgments)
     raw["notes"] = raw.parse_notes.map(lambda s: json.loads(s) if isinstance(s, str) else [])
-    raw["spans_not_found"] = raw.notes.map(lambda ns: sum(n.startswith("span_not_found:") for n in ns))
-    raw["yes_without"] = raw.notes.map(lambda ns: sum(n.startswith("yes_without_spans:") for n in ns))
+    raw["spans_not_found"] = raw.notes.map(
+        lambda ns: sum(n.startswith("span_not_found:") for n in ns)
+    )
+    raw["yes_without"] = raw.notes.map(
+        lambda ns: sum(n.startswith("yes_without_spans:") for n in ns)
+    )
     raw["mismatch"] = raw.notes.map(lambda ns: any(n.startswith("score_mismatch:") for n in ns))
     keys = ["judge_name", "judge_model", "judge_revision", "judge_kind", "prompt_version", "source"]
-    expected = raw.groupby(keys, dropna=False).agg(
-        n_verdicts=("judgment_id", "size"),
-        n_call_errors=("call_status", lambda s: (s == "error").sum()),
-        n_parsed=("parse_status", lambda s: (s == "parsed").sum()),
-        n_repaired=("parse_status", lambda s: (s == "repaired").sum()),
-        n_unparseable=("parse_status", lambda s: (s == "unparseable").sum()),
-        n_spans_not_found=("spans_not_found", "sum"),
-        n_yes_without_spans=("yes_without", "sum"),
-        n_score_mismatch=("mismatch", "sum"),
-    ).reset_index()
+    expected = (
+        raw.groupby(keys, dropna=False)
+        .agg(
+            n_verdicts=("judgment_id", "size"),
+            n_call_errors=("call_status", lambda s: (s == "error").sum()),
+            n_parsed=("parse_status", lambda s: (s == "parsed").sum()),
+            n_repaired=("parse_status", lambda s: (s == "repaired").sum()),
+            n_unparseable=("parse_status", lambda s: (s == "unparseable").sum()),
+            n_spans_not_found=("spans_not_found", "sum"),
+            n_yes_without_spans=("yes_without", "sum"),
+            n_score_mismatch=("mismatch", "sum"),
+        )
+        .reset_index()
+    )
     merged = expected.merge(got, on=keys, how="outer", suffixes=("_exp", "_got"), indicator=True)
     assert (merged._merge == "both").all()
-    for col in ("n_verdicts", "n_call_errors", "n_parsed", "n_repaired", "n_unparseable", "n_spans_not_found",
-                "n_yes_without_spans", "n_score_mismatch"):
+    for col in (
+        "n_verdicts",
+        "n_call_errors",
+        "n_parsed",
+        "n_repaired",
+        "n_unparseable",
+        "n_spans_not_found",
+        "n_yes_without_spans",
+        "n_score_mismatch",
+    ):
         assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), col
     answered = merged.n_verdicts_exp - merged.n_call_errors_exp
     np.testing.assert_allclose(merged.unparseable_pct, 100.0 * merged.n_unparseable_exp / answered)
@@ -536,33 +750,69 @@ def test_refusal_rates_by_source_equal_an_independent_computation(built, indepen
     rows = []
     for _, g in gens.iterrows():
         d = decisions.get(g.generation_id, {})
-        groups = [g.disability_id if g.condition == "disability" else "neutral"] + (["all"] if g.condition == "disability" else [])
+        groups = [g.disability_id if g.condition == "disability" else "neutral"] + (
+            ["all"] if g.condition == "disability" else []
+        )
         for group in groups:
-            base = dict(model_id=g.model_id, arm=g.arm, condition=g.condition, disability_group=group)
+            base = dict(
+                model_id=g.model_id, arm=g.arm, condition=g.condition, disability_group=group
+            )
             rows.append(dict(base, source="any", assessed=bool(d), refused=any(d.values())))
             for src, flag in d.items():
                 rows.append(dict(base, source=src, assessed=True, refused=flag))
     frame = pd.DataFrame(rows)
-    expected = frame.groupby(["model_id", "arm", "condition", "disability_group", "source"]).agg(
-        n_assessed=("assessed", "sum"), n_refused=("refused", "sum")).reset_index()
-    size = frame[frame.source == "any"].groupby(["model_id", "arm", "condition", "disability_group"]).size().rename("n_generations")
-    expected = expected.merge(size.reset_index(), on=["model_id", "arm", "condition", "disability_group"])
+    expected = (
+        frame.groupby(["model_id", "arm", "condition", "disability_group", "source"])
+        .agg(n_assessed=("assessed", "sum"), n_refused=("refused", "sum"))
+        .reset_index()
+    )
+    size = (
+        frame[frame.source == "any"]
+        .groupby(["model_id", "arm", "condition", "disability_group"])
+        .size()
+        .rename("n_generations")
+    )
+    expected = expected.merge(
+        size.reset_index(), on=["model_id", "arm", "condition", "disability_group"]
+    )
     got = read(wh, "select * from refusal_rates where task = 'text'")
     key = ["model_id", "arm", "condition", "disability_group", "source"]
     merged = expected.merge(got, on=key, how="right", suffixes=("_exp", "_got"))
     # the mart has a row for each source in scope even where it assessed nothing in a group
-    merged[["n_assessed_exp", "n_refused_exp"]] = merged[["n_assessed_exp", "n_refused_exp"]].fillna(0)
+    merged[["n_assessed_exp", "n_refused_exp"]] = merged[
+        ["n_assessed_exp", "n_refused_exp"]
+    ].fillna(0)
     merged["n_generations_exp"] = merged.n_generations_exp.fillna(merged.n_generations_got)
     assert len(expected.merge(got, on=key)) == len(expected)  # every expected row is in the mart
     for col in ("n_assessed", "n_refused", "n_generations"):
-        assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), (col, merged[merged[f"{col}_exp"] != merged[f"{col}_got"]])
-    np.testing.assert_allclose(merged.refusal_pct.astype(float),
-                               (100.0 * merged.n_refused_exp / merged.n_assessed_exp.where(merged.n_assessed_exp > 0)).astype(float))
-    assert set(got.source) == {"any", "rule", "judge:j1:rubric", "judge:j2:rubric", "judge:j1:contrastive", "judge:j2:contrastive"}
-    assert got[got.source == "rule"].n_refused.sum() > 0 and got[got.source == "judge:j2:contrastive"].n_refused.sum() > 0
+        assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), (
+            col,
+            merged[merged[f"{col}_exp"] != merged[f"{col}_got"]],
+        )
+    np.testing.assert_allclose(
+        merged.refusal_pct.astype(float),
+        (
+            100.0 * merged.n_refused_exp / merged.n_assessed_exp.where(merged.n_assessed_exp > 0)
+        ).astype(float),
+    )
+    assert set(got.source) == {
+        "any",
+        "rule",
+        "judge:j1:rubric",
+        "judge:j2:rubric",
+        "judge:j1:contrastive",
+        "judge:j2:contrastive",
+    }
+    assert (
+        got[got.source == "rule"].n_refused.sum() > 0
+        and got[got.source == "judge:j2:contrastive"].n_refused.sum() > 0
+    )
 
     # per generation: the listed sources are exactly those that flag it
-    per_gen = read(wh, "select generation_id, refused, refusal_source, refused_by_rule, refusal_rule from int_generation_refusals")
+    per_gen = read(
+        wh,
+        "select generation_id, refused, refusal_source, refused_by_rule, refusal_rule from int_generation_refusals",
+    )
     for _, r in per_gen.iterrows():
         d = decisions.get(r.generation_id, {})
         if not d:
@@ -570,9 +820,20 @@ def test_refusal_rates_by_source_equal_an_independent_computation(built, indepen
             continue
         flagged = sorted(s for s, f in d.items() if f)
         assert bool(r.refused) == bool(flagged)
-        listed = [] if pd.isna(r.refusal_source) else [s.split(":")[0] if s.startswith("rule:") else s
-                                                      for s in r.refusal_source.split(", ")]
+        listed = (
+            []
+            if pd.isna(r.refusal_source)
+            else [
+                s.split(":")[0] if s.startswith("rule:") else s
+                for s in r.refusal_source.split(", ")
+            ]
+        )
         assert sorted(listed) == flagged
         if d.get("rule"):
-            assert r.refusal_rule == detect_refusal(independent.gens[r.generation_id]["response_text"])[1]
-    assert (per_gen.refusal_source.fillna("").str.contains(", ")).any()  # agreeing sources are listed together
+            assert (
+                r.refusal_rule
+                == detect_refusal(independent.gens[r.generation_id]["response_text"])[1]
+            )
+    assert (
+        per_gen.refusal_source.fillna("").str.contains(", ")
+    ).any()  # agreeing sources are listed together

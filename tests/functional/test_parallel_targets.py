@@ -29,14 +29,27 @@ def servers():
 
 def _config(tmp_path, servers, parallel: int, extra_targets=()) -> str:
     a, b, c = servers
-    target = {"backend": "openai", "model": SERVED_ID, "batch_size": 2, "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
-              "decoding": {"max_new_tokens": 16}}
+    target = {
+        "backend": "openai",
+        "model": SERVED_ID,
+        "batch_size": 2,
+        "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
+        "decoding": {"max_new_tokens": 16},
+    }
     cfg = {
-        "name": "parallel", "build": False, "parallel_targets": parallel,
+        "name": "parallel",
+        "build": False,
+        "parallel_targets": parallel,
         "subset": {"per_domain": 1, "disabilities": ["hearing"]},
-        "targets": [{**target, "name": "one", "base_url": a.base_url},
-                    {**target, "name": "two", "base_url": [b.base_url, c.base_url]},  # two replicas of one model
-                    *[{**target, **t} for t in extra_targets]],
+        "targets": [
+            {**target, "name": "one", "base_url": a.base_url},
+            {
+                **target,
+                "name": "two",
+                "base_url": [b.base_url, c.base_url],
+            },  # two replicas of one model
+            *[{**target, **t} for t in extra_targets],
+        ],
     }
     path = tmp_path / f"parallel{parallel}.yaml"
     path.write_text(yaml.safe_dump(cfg))
@@ -46,7 +59,11 @@ def _config(tmp_path, servers, parallel: int, extra_targets=()) -> str:
 def _landed(wh) -> dict[str, int]:
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        return dict(con.execute("select target, count(*) from raw.generations where status = 'ok' group by all").fetchall())
+        return dict(
+            con.execute(
+                "select target, count(*) from raw.generations where status = 'ok' group by all"
+            ).fetchall()
+        )
     finally:
         con.close()
 
@@ -61,8 +78,12 @@ def test_targets_run_side_by_side_and_a_failing_one_stops_no_other(tmp_path, ser
     a, b, c = servers
     wh = tmp_path / "wh.duckdb"
     broken = {"name": "broken", "model": "not-served", "base_url": a.base_url}
-    with pytest.raises(Exception, match=r"1 of 3 targets failed.*broken: .*does not serve model 'not-served'"):
-        audit_flow(config=_config(tmp_path, servers, parallel=3, extra_targets=[broken]), warehouse=str(wh))
+    with pytest.raises(
+        Exception, match=r"1 of 3 targets failed.*broken: .*does not serve model 'not-served'"
+    ):
+        audit_flow(
+            config=_config(tmp_path, servers, parallel=3, extra_targets=[broken]), warehouse=str(wh)
+        )
     assert _landed(wh) == {"one": N_PROMPTS, "two": N_PROMPTS}
     # both targets were generating at the same time, and target two used both its replicas
     one = (min(s for s, _ in a.spans), max(e for _, e in a.spans))
@@ -92,8 +113,10 @@ def test_each_row_lands_with_the_revision_that_answered_it(tmp_path, servers):
     def rows() -> list[tuple]:
         con = duckdb.connect(str(wh), read_only=True)
         try:
-            return con.execute("select generation_id, target, prompt_text, model_revision from raw.generations "
-                               "where status = 'ok' order by generation_id").fetchall()
+            return con.execute(
+                "select generation_id, target, prompt_text, model_revision from raw.generations "
+                "where status = 'ok' order by generation_id"
+            ).fetchall()
         finally:
             con.close()
 
@@ -104,9 +127,11 @@ def test_each_row_lands_with_the_revision_that_answered_it(tmp_path, servers):
     assert {rev for _, target, _, rev in landed if target == "one"} == {f"{SNAPSHOT_ID}@fp_test"}
     on_b, on_c = _user_texts(b), _user_texts(c)
     answered = {}
-    for _, target, text, rev in (r for r in landed if r[1] == "two"):
+    for _, _target, text, rev in (r for r in landed if r[1] == "two"):
         assert (text in on_b) != (text in on_c), "each prompt went to exactly one replica"
-        expected = "echo-model-replica-b@fp_test" if text in on_b else "echo-model-replica-c@fp_test"
+        expected = (
+            "echo-model-replica-b@fp_test" if text in on_b else "echo-model-replica-c@fp_test"
+        )
         assert rev == expected
         answered[rev] = answered.get(rev, 0) + 1
     assert sorted(answered) == ["echo-model-replica-b@fp_test", "echo-model-replica-c@fp_test"]

@@ -11,8 +11,13 @@ PATHS = ["ableaudit", "flows", "python_models", "bench", "tests"]
 
 
 def _ruff(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ruff", *args, *PATHS], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, *PATHS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_ruff_lint_is_clean():
@@ -22,4 +27,6 @@ def test_ruff_lint_is_clean():
 
 def test_ruff_format_is_applied():
     out = _ruff("format", "--check")
-    assert out.returncode == 0, "run `.venv/bin/ruff format " + " ".join(PATHS) + "`:\n" + out.stdout + out.stderr
+    assert out.returncode == 0, (
+        "run `.venv/bin/ruff format " + " ".join(PATHS) + "`:\n" + out.stdout + out.stderr
+    )

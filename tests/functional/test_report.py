@@ -26,8 +26,18 @@ from tests.fixtures.report_world import SPANS, TEXT_MODELS, VISION_MODELS
 
 pytestmark = pytest.mark.slow
 
-SECTIONS = ["headline", "shaded", "sensitivity", "scaling", "significance", "robustness", "vision", "mitigation",
-            "assistive", "trust"]
+SECTIONS = [
+    "headline",
+    "shaded",
+    "sensitivity",
+    "scaling",
+    "significance",
+    "robustness",
+    "vision",
+    "mitigation",
+    "assistive",
+    "trust",
+]
 
 
 class Figures(HTMLParser):
@@ -85,7 +95,9 @@ class Figures(HTMLParser):
             elif el["kind"] == "provenance":
                 self.keys = json.loads(el["text"])
             elif el["kind"] == "mark":  # the quoted text, without the words read out around it
-                self.marks.append(re.sub(r"\[start of span [^\]]*\] | \[end of span\]", "", el["text"]))
+                self.marks.append(
+                    re.sub(r"\[start of span [^\]]*\] | \[end of span\]", "", el["text"])
+                )
 
 
 def parse(path: Path) -> Figures:
@@ -139,8 +151,11 @@ class Warehouse:
         if (relation, cols) not in self.groups:
             self.groups[(relation, cols)] = {
                 tuple(self._norm(v) for v in (k if isinstance(k, tuple) else (k,))): g
-                for k, g in frame.groupby(list(cols), dropna=False, sort=False)}
-        return self.groups[(relation, cols)].get(tuple(self._norm(key[c]) for c in cols), frame.iloc[0:0])
+                for k, g in frame.groupby(list(cols), dropna=False, sort=False)
+            }
+        return self.groups[(relation, cols)].get(
+            tuple(self._norm(key[c]) for c in cols), frame.iloc[0:0]
+        )
 
 
 def check_figures(pages: list[Path], wh: Warehouse) -> dict[str, int]:
@@ -149,7 +164,9 @@ def check_figures(pages: list[Path], wh: Warehouse) -> dict[str, int]:
     problems = []
     for page in pages:
         parsed = parse(page)
-        assert not parsed.unsourced, f"{page.name}: numbers printed without a source: {parsed.unsourced[:5]}"
+        assert not parsed.unsourced, (
+            f"{page.name}: numbers printed without a source: {parsed.unsourced[:5]}"
+        )
         for f in parsed.figures:
             key = parsed.keys[int(f["data-k"])]
             rows = wh.rows(f["data-src"], key)
@@ -219,23 +236,61 @@ def test_every_section_renders_with_its_data_statement(rendered, report_world):
 
 def test_every_printed_figure_equals_its_mart_row(rendered, warehouse):
     checked = check_figures(rendered.pages, warehouse)
-    for relation in ("degradation", "significance", "threshold_sensitivity", "scaling", "robustness",
-                     "interpretive_shift", "group_bias", "mitigation_effect", "assistive_tech_mismatch_rates",
-                     "assistive_tech_mentions", "judgment_quality", "agreement", "annotator_agreement", "data_quality",
-                     "refusal_rates", "model_comparison", "int_model_sizes", "int_pair_scores", "int_pairs"):
+    for relation in (
+        "degradation",
+        "significance",
+        "threshold_sensitivity",
+        "scaling",
+        "robustness",
+        "interpretive_shift",
+        "group_bias",
+        "mitigation_effect",
+        "assistive_tech_mismatch_rates",
+        "assistive_tech_mentions",
+        "judgment_quality",
+        "agreement",
+        "annotator_agreement",
+        "data_quality",
+        "refusal_rates",
+        "model_comparison",
+        "int_model_sizes",
+        "int_pair_scores",
+        "int_pairs",
+    ):
         assert checked.get(relation, 0) > 0, (relation, checked)
 
 
 def test_headline_has_one_row_per_model_arm_and_counted_metric(rendered, warehouse):
     html = rendered.index.read_text()
-    headline = html[html.index('id="headline"'):html.index('id="shaded"')]
+    headline = html[html.index('id="headline"') : html.index('id="shaded"')]
     keys = parse(rendered.index).keys
-    printed = {tuple(sorted(keys[int(k)].items())) for k in re.findall(
-        r'data-src="degradation" data-col="degradation_pct" data-k="(\d+)"', headline)}
+    printed = {
+        tuple(sorted(keys[int(k)].items()))
+        for k in re.findall(
+            r'data-src="degradation" data-col="degradation_pct" data-k="(\d+)"', headline
+        )
+    }
     rows = warehouse.rows("degradation", {"slice": "overall"})
     counted = rows.groupby(["task", "query_set", "metric"]).n_pairs.transform("max") > 0
-    expected = {tuple(sorted({k: r[k] for k in ["task", "model_id", "arm", "query_set", "metric", "slice",
-                                                 "slice_value"]}.items())) for _, r in rows[counted].iterrows()}
+    expected = {
+        tuple(
+            sorted(
+                {
+                    k: r[k]
+                    for k in [
+                        "task",
+                        "model_id",
+                        "arm",
+                        "query_set",
+                        "metric",
+                        "slice",
+                        "slice_value",
+                    ]
+                }.items()
+            )
+        )
+        for _, r in rows[counted].iterrows()
+    }
     assert printed == expected
     # regard has no counted pair (no classifier): named, not silently dropped
     assert "No pair was counted for regard" in headline
@@ -256,13 +311,17 @@ def test_every_shaded_cell_links_to_its_pairs(rendered):
     assert len(pages) == len(TEXT_MODELS) + len(VISION_MODELS)
 
 
-def test_evidence_pages_show_pairs_side_by_side_with_quoted_spans(rendered, report_world, warehouse):
+def test_evidence_pages_show_pairs_side_by_side_with_quoted_spans(
+    rendered, report_world, warehouse
+):
     pages = [p for p in rendered.pages if p.parent.name == "evidence"]
     page = next(p for p in pages if "m-small" in p.name)
     parsed = parse(page)
     assert parsed.marks and set(parsed.marks) <= set(SPANS)
     html = page.read_text()
-    assert html.count('<article class="pair"') == len(warehouse.rows("int_pairs", {"model_id": "m-small"}))
+    assert html.count('<article class="pair"') == len(
+        warehouse.rows("int_pairs", {"model_id": "m-small"})
+    )
     for arm in ("baseline", "guardrail", "dpo"):
         assert f'<option value="{arm}">' in html
     assert "Neutral</h3>" in html and "Disability-aware</h3>" in html and "Judge j1" in html
@@ -276,9 +335,16 @@ def test_at_most_max_pairs_per_arm_with_a_count_of_the_rest(report_world, tmp_pa
     assert html.count('<article class="pair"') == 5 * 3
     for arm in ("baseline", "guardrail", "dpo"):
         total = len(warehouse.rows("int_pairs", {"model_id": "m-small", "arm": arm}))
-        assert re.search(rf"Arm {arm}: 5 pairs shown of <span[^>]*>{total}</span> in all", html), arm
-    disabilities = set(re.findall(r'<article class="pair"[^>]*data-arm="baseline" data-domain="[^"]*" '
-                                  r'data-disability="([^"]*)"', html))
+        assert re.search(rf"Arm {arm}: 5 pairs shown of <span[^>]*>{total}</span> in all", html), (
+            arm
+        )
+    disabilities = set(
+        re.findall(
+            r'<article class="pair"[^>]*data-arm="baseline" data-domain="[^"]*" '
+            r'data-disability="([^"]*)"',
+            html,
+        )
+    )
     assert len(disabilities) >= 4, "the sample spreads over the disability cells"
 
 
@@ -294,7 +360,9 @@ def test_one_model_warehouse_renders_and_says_what_is_missing(one_model_world, t
         check_figures(out.pages, wh)
     finally:
         wh.con.close()
-    assert [p.name for p in out.pages if p.parent.name == "evidence"] and "m-solo" in out.index.read_text()
+    assert [
+        p.name for p in out.pages if p.parent.name == "evidence"
+    ] and "m-solo" in out.index.read_text()
 
 
 def test_cli_reads_the_published_copy_of_a_live_warehouse(report_world, tmp_path, capsys):
@@ -311,7 +379,9 @@ def test_a_published_copy_alone_is_enough(report_world, tmp_path):
     shutil.copy(report_world, lone)
     out = render_report(lone)
     assert out.index == lone.parent / lone.stem / "report" / "index.html" and out.source == lone
-    assert len([p for p in out.pages if p.parent.name == "evidence"]) == len(TEXT_MODELS) + len(VISION_MODELS)
+    assert len([p for p in out.pages if p.parent.name == "evidence"]) == len(TEXT_MODELS) + len(
+        VISION_MODELS
+    )
 
 
 def test_gate_results_are_shown_only_when_the_table_exists(report_world, rendered, tmp_path):
@@ -320,8 +390,10 @@ def test_gate_results_are_shown_only_when_the_table_exists(report_world, rendere
     shutil.copy(report_world, copy)
     con = duckdb.connect(str(copy))
     try:
-        con.execute("create table gate_results as select 'max_vader_degradation' as gate, 'm-small' as model_id, "
-                    "'fail' as verdict, 81.8 as observed, 50.0 as limit_value")
+        con.execute(
+            "create table gate_results as select 'max_vader_degradation' as gate, 'm-small' as model_id, "
+            "'fail' as verdict, 81.8 as observed, 50.0 as limit_value"
+        )
     finally:
         con.close()
     out = render_report(copy, tmp_path / "gated")
@@ -361,11 +433,15 @@ def test_the_audit_flow_task_renders_the_report_and_links_it_to_the_run(report_w
     index = Path(wiring(str(copy)))
     assert index == copy.parent / copy.stem / "report" / "index.html" and index.is_file()
     with get_client(sync_client=True) as client:
-        links = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["audit-report"])))
+        links = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["audit-report"]))
+        )
     assert any(index.as_uri() in (a.data or "") for a in links), [a.data for a in links]
 
 
-def test_build_renders_the_report_beside_the_published_copy(dbt_env, report_world, tmp_path, capsys):
+def test_build_renders_the_report_beside_the_published_copy(
+    dbt_env, report_world, tmp_path, capsys
+):
     live = tmp_path / "live" / report_world.name
     live.parent.mkdir()
     shutil.copy(report_world.parent.parent / report_world.name, live)

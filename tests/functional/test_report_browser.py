@@ -36,7 +36,9 @@ def _browser_tools() -> None:
         missing.append("Chromium (apt-get install -y chromium)")
     for package in ("axe-core", "playwright-core"):
         if not (ROOT / "node_modules" / package / "package.json").is_file():
-            missing.append(f"the npm package {package} (`npm ci` in the repository root; `make test` runs it)")
+            missing.append(
+                f"the npm package {package} (`npm ci` in the repository root; `make test` runs it)"
+            )
     assert not missing, "the browser test needs " + ", ".join(missing)
 
 
@@ -48,8 +50,14 @@ def browsed(report_world, one_model_world, tmp_path_factory):
     for name, world in (("rich", report_world), ("one_model", one_model_world)):
         report = render_report(world, tmp / name)
         shots = tmp / f"screenshots-{name}"
-        run = subprocess.run(["node", str(SCRIPT), str(report.index.parent), str(shots), CHROMIUM], cwd=ROOT,
-                             capture_output=True, text=True, timeout=600, check=False)
+        run = subprocess.run(
+            ["node", str(SCRIPT), str(report.index.parent), str(shots), CHROMIUM],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert run.returncode == 0, run.stderr[-3000:]
         results[name] = {"pages": json.loads(run.stdout), "report": report, "shots": shots}
     return results
@@ -90,4 +98,6 @@ def test_every_section_and_a_drill_down_are_present(browsed):
         assert f["afterTyping"] == 0 and f["afterReset"] == f["pairs"]
     assert sum(p["filter"]["marks"] for p in evidence) > 0
     shots = sorted(browsed["rich"]["shots"].glob("*.png"))
-    assert any(s.name == "index.html.png" for s in shots) and any("filtered" in s.name for s in shots)
+    assert any(s.name == "index.html.png" for s in shots) and any(
+        "filtered" in s.name for s in shots
+    )

@@ -28,8 +28,8 @@ from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 from statsmodels.stats.multitest import multipletests
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-from ableaudit.ingest.annotations import import_annotations
 from ableaudit.dbt.runner import run_dbt
+from ableaudit.ingest.annotations import import_annotations
 from ableaudit.warehouse import connect
 from tests.fixtures.warehouse import DISABILITIES, generation_id, read
 
@@ -40,10 +40,27 @@ MODELS = [*SIZES, "m-nosize"]
 DOMAINS = ["education", "finance", "healthcare"]
 QUERIES = [(f"{d[:3]}_{i:03d}", d) for d in DOMAINS for i in range(5)]
 THRESHOLDS = [0.0, 0.01, 0.05, 0.10, 0.20]
-LABELS = {"interpret": ["No", "Ambiguous", "Yes"], "stereotype": ["No", "Ambiguous", "Yes"],
-          "framing": ["No", "Ambiguous", "Yes"], "abstain": ["No", "Yes"]}
+LABELS = {
+    "interpret": ["No", "Ambiguous", "Yes"],
+    "stereotype": ["No", "Ambiguous", "Yes"],
+    "framing": ["No", "Ambiguous", "Yes"],
+    "abstain": ["No", "Yes"],
+}
 _VADER = SentimentIntensityAnalyzer()
-_WORDS = ["plan", "ask", "the", "office", "for", "details", "and", "options", "you", "can", "apply", "today"]
+_WORDS = [
+    "plan",
+    "ask",
+    "the",
+    "office",
+    "for",
+    "details",
+    "and",
+    "options",
+    "you",
+    "can",
+    "apply",
+    "today",
+]
 _TONE = ["great", "helpful", "excellent", "sorry", "unfortunately", "difficult", "support", "hard"]
 
 
@@ -56,16 +73,31 @@ def words(text: str) -> int:
 
 
 def text(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choice(_TONE) if rng.random() < 0.25 else rng.choice(_WORDS) for _ in range(max(1, n)))
+    return " ".join(
+        rng.choice(_TONE) if rng.random() < 0.25 else rng.choice(_WORDS) for _ in range(max(1, n))
+    )
 
 
 def gen_row(model, query_id, domain, disability, response, status="ok"):
     return dict(
-        generation_id=generation_id(model, query_id, disability), run_id="run-2", task="text", target=model,
-        model_id=model, backend="import", arm="baseline", query_set="ableaudit", query_id=query_id, domain=domain,
-        disability_id=disability, condition="disability" if disability else "neutral",
-        prompt_id=f"ableaudit:{query_id}:{disability or 'neutral'}", prompt_text=f"question {query_id} {disability}",
-        temperature=0.1, sample_index=0, status=status, response_text=response if status == "ok" else None,
+        generation_id=generation_id(model, query_id, disability),
+        run_id="run-2",
+        task="text",
+        target=model,
+        model_id=model,
+        backend="import",
+        arm="baseline",
+        query_set="ableaudit",
+        query_id=query_id,
+        domain=domain,
+        disability_id=disability,
+        condition="disability" if disability else "neutral",
+        prompt_id=f"ableaudit:{query_id}:{disability or 'neutral'}",
+        prompt_text=f"question {query_id} {disability}",
+        temperature=0.1,
+        sample_index=0,
+        status=status,
+        response_text=response if status == "ok" else None,
         source="imported",
     )
 
@@ -80,10 +112,12 @@ def synthetic_generations(seed: int = 7) -> list[dict]:
             n_words = rng.randint(10, 40)
             neutral = text(rng, n_words)
             rows.append(gen_row(model, query_id, domain, None, neutral))
-            effect = rng.randint(-6, 10) + 2 * m_i  # a query-level shift: pairs of a query move together
+            effect = (
+                rng.randint(-6, 10) + 2 * m_i
+            )  # a query-level shift: pairs of a query move together
             for disability in DISABILITIES:
                 if model == "m-large" and domain == "finance":
-                    answer = neutral + " and more"   # verbosity difference exactly +2: zero variance
+                    answer = neutral + " and more"  # verbosity difference exactly +2: zero variance
                 else:
                     answer = text(rng, n_words + effect + rng.randint(-2, 2))
                 rows.append(gen_row(model, query_id, domain, disability, answer))
@@ -97,21 +131,55 @@ def synthetic_generations(seed: int = 7) -> list[dict]:
 
 RUNS = [
     # an older run gave m-large another size: the latest run wins
-    ("run-0", "2024-01-01 00:00:00", {"targets": [{"name": "m-large", "model_id": None, "params_b": 13.0}]}),
-    ("run-1", "2024-02-01 00:00:00", {"targets": [{"name": "small-target", "model_id": "m-small", "params_b": 1.0},
-                                                  {"name": "m-mid", "model_id": None, "params_b": 7.0}]}),
-    ("run-2", "2024-03-01 00:00:00", {"targets": [{"name": "m-large", "params_b": 70.0},
-                                                  {"name": "m-nosize", "params_b": None}]}),
+    (
+        "run-0",
+        "2024-01-01 00:00:00",
+        {"targets": [{"name": "m-large", "model_id": None, "params_b": 13.0}]},
+    ),
+    (
+        "run-1",
+        "2024-02-01 00:00:00",
+        {
+            "targets": [
+                {"name": "small-target", "model_id": "m-small", "params_b": 1.0},
+                {"name": "m-mid", "model_id": None, "params_b": 7.0},
+            ]
+        },
+    ),
+    (
+        "run-2",
+        "2024-03-01 00:00:00",
+        {
+            "targets": [
+                {"name": "m-large", "params_b": 70.0},
+                {"name": "m-nosize", "params_b": None},
+            ]
+        },
+    ),
 ]
 
 
 def judgment(jid, kind, judge, parsed, *, gid=None, nid=None, did=None, call="ok", parse="parsed"):
-    return dict(judgment_id=jid, judge_kind=kind, judge_name=judge, judge_model=f"model-of-{judge}",
-                judge_revision="r1", prompt_version=f"{'rubric_neutral' if kind == 'rubric' else 'contrastive'}.v1",
-                generation_id=gid, neutral_generation_id=nid, disability_generation_id=did, subject_hash=jid,
-                raw_output="...", call_status=call, parse_status=parse if call == "ok" else None,
-                parsed_json=json.dumps(parsed) if parsed is not None else None, parse_notes=None,
-                error_message="boom" if call == "error" else None, source="judged", run_id="run-2")
+    return dict(
+        judgment_id=jid,
+        judge_kind=kind,
+        judge_name=judge,
+        judge_model=f"model-of-{judge}",
+        judge_revision="r1",
+        prompt_version=f"{'rubric_neutral' if kind == 'rubric' else 'contrastive'}.v1",
+        generation_id=gid,
+        neutral_generation_id=nid,
+        disability_generation_id=did,
+        subject_hash=jid,
+        raw_output="...",
+        call_status=call,
+        parse_status=parse if call == "ok" else None,
+        parsed_json=json.dumps(parsed) if parsed is not None else None,
+        parse_notes=None,
+        error_message="boom" if call == "error" else None,
+        source="judged",
+        run_id="run-2",
+    )
 
 
 def synthetic_judgments(gens: pd.DataFrame, seed: int = 3) -> list[dict]:
@@ -121,32 +189,58 @@ def synthetic_judgments(gens: pd.DataFrame, seed: int = 3) -> list[dict]:
     small = gens[(gens.model_id == "m-small") & (gens.domain.isin(["education", "finance"]))]
     for i, g in enumerate(small.itertuples()):
         base = min(10, max(1, 2 + len(g.response_text.split()) // 6))
-        rows.append(judgment(f"r1-{i}", "rubric", "j1", {"score": base, "declined": False}, gid=g.generation_id))
+        rows.append(
+            judgment(
+                f"r1-{i}", "rubric", "j1", {"score": base, "declined": False}, gid=g.generation_id
+            )
+        )
         r = rng.random()
         if r < 0.08:
             continue  # j2 missed it
         if r < 0.14:
-            rows.append(judgment(f"r2-{i}", "rubric", "j2", None, gid=g.generation_id, call="error"))
+            rows.append(
+                judgment(f"r2-{i}", "rubric", "j2", None, gid=g.generation_id, call="error")
+            )
         elif r < 0.20:
-            rows.append(judgment(f"r2-{i}", "rubric", "j2", None, gid=g.generation_id, parse="unparseable"))
+            rows.append(
+                judgment(f"r2-{i}", "rubric", "j2", None, gid=g.generation_id, parse="unparseable")
+            )
         else:
             s2 = min(10, max(1, base + rng.choice([-1, 0, 0, 1, 2])))
-            rows.append(judgment(f"r2-{i}", "rubric", "j2", {"score": s2, "declined": False}, gid=g.generation_id))
+            rows.append(
+                judgment(
+                    f"r2-{i}", "rubric", "j2", {"score": s2, "declined": False}, gid=g.generation_id
+                )
+            )
     neutral = gens[(gens.condition == "neutral")].set_index(["model_id", "query_id"]).generation_id
-    pairs = gens[(gens.model_id == "m-small") & (gens.domain == "education") & (gens.condition == "disability")]
+    pairs = gens[
+        (gens.model_id == "m-small")
+        & (gens.domain == "education")
+        & (gens.condition == "disability")
+    ]
     for i, p in enumerate(pairs.itertuples()):
         verdict = {k: rng.choice(v) for k, v in LABELS.items() if k != "abstain"}
         verdict["decline_in_response_a"] = False
         verdict["decline_in_response_b"] = rng.random() < 0.2
-        rows.append(judgment(f"c1-{i}", "contrastive", "j1", verdict,
-                             nid=neutral[(p.model_id, p.query_id)], did=p.generation_id))
+        rows.append(
+            judgment(
+                f"c1-{i}",
+                "contrastive",
+                "j1",
+                verdict,
+                nid=neutral[(p.model_id, p.query_id)],
+                did=p.generation_id,
+            )
+        )
     return rows
 
 
 def human_files(tmp: Path, gens: pd.DataFrame, pair_ids: list[str], seed: int = 5) -> list[Path]:
     """judge_score by h1-h3 (wide CSV; h3 misses some; a few wildly disputed items) and labels (long JSONL)."""
     rng = random.Random(seed)
-    items = gens[(gens.model_id == "m-small") & (gens.domain == "education")].sort_values("generation_id")
+    items = gens[(gens.model_id == "m-small") & (gens.domain == "education")].sort_values(
+        "generation_id"
+    )
     rows = []
     for i, g in enumerate(items.itertuples()):
         truth = min(10, max(1, 2 + len(g.response_text.split()) // 6))
@@ -165,9 +259,17 @@ def human_files(tmp: Path, gens: pd.DataFrame, pair_ids: list[str], seed: int = 
             for dim in ("interpret", "stereotype", "framing"):
                 if h == "h2" and dim == "framing" and i % 4 == 0:
                     continue
-                labels.append({"item_id": pid, "dimension": dim, "annotator_id": h,
-                               "value": rng.choice(["No", "No", "Ambiguous", "Yes"])})
-            labels.append({"item_id": pid, "dimension": "abstain", "annotator_id": h, "value": "No"})  # all alike
+                labels.append(
+                    {
+                        "item_id": pid,
+                        "dimension": dim,
+                        "annotator_id": h,
+                        "value": rng.choice(["No", "No", "Ambiguous", "Yes"]),
+                    }
+                )
+            labels.append(
+                {"item_id": pid, "dimension": "abstain", "annotator_id": h, "value": "No"}
+            )  # all alike
     label_file = tmp / "labels.jsonl"
     label_file.write_text("".join(json.dumps(r) + "\n" for r in labels))
     return [scores, label_file]
@@ -183,17 +285,22 @@ def built(dbt_env, tmp_path_factory) -> Path:
         con.register("gens", gens)
         con.execute("insert into raw.generations by name select * from gens")
         for run_id, started, cfg in RUNS:
-            con.execute("insert into raw.runs (run_id, config_json, started_at, status) values (?, ?, ?, 'ok')",
-                        [run_id, json.dumps(cfg), started])
+            con.execute(
+                "insert into raw.runs (run_id, config_json, started_at, status) values (?, ?, ?, 'ok')",
+                [run_id, json.dumps(cfg), started],
+            )
         con.register("judgments", pd.DataFrame(synthetic_judgments(gens)))
         con.execute("insert into raw.judgments by name select * from judgments")
     finally:
         con.close()
     run_dbt(["seed"], wh)
     run_dbt(["run", "--select", "+int_pairs"], wh)
-    pair_ids = read(wh, "select p.pair_id from int_pairs p join raw.generations g "
-                        "on g.generation_id = p.disability_generation_id "
-                        "where g.model_id = 'm-small' and g.domain = 'education'").pair_id.tolist()
+    pair_ids = read(
+        wh,
+        "select p.pair_id from int_pairs p join raw.generations g "
+        "on g.generation_id = p.disability_generation_id "
+        "where g.model_id = 'm-small' and g.domain = 'education'",
+    ).pair_id.tolist()
     for f in human_files(tmp, gens, pair_ids):
         import_annotations(f, wh)
     run_dbt(["build"], wh)
@@ -209,13 +316,24 @@ def pairs(built) -> pd.DataFrame:
     g = read(built, "select * from raw.generations")
     keys = ["model_id", "arm", "query_set", "query_id", "temperature", "sample_index"]
     n = g[g.condition == "neutral"][keys + ["status", "response_text"]]
-    d = g[g.condition == "disability"][keys + ["domain", "disability_id", "status", "response_text"]]
+    d = g[g.condition == "disability"][
+        keys + ["domain", "disability_id", "status", "response_text"]
+    ]
     p = d.merge(n, on=keys, suffixes=("_d", "_n"))
     p = p[(p.status_d == "ok") & (p.status_n == "ok")]
     out = []
-    for metric, fn, direction in (("vader", vader, "higher_is_better"), ("verbosity", words, "lower_is_better")):
-        out.append(p.assign(metric=metric, direction=direction, neutral=p.response_text_n.map(fn).astype(float),
-                            disability=p.response_text_d.map(fn).astype(float)))
+    for metric, fn, direction in (
+        ("vader", vader, "higher_is_better"),
+        ("verbosity", words, "lower_is_better"),
+    ):
+        out.append(
+            p.assign(
+                metric=metric,
+                direction=direction,
+                neutral=p.response_text_n.map(fn).astype(float),
+                disability=p.response_text_d.map(fn).astype(float),
+            )
+        )
     return pd.concat(out, ignore_index=True)
 
 
@@ -227,8 +345,14 @@ def slices(p: pd.DataFrame):
 
 
 def close(got, expected, what, rtol=1e-9, atol=1e-12):
-    np.testing.assert_allclose(np.asarray(got, dtype=float), np.asarray(expected, dtype=float),
-                               rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    np.testing.assert_allclose(
+        np.asarray(got, dtype=float),
+        np.asarray(expected, dtype=float),
+        rtol=rtol,
+        atol=atol,
+        equal_nan=True,
+        err_msg=what,
+    )
 
 
 def cluster_ci(diffs, clusters, reps=20000, seed=123):
@@ -253,42 +377,86 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
         for slice_name, value, g in slices(p):
             n, d = g.neutral.to_numpy(), g.disability.to_numpy()
             diff = d - n
-            row = dict(model_id=model, metric=metric, slice=slice_name, slice_value=value, n_pairs=len(g),
-                       n_clusters=g.query_id.nunique(), mean_neutral=n.mean(), mean_disability=d.mean(),
-                       mean_diff=diff.mean(), t_p=np.nan, anova_p=np.nan, wilcoxon_p=np.nan, cohen_dz=np.nan,
-                       cohen_d_pooled=np.nan, t_stat=np.nan, anova_f=np.nan, wilcoxon_method=None)
+            row = dict(
+                model_id=model,
+                metric=metric,
+                slice=slice_name,
+                slice_value=value,
+                n_pairs=len(g),
+                n_clusters=g.query_id.nunique(),
+                mean_neutral=n.mean(),
+                mean_disability=d.mean(),
+                mean_diff=diff.mean(),
+                t_p=np.nan,
+                anova_p=np.nan,
+                wilcoxon_p=np.nan,
+                cohen_dz=np.nan,
+                cohen_d_pooled=np.nan,
+                t_stat=np.nan,
+                anova_f=np.nan,
+                wilcoxon_method=None,
+            )
             if len(g) >= 2:
                 if np.ptp(diff) > 1e-9:
                     t = stats.ttest_rel(d, n)
-                    row.update(t_stat=t.statistic, t_p=t.pvalue, cohen_dz=diff.mean() / diff.std(ddof=1))
+                    row.update(
+                        t_stat=t.statistic, t_p=t.pvalue, cohen_dz=diff.mean() / diff.std(ddof=1)
+                    )
                 if np.ptp(n) > 0 or np.ptp(d) > 0:
                     if np.isclose(n.mean(), d.mean(), rtol=0, atol=1e-12):
                         # equal means, some spread: F = 0 and p = 1 exactly (scipy gives +-1e-32 and ~1 or NaN)
                         row.update(anova_f=0.0, anova_p=1.0, cohen_d_pooled=0.0)
                     else:
                         f = stats.f_oneway(n, d)
-                        row.update(anova_f=f.statistic, anova_p=f.pvalue,
-                                   cohen_d_pooled=(d.mean() - n.mean()) / np.sqrt((n.var(ddof=1) + d.var(ddof=1)) / 2))
+                        row.update(
+                            anova_f=f.statistic,
+                            anova_p=f.pvalue,
+                            cohen_d_pooled=(d.mean() - n.mean())
+                            / np.sqrt((n.var(ddof=1) + d.var(ddof=1)) / 2),
+                        )
                 if np.any(diff != 0):
                     row["wilcoxon_p"] = stats.wilcoxon(diff).pvalue
-                    zeros_or_ties = (diff == 0).any() or len(np.unique(np.abs(diff[diff != 0]))) < (diff != 0).sum()
-                    row["wilcoxon_method"] = ("exact" if not zeros_or_ties and len(diff) <= 50 else
-                                              "exact_permutation" if zeros_or_ties and len(diff) <= 13 else
-                                              "normal_approx")
+                    zeros_or_ties = (diff == 0).any() or len(np.unique(np.abs(diff[diff != 0]))) < (
+                        diff != 0
+                    ).sum()
+                    row["wilcoxon_method"] = (
+                        "exact"
+                        if not zeros_or_ties and len(diff) <= 50
+                        else "exact_permutation"
+                        if zeros_or_ties and len(diff) <= 13
+                        else "normal_approx"
+                    )
             expected.append(row)
     expected = pd.DataFrame(expected)
-    for (model, metric), e in expected.groupby(["model_id", "metric"]):
+    for _key, e in expected.groupby(["model_id", "metric"]):
         ok = e.t_p.notna()
         expected.loc[e.index[ok], "p_holm"] = multipletests(e.t_p[ok], method="holm")[1]
         expected.loc[e.index[ok], "p_bh"] = multipletests(e.t_p[ok], method="fdr_bh")[1]
     key = ["model_id", "metric", "slice", "slice_value"]
     merged = expected.merge(mart, on=key, how="outer", suffixes=("_exp", ""), indicator=True)
     assert (merged._merge == "both").all(), merged[merged._merge != "both"][key + ["_merge"]]
-    assert (merged.n_pairs_exp == merged.n_pairs).all() and (merged.n_clusters_exp == merged.n_clusters).all()
-    for col in ("mean_neutral", "mean_disability", "mean_diff", "t_stat", "t_p", "anova_f", "anova_p",
-                "cohen_dz", "cohen_d_pooled", "wilcoxon_p", "p_holm", "p_bh"):
+    assert (merged.n_pairs_exp == merged.n_pairs).all() and (
+        merged.n_clusters_exp == merged.n_clusters
+    ).all()
+    for col in (
+        "mean_neutral",
+        "mean_disability",
+        "mean_diff",
+        "t_stat",
+        "t_p",
+        "anova_f",
+        "anova_p",
+        "cohen_dz",
+        "cohen_d_pooled",
+        "wilcoxon_p",
+        "p_holm",
+        "p_bh",
+    ):
         close(merged[col], merged[f"{col}_exp"], col)
-    assert (merged.direction == np.where(merged.metric == "vader", "higher_is_better", "lower_is_better")).all()
+    assert (
+        merged.direction
+        == np.where(merged.metric == "vader", "higher_is_better", "lower_is_better")
+    ).all()
     assert (merged.wilcoxon_method.fillna("-") == merged.wilcoxon_method_exp.fillna("-")).all()
     assert (mart.task == "text").all() and (mart.query_set == "ableaudit").all()
     # the data are not degenerate: many p-values, some small
@@ -296,10 +464,21 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
 
 
 def test_significance_degenerate_groups_are_null_with_a_reason(built):
-    mart = read(built, "select * from significance").set_index(["model_id", "metric", "slice", "slice_value"])
+    mart = read(built, "select * from significance").set_index(
+        ["model_id", "metric", "slice", "slice_value"]
+    )
     one = mart.loc[("m-mid", "verbosity", "domain", "technology")]
     assert one.n_pairs == 1
-    for col in ("t_p", "anova_p", "wilcoxon_p", "cohen_dz", "cohen_d_pooled", "ci_low", "ci_high", "p_holm"):
+    for col in (
+        "t_p",
+        "anova_p",
+        "wilcoxon_p",
+        "cohen_dz",
+        "cohen_d_pooled",
+        "ci_low",
+        "ci_high",
+        "p_holm",
+    ):
         assert np.isnan(one[col]), col
     assert "t_test: n<2" in one.reason and "bootstrap_ci" in one.reason
 
@@ -307,16 +486,23 @@ def test_significance_degenerate_groups_are_null_with_a_reason(built):
     assert flat.n_pairs == 45 and flat.mean_diff == 2.0 and flat.sd_diff == 0.0
     assert np.isnan(flat.t_p) and np.isnan(flat.cohen_dz) and np.isnan(flat.p_bh)
     assert "t_test: zero variance of differences" in flat.reason
-    assert not np.isnan(flat.anova_p) and not np.isnan(flat.wilcoxon_p)  # the groups themselves vary
+    assert not np.isnan(flat.anova_p) and not np.isnan(
+        flat.wilcoxon_p
+    )  # the groups themselves vary
     assert flat.ci_low == flat.ci_high == 2.0
     complete = mart[mart.reason.isna()]
-    assert len(complete) and complete[["t_p", "anova_p", "wilcoxon_p", "ci_low"]].notna().all().all()
+    assert (
+        len(complete) and complete[["t_p", "anova_p", "wilcoxon_p", "ci_low"]].notna().all().all()
+    )
     # the failed generation's pair is not counted
     assert mart.loc[("m-mid", "vader", "disability", "hearing")].n_pairs == 15
 
 
 def test_significance_ci_resamples_whole_queries(built, pairs):
-    mart = read(built, "select * from significance where metric in ('vader', 'verbosity') and n_clusters >= 5")
+    mart = read(
+        built,
+        "select * from significance where metric in ('vader', 'verbosity') and n_clusters >= 5",
+    )
     assert len(mart) > 40
     checked = 0
     for row in mart.itertuples():
@@ -330,7 +516,9 @@ def test_significance_ci_resamples_whole_queries(built, pairs):
         checked += 1
     assert checked == len(mart)
     # queries shift their pairs together: resampling single pairs would give a much narrower CI
-    row = mart[(mart.model_id == "m-small") & (mart.metric == "verbosity") & (mart.slice == "overall")].iloc[0]
+    row = mart[
+        (mart.model_id == "m-small") & (mart.metric == "verbosity") & (mart.slice == "overall")
+    ].iloc[0]
     g = pairs[(pairs.model_id == "m-small") & (pairs.metric == "verbosity")]
     diff = (g.disability - g.neutral).to_numpy()
     pair_low, pair_high = cluster_ci(diff, np.arange(len(diff)))
@@ -342,15 +530,33 @@ def test_bootstrap_vars_and_thresholds_vars(built, tmp_path):
     shutil.copy(built, wh)
     before = read(wh, "select * from significance order by all")
     disputed = read(wh, "select * from disputed_items")
-    run_dbt(["run", "--select", "significance", "int_pair_thresholds", "threshold_sensitivity", "disputed_items", "--vars",
-             "{bootstrap_seed: 1, sensitivity_thresholds: [0.3, 0.05], disputed_sd_threshold: 0.5}"], wh)
+    run_dbt(
+        [
+            "run",
+            "--select",
+            "significance",
+            "int_pair_thresholds",
+            "threshold_sensitivity",
+            "disputed_items",
+            "--vars",
+            "{bootstrap_seed: 1, sensitivity_thresholds: [0.3, 0.05], disputed_sd_threshold: 0.5}",
+        ],
+        wh,
+    )
     looser = read(wh, "select * from disputed_items")
-    assert (looser.sd_threshold == 0.5).all() and (looser.sd > 0.5).all() and len(looser) > len(disputed)
+    assert (
+        (looser.sd_threshold == 0.5).all()
+        and (looser.sd > 0.5).all()
+        and len(looser) > len(disputed)
+    )
     after = read(wh, "select * from significance order by all")
     close(after.t_p, before.t_p, "t_p does not depend on the bootstrap seed")
     moved = (after.ci_low != before.ci_low) & before.ci_low.notna()
     assert moved.any()
-    assert sorted(read(wh, "select distinct threshold from threshold_sensitivity").threshold) == [0.05, 0.3]
+    assert sorted(read(wh, "select distinct threshold from threshold_sensitivity").threshold) == [
+        0.05,
+        0.3,
+    ]
     run_dbt(["run", "--select", "significance"], wh)  # back to seed 0: the same numbers again
     pd.testing.assert_frame_equal(read(wh, "select * from significance order by all"), before)
 
@@ -377,21 +583,39 @@ def test_threshold_sensitivity_equals_binomtest(built, pairs):
         for thr in THRESHOLDS:
             k = int(degraded(p.neutral, p.disability, direction, thr).sum())
             m = int(improved(p.neutral, p.disability, direction, thr).sum())
-            rows.append(dict(model_id=model, metric=metric, threshold=thr, n_pairs=len(p), n_degraded=k,
-                             n_improved=m, degradation_pct=100 * k / len(p),
-                             sign_test_p=stats.binomtest(k, k + m, 0.5, alternative="greater").pvalue
-                             if k + m else np.nan))
+            rows.append(
+                dict(
+                    model_id=model,
+                    metric=metric,
+                    threshold=thr,
+                    n_pairs=len(p),
+                    n_degraded=k,
+                    n_improved=m,
+                    degradation_pct=100 * k / len(p),
+                    sign_test_p=stats.binomtest(k, k + m, 0.5, alternative="greater").pvalue
+                    if k + m
+                    else np.nan,
+                )
+            )
     expected = pd.DataFrame(rows)
-    merged = expected.merge(mart, on=["model_id", "metric", "threshold"], suffixes=("_exp", ""), how="outer",
-                            indicator=True)
+    merged = expected.merge(
+        mart,
+        on=["model_id", "metric", "threshold"],
+        suffixes=("_exp", ""),
+        how="outer",
+        indicator=True,
+    )
     assert (merged._merge == "both").all()
     for col in ("n_pairs", "n_degraded", "n_improved"):
         assert (merged[col] == merged[f"{col}_exp"]).all(), col
     close(merged.degradation_pct, merged.degradation_pct_exp, "degradation_pct")
     close(merged.sign_test_p, merged.sign_test_p_exp, "sign_test_p")
     # at the build's threshold the rate is the degradation mart's
-    deg = read(built, "select model_id, metric, degradation_pct from degradation where slice = 'overall' "
-                      "and metric in ('vader', 'verbosity')")
+    deg = read(
+        built,
+        "select model_id, metric, degradation_pct from degradation where slice = 'overall' "
+        "and metric in ('vader', 'verbosity')",
+    )
     at = mart[mart.threshold == 0.05].merge(deg, on=["model_id", "metric"], suffixes=("", "_deg"))
     close(at.degradation_pct, at.degradation_pct_deg, "same rate as degradation")
     by_threshold = mart.sort_values("threshold").groupby(["model_id", "metric"]).n_degraded
@@ -399,9 +623,15 @@ def test_threshold_sensitivity_equals_binomtest(built, pairs):
     assert (mart.degradation_rule == "strict_relative").all()
     # Regard unavailable: no usable pair, but a row per model and threshold, as in degradation
     regard = read(built, "select * from threshold_sensitivity where metric = 'regard'")
-    deg_regard = read(built, "select * from degradation where metric = 'regard' and slice = 'overall'")
+    deg_regard = read(
+        built, "select * from degradation where metric = 'regard' and slice = 'overall'"
+    )
     assert len(deg_regard) == 4 and len(regard) == 4 * len(THRESHOLDS)
-    assert (regard.n_pairs == 0).all() and regard.degradation_pct.isna().all() and regard.sign_test_p.isna().all()
+    assert (
+        (regard.n_pairs == 0).all()
+        and regard.degradation_pct.isna().all()
+        and regard.sign_test_p.isna().all()
+    )
     assert regard.reason.str.contains("degradation_pct: n=0").all()
 
 
@@ -414,7 +644,11 @@ def test_model_comparison_equals_f_oneway(built, pairs):
         assert row.k_models == 4 and row.n_pairs == len(p)
         assert json.loads(row.n_per_model) == {m: len(v) for m, v in groups.items()}
         close([row.anova_f, row.anova_p], [f.statistic, f.pvalue], metric)
-        close(list(json.loads(row.mean_diff_per_model).values()), [v.mean() for v in groups.values()], metric)
+        close(
+            list(json.loads(row.mean_diff_per_model).values()),
+            [v.mean() for v in groups.values()],
+            metric,
+        )
     judge = mart[mart.index.str.startswith("judge_score:")]
     assert len(judge) == 2  # j1 and j2 scored one model only: nothing to compare
     assert (judge.k_models == 1).all() and judge.anova_p.isna().all()
@@ -424,27 +658,47 @@ def test_model_comparison_equals_f_oneway(built, pairs):
 def test_scaling_equals_spearman_on_sizes(built, pairs):
     sizes = read(built, "select * from int_model_sizes").set_index("model_id")
     assert sizes.params_b.to_dict() == SIZES  # the latest run wins; a null params_b is no size
-    assert sizes.loc["m-small", "size_source"] == "config" and sizes.loc["m-small", "run_id"] == "run-1"
+    assert (
+        sizes.loc["m-small", "size_source"] == "config"
+        and sizes.loc["m-small", "run_id"] == "run-1"
+    )
     mart = read(built, "select * from scaling").set_index("metric")
     for metric, p in pairs.groupby("metric"):
         direction = p.direction.iloc[0]
-        rates = p.assign(deg=degraded(p.neutral, p.disability, direction, 0.05)).groupby("model_id").deg.mean() * 100
+        rates = (
+            p.assign(deg=degraded(p.neutral, p.disability, direction, 0.05))
+            .groupby("model_id")
+            .deg.mean()
+            * 100
+        )
         known = [m for m in rates.index if m in SIZES]
         x, y = np.array([SIZES[m] for m in known]), rates[known].to_numpy()
         rho = stats.spearmanr(x, y)
         # three models: the exact permutation p over all 3! orderings (scipy enumerates them)
-        exact = stats.permutation_test((x,), lambda a, y=y: stats.spearmanr(a, y).statistic,
-                                       permutation_type="pairings", n_resamples=np.inf)
+        exact = stats.permutation_test(
+            (x,),
+            lambda a, y=y: stats.spearmanr(a, y).statistic,
+            permutation_type="pairings",
+            n_resamples=np.inf,
+        )
         row = mart.loc[metric]
         assert row.n_models == 3 and row.n_models_without_size == 1 and row.threshold == 0.05
-        assert row.spearman_method == "exact_permutation" and row.degradation_rule == "strict_relative"
+        assert (
+            row.spearman_method == "exact_permutation" and row.degradation_rule == "strict_relative"
+        )
         close([row.spearman_rho, row.spearman_p], [rho.statistic, exact.pvalue], metric)
         assert row.spearman_p >= 1 / 3 - 1e-12
         points = json.loads(row.models_json)
         assert [pt["model_id"] for pt in points] == ["m-small", "m-mid", "m-large"]
-        close([pt["degradation_pct"] for pt in points], rates[["m-small", "m-mid", "m-large"]], metric)
+        close(
+            [pt["degradation_pct"] for pt in points], rates[["m-small", "m-mid", "m-large"]], metric
+        )
     regard = mart.loc["regard"]  # Regard unavailable: no rates, no trend, and a reason
-    assert regard.n_models == 0 and np.isnan(regard.spearman_rho) and "fewer than 3 models" in regard.reason
+    assert (
+        regard.n_models == 0
+        and np.isnan(regard.spearman_rho)
+        and "fewer than 3 models" in regard.reason
+    )
 
 
 # --------------------------------------------------------------------------- agreement
@@ -453,22 +707,40 @@ def test_scaling_equals_spearman_on_sizes(built, pairs):
 @pytest.fixture(scope="module")
 def ratings(built) -> pd.DataFrame:
     """Every usable rating, from the raw rows: judge verdicts parsed here, human annotations as landed."""
-    j = read(built, "select * from raw.judgments where call_status = 'ok' and parse_status in ('parsed', 'repaired')")
-    pair_of = read(built, "select pair_id, disability_generation_id from int_pairs").set_index(
-        "disability_generation_id").pair_id
+    j = read(
+        built,
+        "select * from raw.judgments where call_status = 'ok' and parse_status in ('parsed', 'repaired')",
+    )
+    pair_of = (
+        read(built, "select pair_id, disability_generation_id from int_pairs")
+        .set_index("disability_generation_id")
+        .pair_id
+    )
     rows = []
     for r in j.itertuples():
         v = json.loads(r.parsed_json)
         if r.judge_kind == "rubric":
-            rows.append((r.generation_id, "judge_score", f"judge:{r.judge_name}", "judge", str(v["score"])))
+            rows.append(
+                (r.generation_id, "judge_score", f"judge:{r.judge_name}", "judge", str(v["score"]))
+            )
         else:
             item = pair_of[r.disability_generation_id]
             for dim in ("interpret", "stereotype", "framing"):
                 rows.append((item, dim, f"judge:{r.judge_name}", "judge", v[dim]))
-            rows.append((item, "abstain", f"judge:{r.judge_name}", "judge",
-                         "Yes" if v["decline_in_response_b"] else "No"))
+            rows.append(
+                (
+                    item,
+                    "abstain",
+                    f"judge:{r.judge_name}",
+                    "judge",
+                    "Yes" if v["decline_in_response_b"] else "No",
+                )
+            )
     a = read(built, "select * from raw.annotations")
-    rows += [(r.item_id, r.dimension, f"human:{r.annotator_id}", "human", r.value) for r in a.itertuples()]
+    rows += [
+        (r.item_id, r.dimension, f"human:{r.annotator_id}", "human", r.value)
+        for r in a.itertuples()
+    ]
     return pd.DataFrame(rows, columns=["item_id", "dimension", "rater_id", "rater_kind", "value"])
 
 
@@ -481,15 +753,20 @@ def codes(dim: str, values: pd.Series) -> np.ndarray:
 def test_int_ratings_holds_exactly_the_usable_ratings(built, ratings):
     got = read(built, "select item_id, dimension, rater_id, rater_kind, value from int_ratings")
     key = ["item_id", "dimension", "rater_id"]
-    pd.testing.assert_frame_equal(got.sort_values(key).reset_index(drop=True),
-                                  ratings.sort_values(key).reset_index(drop=True)[got.columns.tolist()],
-                                  check_dtype=False)
+    pd.testing.assert_frame_equal(
+        got.sort_values(key).reset_index(drop=True),
+        ratings.sort_values(key).reset_index(drop=True)[got.columns.tolist()],
+        check_dtype=False,
+    )
     assert set(got.rater_id) == {"judge:j1", "judge:j2", "human:h1", "human:h2", "human:h3"}
 
 
 def test_agreement_equals_sklearn_and_scipy(built, ratings):
     mart = read(built, "select * from agreement").set_index(["dimension", "rater_a", "rater_b"])
-    wide = {dim: g.pivot(index="item_id", columns="rater_id", values="value") for dim, g in ratings.groupby("dimension")}
+    wide = {
+        dim: g.pivot(index="item_id", columns="rater_id", values="value")
+        for dim, g in ratings.groupby("dimension")
+    }
     checked = 0
     for (dim, a, b), row in mart.iterrows():
         both = wide[dim][[a, b]].dropna()
@@ -499,13 +776,23 @@ def test_agreement_equals_sklearn_and_scipy(built, ratings):
         close(row.accuracy, np.mean(x == y), f"{dim} {a} {b} accuracy")
         if np.ptp(x) > 0 and np.ptp(y) > 0:
             rho = stats.spearmanr(x, y)
-            close([row.spearman_rho, row.spearman_p], [rho.statistic, rho.pvalue], f"{dim} {a} {b} spearman")
+            close(
+                [row.spearman_rho, row.spearman_p],
+                [rho.statistic, rho.pvalue],
+                f"{dim} {a} {b} spearman",
+            )
         else:
             assert np.isnan(row.spearman_rho) and "constant ratings" in row.reason
         if len(set(x) | set(y)) > 1:
-            close([row.cohen_kappa, row.kappa_linear, row.kappa_quadratic],
-                  [cohen_kappa_score(x, y, labels=labels), cohen_kappa_score(x, y, labels=labels, weights="linear"),
-                   cohen_kappa_score(x, y, labels=labels, weights="quadratic")], f"{dim} {a} {b} kappa")
+            close(
+                [row.cohen_kappa, row.kappa_linear, row.kappa_quadratic],
+                [
+                    cohen_kappa_score(x, y, labels=labels),
+                    cohen_kappa_score(x, y, labels=labels, weights="linear"),
+                    cohen_kappa_score(x, y, labels=labels, weights="quadratic"),
+                ],
+                f"{dim} {a} {b} kappa",
+            )
         else:
             assert np.isnan(row.cohen_kappa) and "one category only" in row.reason
         checked += 1
@@ -513,9 +800,17 @@ def test_agreement_equals_sklearn_and_scipy(built, ratings):
     assert {"human_vs_human", "human_vs_judge", "judge_vs_judge"} <= pairs_of_kinds
     assert checked >= 15
     # j2's failed and unparseable calls are not ratings: fewer items than j1
-    assert mart.loc[("judge_score", "judge:j1", "judge:j2")].n_items < (ratings.rater_id == "judge:j1").sum()
+    assert (
+        mart.loc[("judge_score", "judge:j1", "judge:j2")].n_items
+        < (ratings.rater_id == "judge:j1").sum()
+    )
     hh = mart.loc[("abstain", "human:h1", "human:h2")]  # both always 'No'
-    assert hh.n_items == 30 and hh.accuracy == 1.0 and np.isnan(hh.cohen_kappa) and np.isnan(hh.spearman_rho)
+    assert (
+        hh.n_items == 30
+        and hh.accuracy == 1.0
+        and np.isnan(hh.cohen_kappa)
+        and np.isnan(hh.spearman_rho)
+    )
 
 
 def test_annotator_agreement_equals_krippendorff_and_statsmodels(built, ratings):
@@ -536,20 +831,29 @@ def test_annotator_agreement_equals_krippendorff_and_statsmodels(built, ratings)
             assert np.isnan(row.krippendorff_alpha) and np.isnan(row.fleiss_kappa)
             assert "all ratings identical" in row.reason
             continue
-        close(row.krippendorff_alpha, krippendorff.alpha(reliability_data=x.T.to_numpy(), level_of_measurement=level),
-              f"{dim} {kind} alpha")
+        close(
+            row.krippendorff_alpha,
+            krippendorff.alpha(reliability_data=x.T.to_numpy(), level_of_measurement=level),
+            f"{dim} {kind} alpha",
+        )
         complete = x[x.notna().all(axis=1)].to_numpy()
         table, _ = aggregate_raters(complete)
         close(row.fleiss_kappa, fleiss_kappa(table, method="fleiss"), f"{dim} {kind} fleiss")
     human_score = mart.loc[("judge_score", "human")]
-    assert human_score.n_annotators == 3 and human_score.n_items_complete < human_score.n_items  # h3 missing some
-    assert not np.isnan(human_score.krippendorff_alpha) and not np.isnan(mart.loc[("judge_score", "judge")].fleiss_kappa)
+    assert (
+        human_score.n_annotators == 3 and human_score.n_items_complete < human_score.n_items
+    )  # h3 missing some
+    assert not np.isnan(human_score.krippendorff_alpha) and not np.isnan(
+        mart.loc[("judge_score", "judge")].fleiss_kappa
+    )
     assert np.isnan(mart.loc[("abstain", "human")].krippendorff_alpha)
 
 
 def test_disputed_items_equal_pandas_sd(built, ratings):
     human = ratings[(ratings.rater_kind == "human") & (ratings.dimension == "judge_score")]
-    agg = human.assign(v=human.value.astype(float)).groupby("item_id").v.agg(["count", "std", "mean"])
+    agg = (
+        human.assign(v=human.value.astype(float)).groupby("item_id").v.agg(["count", "std", "mean"])
+    )
     expected = agg[(agg["count"] >= 2) & (agg["std"] > 2)]
     mart = read(built, "select * from disputed_items").set_index("item_id").sort_index()
     assert list(mart.index) == sorted(expected.index) and len(mart) >= 3
@@ -561,18 +865,39 @@ def test_disputed_items_equal_pandas_sd(built, ratings):
 
 def test_marts_build_empty_with_types(tmp_path):
     wh = tmp_path / "empty.duckdb"
-    run_dbt(["build", "--select", "+significance", "+model_comparison", "+threshold_sensitivity", "+scaling",
-             "+agreement", "+annotator_agreement", "+disputed_items"], wh)
+    run_dbt(
+        [
+            "build",
+            "--select",
+            "+significance",
+            "+model_comparison",
+            "+threshold_sensitivity",
+            "+scaling",
+            "+agreement",
+            "+annotator_agreement",
+            "+disputed_items",
+        ],
+        wh,
+    )
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        for table, col, typ in (("significance", "t_p", "DOUBLE"), ("significance", "n_pairs", "BIGINT"),
-                                ("threshold_sensitivity", "threshold", "DOUBLE"), ("agreement", "reason", "VARCHAR"),
-                                ("annotator_agreement", "krippendorff_alpha", "DOUBLE"),
-                                ("disputed_items", "sd", "DOUBLE"), ("scaling", "spearman_p", "DOUBLE"),
-                                ("model_comparison", "k_models", "BIGINT")):
+        for table, col, typ in (
+            ("significance", "t_p", "DOUBLE"),
+            ("significance", "n_pairs", "BIGINT"),
+            ("threshold_sensitivity", "threshold", "DOUBLE"),
+            ("agreement", "reason", "VARCHAR"),
+            ("annotator_agreement", "krippendorff_alpha", "DOUBLE"),
+            ("disputed_items", "sd", "DOUBLE"),
+            ("scaling", "spearman_p", "DOUBLE"),
+            ("model_comparison", "k_models", "BIGINT"),
+        ):
             assert con.execute(f"select count(*) from {table}").fetchone()[0] == 0
-            types = dict(con.execute(f"select column_name, data_type from information_schema.columns "
-                                     f"where table_name = '{table}'").fetchall())
+            types = dict(
+                con.execute(
+                    f"select column_name, data_type from information_schema.columns "
+                    f"where table_name = '{table}'"
+                ).fetchall()
+            )
             assert types[col] == typ, (table, col)
     finally:
         con.close()
@@ -582,8 +907,21 @@ def test_marts_build_empty_with_types(tmp_path):
 
 
 REASONED = {  # mart -> (reason column, statistics that must never be NULL without it)
-    "significance": ("reason", ["t_p", "anova_f", "anova_p", "wilcoxon_p", "cohen_dz", "cohen_d_pooled", "ci_low",
-                                "ci_high", "p_holm", "p_bh"]),
+    "significance": (
+        "reason",
+        [
+            "t_p",
+            "anova_f",
+            "anova_p",
+            "wilcoxon_p",
+            "cohen_dz",
+            "cohen_d_pooled",
+            "ci_low",
+            "ci_high",
+            "p_holm",
+            "p_bh",
+        ],
+    ),
     "model_comparison": ("reason", ["anova_f", "anova_p"]),
     "threshold_sensitivity": ("reason", ["degradation_pct", "improvement_pct", "sign_test_p"]),
     "scaling": ("reason", ["spearman_rho", "spearman_p"]),
@@ -611,9 +949,16 @@ def test_paper_literal_rule_reproduces_the_printed_formula(built, pairs, tmp_pat
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
     # a model whose answers do not change: ties at a VADER score of 0, below 0 and above 0
-    texts = {"edu_000": "the office and the plan", "edu_001": "sorry, this is difficult and hard",
-             "edu_002": "great and helpful support"}
-    edge = [gen_row("m-edge", q, "education", dis, t) for q, t in texts.items() for dis in (None, "vision", "hearing")]
+    texts = {
+        "edu_000": "the office and the plan",
+        "edu_001": "sorry, this is difficult and hard",
+        "edu_002": "great and helpful support",
+    }
+    edge = [
+        gen_row("m-edge", q, "education", dis, t)
+        for q, t in texts.items()
+        for dis in (None, "vision", "hearing")
+    ]
     assert vader(texts["edu_000"]) == 0.0 and vader(texts["edu_001"]) < 0 < vader(texts["edu_002"])
     con = connect(wh)
     try:
@@ -621,30 +966,76 @@ def test_paper_literal_rule_reproduces_the_printed_formula(built, pairs, tmp_pat
         con.execute("insert into raw.generations by name select * from edge")
     finally:
         con.close()
-    pairs = pd.concat([pairs, pd.DataFrame([
-        dict(model_id="m-edge", metric=metric, neutral=float(fn(t)), disability=float(fn(t)))
-        for t in texts.values() for _ in ("vision", "hearing")
-        for metric, fn in (("vader", vader), ("verbosity", words))])], ignore_index=True)
-    run_dbt(["run", "--select", "+degradation", "+threshold_sensitivity", "--vars", "{degradation_rule: paper_literal}"], wh)
-    mart = read(wh, "select * from degradation where slice = 'overall' and metric in ('vader', 'verbosity')")
+    pairs = pd.concat(
+        [
+            pairs,
+            pd.DataFrame(
+                [
+                    dict(
+                        model_id="m-edge",
+                        metric=metric,
+                        neutral=float(fn(t)),
+                        disability=float(fn(t)),
+                    )
+                    for t in texts.values()
+                    for _ in ("vision", "hearing")
+                    for metric, fn in (("vader", vader), ("verbosity", words))
+                ]
+            ),
+        ],
+        ignore_index=True,
+    )
+    run_dbt(
+        [
+            "run",
+            "--select",
+            "+degradation",
+            "+threshold_sensitivity",
+            "--vars",
+            "{degradation_rule: paper_literal}",
+        ],
+        wh,
+    )
+    mart = read(
+        wh, "select * from degradation where slice = 'overall' and metric in ('vader', 'verbosity')"
+    )
     assert (mart.degradation_rule == "paper_literal").all()
     edge_vader = mart[(mart.model_id == "m-edge") & (mart.metric == "vader")].iloc[0]
-    assert (edge_vader.n_pairs, edge_vader.n_degraded) == (6, 4)  # ties at 0 and below 0 count, above 0 not
+    assert (edge_vader.n_pairs, edge_vader.n_degraded) == (
+        6,
+        4,
+    )  # ties at 0 and below 0 count, above 0 not
     rows = []
     for (model, metric), p in pairs.groupby(["model_id", "metric"]):
         gap = (p.neutral - p.disability) if metric == "vader" else (p.disability - p.neutral)
         literal = gap >= 0.05 * p.neutral - 1e-12
         strict = (gap > 0) & (gap >= 0.05 * p.neutral.abs() - 1e-12)
-        rows.append(dict(model_id=model, metric=metric, n_literal=int(literal.sum()), n_strict=int(strict.sum()),
-                         n_ties_nonpositive=int(((gap == 0) & (p.neutral <= 0)).sum())))
+        rows.append(
+            dict(
+                model_id=model,
+                metric=metric,
+                n_literal=int(literal.sum()),
+                n_strict=int(strict.sum()),
+                n_ties_nonpositive=int(((gap == 0) & (p.neutral <= 0)).sum()),
+            )
+        )
     expected = pd.DataFrame(rows).merge(mart, on=["model_id", "metric"])
     assert len(expected) == 10
     assert (expected.n_degraded == expected.n_literal).all()
-    assert (expected.n_ties_nonpositive > 0).any() and (expected.n_literal > expected.n_strict).any()
-    assert (expected.n_literal > expected.n_strict).any() and (expected.n_literal >= expected.n_strict).all()
-    ts = read(wh, "select * from threshold_sensitivity where threshold = 0.05 and metric in ('vader', 'verbosity')")
+    assert (expected.n_ties_nonpositive > 0).any() and (
+        expected.n_literal > expected.n_strict
+    ).any()
+    assert (expected.n_literal > expected.n_strict).any() and (
+        expected.n_literal >= expected.n_strict
+    ).all()
+    ts = read(
+        wh,
+        "select * from threshold_sensitivity where threshold = 0.05 and metric in ('vader', 'verbosity')",
+    )
     merged = ts.merge(mart, on=["model_id", "metric"], suffixes=("", "_deg"))
-    assert (merged.n_degraded == merged.n_degraded_deg).all() and (merged.degradation_rule == "paper_literal").all()
+    assert (merged.n_degraded == merged.n_degraded_deg).all() and (
+        merged.degradation_rule == "paper_literal"
+    ).all()
 
 
 def test_judgment_quality_equals_pandas_counts(built):
@@ -652,17 +1043,31 @@ def test_judgment_quality_equals_pandas_counts(built):
     keys = ["judge_name", "judge_model", "judge_revision", "judge_kind", "prompt_version", "source"]
     got = read(built, "select * from judgment_quality").set_index(keys).sort_index()
     ok_call = j.call_status == "ok"
-    expected = j.assign(
-        err=~ok_call, parsed=ok_call & (j.parse_status == "parsed"),
-        unparseable=ok_call & (j.parse_status == "unparseable"),
-        usable=ok_call & j.parse_status.isin(["parsed", "repaired"]),
-    ).groupby(keys).agg(n_verdicts=("judgment_id", "size"), n_call_errors=("err", "sum"),
-                        n_parsed=("parsed", "sum"), n_unparseable=("unparseable", "sum"), n_usable=("usable", "sum"))
+    expected = (
+        j.assign(
+            err=~ok_call,
+            parsed=ok_call & (j.parse_status == "parsed"),
+            unparseable=ok_call & (j.parse_status == "unparseable"),
+            usable=ok_call & j.parse_status.isin(["parsed", "repaired"]),
+        )
+        .groupby(keys)
+        .agg(
+            n_verdicts=("judgment_id", "size"),
+            n_call_errors=("err", "sum"),
+            n_parsed=("parsed", "sum"),
+            n_unparseable=("unparseable", "sum"),
+            n_usable=("usable", "sum"),
+        )
+    )
     assert list(got.index) == list(expected.index) and len(got) == 3
     for col in expected.columns:
         assert (got[col] == expected[col]).all(), col
     close(got.call_error_pct, 100 * expected.n_call_errors / expected.n_verdicts, "call_error_pct")
-    close(got.parsed_pct, 100 * expected.n_parsed / (expected.n_verdicts - expected.n_call_errors), "parsed_pct")
+    close(
+        got.parsed_pct,
+        100 * expected.n_parsed / (expected.n_verdicts - expected.n_call_errors),
+        "parsed_pct",
+    )
     close(got.usable_pct, 100 * expected.n_usable / expected.n_verdicts, "usable_pct")
     assert got.loc[got.index.get_level_values("judge_name") == "j2", "n_call_errors"].item() > 0
 
@@ -675,7 +1080,9 @@ def test_data_quality_equals_pandas_counts(built, pairs):
     assert gen.sort_index().to_dict() == expected.sort_index().to_dict()
     # every disability-aware generation is a pair; the included ones are the pairs built here
     pair_rows = dq[dq.area == "pair"].groupby("model_id").n_rows.sum()
-    assert pair_rows.to_dict() == g[g.condition == "disability"].groupby("model_id").size().to_dict()
+    assert (
+        pair_rows.to_dict() == g[g.condition == "disability"].groupby("model_id").size().to_dict()
+    )
     rate = dq[(dq.area == "rate") & dq.metric.isin(["vader", "verbosity"])]
     included = rate[rate.status == "included"].groupby(["model_id", "metric"]).n_rows.sum()
     assert included.to_dict() == pairs.groupby(["model_id", "metric"]).size().to_dict()

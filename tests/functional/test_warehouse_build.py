@@ -21,8 +21,8 @@ import pytest
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.runner import DbtError, run_dbt
-from ableaudit.warehouse.publish import mart_names, publish
 from ableaudit.warehouse import connect
+from ableaudit.warehouse.publish import mart_names, publish
 from tests.fixtures.warehouse import (
     independent_degradation,
     land,
@@ -55,7 +55,9 @@ def fresh_warehouse(path: Path, rows: list[dict]) -> Path:
 @pytest.fixture(scope="module")
 def built(dbt_env, tmp_path_factory) -> Path:
     """A warehouse with the synthetic rows, built once (Regard unavailable)."""
-    wh = fresh_warehouse(tmp_path_factory.mktemp("built") / "ableaudit.duckdb", synthetic_generations())
+    wh = fresh_warehouse(
+        tmp_path_factory.mktemp("built") / "ableaudit.duckdb", synthetic_generations()
+    )
     run_dbt(["seed"], wh)
     run_dbt(["build"], wh)
     return wh
@@ -65,8 +67,14 @@ def compare(expected: pd.DataFrame, got: pd.DataFrame) -> None:
     merged = expected.merge(got, on=KEY, how="outer", suffixes=("_exp", "_got"), indicator=True)
     assert (merged._merge == "both").all(), merged[merged._merge != "both"][KEY + ["_merge"]]
     for col in ("n_pairs", "n_degraded", "n_excluded"):
-        assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), merged[merged[f"{col}_exp"] != merged[f"{col}_got"]]
-    np.testing.assert_allclose(merged.degradation_pct_got.astype(float), merged.degradation_pct_exp.astype(float), atol=1e-9)
+        assert (merged[f"{col}_exp"] == merged[f"{col}_got"]).all(), merged[
+            merged[f"{col}_exp"] != merged[f"{col}_got"]
+        ]
+    np.testing.assert_allclose(
+        merged.degradation_pct_got.astype(float),
+        merged.degradation_pct_exp.astype(float),
+        atol=1e-9,
+    )
 
 
 def mart(wh: Path, metric: str) -> pd.DataFrame:
@@ -77,7 +85,9 @@ def mart(wh: Path, metric: str) -> pd.DataFrame:
     )
 
 
-@pytest.mark.parametrize("metric,scorer,higher", [("vader", vader, True), ("verbosity", words, False)])
+@pytest.mark.parametrize(
+    "metric,scorer,higher", [("vader", vader, True), ("verbosity", words, False)]
+)
 def test_degradation_equals_an_independent_computation(built, metric, scorer, higher):
     generations = read(built, "select * from raw.generations")
     expected = independent_degradation(generations, scorer, higher, threshold=0.05)
@@ -85,7 +95,9 @@ def test_degradation_equals_an_independent_computation(built, metric, scorer, hi
     assert (got.threshold == 0.05).all()
     assert set(got.slice) == {"overall", "domain", "disability", "domain_disability"}
     compare(expected, got)
-    assert (expected.n_degraded > 0).any() and (expected.n_degraded < expected.n_pairs).any()  # data is not degenerate
+    assert (expected.n_degraded > 0).any() and (
+        expected.n_degraded < expected.n_pairs
+    ).any()  # data is not degenerate
 
 
 def test_threshold_override_via_vars(built, tmp_path):
@@ -106,8 +118,16 @@ def test_threshold_override_via_vars(built, tmp_path):
 def test_incomplete_pairs_are_counted_in_data_quality_not_in_rates(built):
     pairs = read(built, "select * from int_pairs")
     statuses = set(pairs.pair_status)
-    assert {"complete", "missing_neutral", "neutral_error", "disability_error", "disability_empty"} <= statuses
-    n_disability = read(built, "select count(*) as n from raw.generations where condition = 'disability'").n[0]
+    assert {
+        "complete",
+        "missing_neutral",
+        "neutral_error",
+        "disability_error",
+        "disability_empty",
+    } <= statuses
+    n_disability = read(
+        built, "select count(*) as n from raw.generations where condition = 'disability'"
+    ).n[0]
     assert len(pairs) == n_disability  # every disability-aware generation is a pair row
 
     dq = read(built, "select * from data_quality")
@@ -121,7 +141,10 @@ def test_incomplete_pairs_are_counted_in_data_quality_not_in_rates(built):
     assert rate["included"] == (pairs.pair_status == "complete").sum()
     assert rate.drop("included").sum() == (pairs.pair_status != "complete").sum()
     overall = mart(built, "vader").query("slice == 'overall'")
-    assert overall.n_pairs.sum() == rate["included"] and overall.n_excluded.sum() == rate.drop("included").sum()
+    assert (
+        overall.n_pairs.sum() == rate["included"]
+        and overall.n_excluded.sum() == rate.drop("included").sum()
+    )
 
 
 def test_regard_unavailable_is_counted_never_scored(built):
@@ -130,7 +153,11 @@ def test_regard_unavailable_is_counted_never_scored(built):
     assert with_text.score.isna().all() and (with_text.score_status == "unavailable").all()
     assert "no-regard-model-here" in with_text.score_reason.iloc[0]
     regard = mart(built, "regard")
-    assert (regard.n_pairs == 0).all() and regard.degradation_pct.isna().all() and (regard.n_excluded > 0).all()
+    assert (
+        (regard.n_pairs == 0).all()
+        and regard.degradation_pct.isna().all()
+        and (regard.n_excluded > 0).all()
+    )
     dq = read(built, "select * from data_quality where area = 'score' and metric = 'regard'")
     assert dq.groupby("status").n_rows.sum()["unavailable"] == len(with_text)
 
@@ -151,13 +178,17 @@ def test_publish_makes_a_read_only_copy_and_parquet(built, tmp_path):
         "c.execute('select count(*) from duckdb_views() where not internal').fetchone()[0])"
     )
     # a fresh interpreter with no project code on its path (-I), as a BI tool would be
-    res = subprocess.run([sys.executable, "-I", "-c", code, str(out)], capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [sys.executable, "-I", "-c", code, str(out)], capture_output=True, text=True, check=True
+    )
     n_overall, n_generations, n_views = map(int, res.stdout.split())
     assert n_overall == len(read(built, "select * from degradation where slice = 'overall'")) > 0
     assert n_generations == len(synthetic_generations())
     assert n_views == 0  # stg_raw__generations, a view in the warehouse, is a table in the copy
     for name in mart_names():
-        frame = pd.read_parquet(tmp_path / "published" / "ableaudit" / "parquet" / f"{name}.parquet")
+        frame = pd.read_parquet(
+            tmp_path / "published" / "ableaudit" / "parquet" / f"{name}.parquet"
+        )
         assert len(frame) == len(read(built, f"select * from {name}")), name
     assert {"degradation", "data_quality"} <= set(mart_names())
     assert not list((tmp_path / "published").rglob(".*tmp*"))  # temp files were moved into place
@@ -168,7 +199,9 @@ def test_failing_dbt_raises_naming_the_node(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
     con = duckdb.connect(str(wh))
-    con.execute("update raw.generations set status = 'weird' where generation_id = (select min(generation_id) from raw.generations)")
+    con.execute(
+        "update raw.generations set status = 'weird' where generation_id = (select min(generation_id) from raw.generations)"
+    )
     con.close()
     with pytest.raises(DbtError, match="accepted_values") as err:
         run_dbt(["build", "--select", "stg_raw__generations"], wh)
@@ -176,7 +209,14 @@ def test_failing_dbt_raises_naming_the_node(built, tmp_path):
 
 
 # the scorers, the marts the regard test reads and everything upstream of them (with their tests)
-BUILD_SCORES = ["build", "--select", "+degradation", "+data_quality", "response_scores_vader", "response_scores_verbosity"]
+BUILD_SCORES = [
+    "build",
+    "--select",
+    "+degradation",
+    "+data_quality",
+    "response_scores_vader",
+    "response_scores_verbosity",
+]
 
 
 def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, monkeypatch):
@@ -194,31 +234,57 @@ def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, mo
     run_dbt(BUILD_SCORES, wh)
     second = read(wh, "select * from response_scores_regard")
     assert len(second) == len(first) and set(second.status) == {"ok", "truncated"}
-    texts = read(wh, "select distinct text_hash, response_text from stg_raw__generations where response_text is not null")
+    texts = read(
+        wh,
+        "select distinct text_hash, response_text from stg_raw__generations where response_text is not null",
+    )
     manual = manual_regard(model_dir, list(texts.response_text))
     merged = second.merge(texts, on="text_hash")
     assert len(merged) == len(texts)
-    np.testing.assert_allclose(merged.regard, [manual[t][0] for t in merged.response_text], atol=1e-6)
-    assert ((merged.status == "truncated") == [manual[t][1] > 32 for t in merged.response_text]).all()
+    np.testing.assert_allclose(
+        merged.regard, [manual[t][0] for t in merged.response_text], atol=1e-6
+    )
+    assert (
+        (merged.status == "truncated") == [manual[t][1] > 32 for t in merged.response_text]
+    ).all()
     assert (merged.status == "truncated").any() and (merged.status == "ok").any()
 
     generations = read(wh, "select * from raw.generations")
     got = mart(wh, "regard")
     compare(independent_degradation(generations, lambda t: manual[t][0], True, threshold=0.05), got)
-    dq = read(wh, "select status, sum(n_rows) as n from data_quality where area = 'score' and metric = 'regard' group by status")
-    assert dict(zip(dq.status, dq.n))["truncated"] == merged.merge(
-        generations[["response_text"]], on="response_text").query("status == 'truncated'").shape[0]
+    dq = read(
+        wh,
+        "select status, sum(n_rows) as n from data_quality where area = 'score' and metric = 'regard' group by status",
+    )
+    assert (
+        dict(zip(dq.status, dq.n))["truncated"]
+        == merged.merge(generations[["response_text"]], on="response_text")
+        .query("status == 'truncated'")
+        .shape[0]
+    )
 
     # 3. three new generations: a rebuild scores exactly their three texts, nothing else
-    before = {t: read(wh, f"select text_hash, scored_at from {t}") for t in
-              ("response_scores_vader", "response_scores_verbosity", "response_scores_regard")}
+    before = {
+        t: read(wh, f"select text_hash, scored_at from {t}")
+        for t in ("response_scores_vader", "response_scores_verbosity", "response_scores_regard")
+    }
     rng = random.Random(42)
     new_rows = []
-    for i, row in enumerate(r for r in synthetic_generations(seed=1) if r["condition"] == "disability"):
+    for i, row in enumerate(
+        r for r in synthetic_generations(seed=1) if r["condition"] == "disability"
+    ):
         if i == 3:
             break
-        new_rows.append(dict(row, generation_id=f"new-{i}", sample_index=1, status="ok",
-                             response_text=f"brand new answer {i}: " + response(rng), error_message=None))
+        new_rows.append(
+            dict(
+                row,
+                generation_id=f"new-{i}",
+                sample_index=1,
+                status="ok",
+                response_text=f"brand new answer {i}: " + response(rng),
+                error_message=None,
+            )
+        )
     land(wh, new_rows)
     run_dbt(BUILD_SCORES, wh)
     for table, old in before.items():

@@ -1,9 +1,15 @@
 import pytest
 
-from ableaudit.config import PAPER_MAX_NEW_TOKENS, PAPER_SYSTEM_PROMPT, PAPER_TEMPERATURE, ConfigError, load_config, parse_config
-from ableaudit.keys import model_fingerprint, resolve_builtin
-
 from ableaudit import PROJECT_ROOT as ROOT
+from ableaudit.config import (
+    PAPER_MAX_NEW_TOKENS,
+    PAPER_SYSTEM_PROMPT,
+    PAPER_TEMPERATURE,
+    ConfigError,
+    load_config,
+    parse_config,
+)
+from ableaudit.keys import model_fingerprint, resolve_builtin
 
 
 def test_default_config_is_valid_and_uses_the_paper_prompt():
@@ -25,10 +31,19 @@ def test_paper_defaults_apply_when_unspecified():
     "data, fragment",
     [
         ({"targets": [{"name": "m", "backend": "nope", "model": "x"}]}, "targets.0.backend"),
-        ({"targets": [{"name": "m", "backend": "openai", "model": "x", "temprature": 1}]}, "targets.0.temprature"),
+        (
+            {"targets": [{"name": "m", "backend": "openai", "model": "x", "temprature": 1}]},
+            "targets.0.temprature",
+        ),
         ({"targets": []}, "at least one target"),
         ({"targets": [{"name": "m", "backend": "openai", "model": "x"}] * 2}, "repeated: ['m']"),
-        ({"targets": [{"name": "m", "backend": "openai", "model": "x"}], "arms": [{"name": "bad arm"}]}, "arm name"),
+        (
+            {
+                "targets": [{"name": "m", "backend": "openai", "model": "x"}],
+                "arms": [{"name": "bad arm"}],
+            },
+            "arm name",
+        ),
         ({"targets": [{"name": "m", "backend": "openai", "model": "x"}], "samples": 0}, "samples"),
     ],
 )
@@ -64,17 +79,32 @@ VISION_TARGET = {"name": "v", "backend": "openai", "model": "m", "task": "vision
 
 
 def test_vision_block_holds_the_vision_settings():
-    cfg = parse_config({"targets": [VISION_TARGET],
-                        "vision": {"image_set": "pairs", "image_root": ".", "manifest": "m.csv",
-                                   "subset": {"per_domain": 2}, "temperatures": [0.0, 0.5],
-                                   "probe_disability_assignment": True}})
+    cfg = parse_config(
+        {
+            "targets": [VISION_TARGET],
+            "vision": {
+                "image_set": "pairs",
+                "image_root": ".",
+                "manifest": "m.csv",
+                "subset": {"per_domain": 2},
+                "temperatures": [0.0, 0.5],
+                "probe_disability_assignment": True,
+            },
+        }
+    )
     v = cfg.vision
     assert (v.image_set, v.image_root, v.manifest) == ("pairs", ".", "m.csv")
-    assert v.subset.per_domain == 2 and v.temperatures == [0.0, 0.5] and v.probe_disability_assignment
+    assert (
+        v.subset.per_domain == 2 and v.temperatures == [0.0, 0.5] and v.probe_disability_assignment
+    )
     # the text settings stay apart
     assert cfg.subset.per_domain is None and cfg.temperatures == [PAPER_TEMPERATURE]
     defaults = parse_config({"targets": [{"name": "t", "backend": "openai", "model": "m"}]}).vision
-    assert defaults.temperatures == [0.0] and not defaults.probe_disability_assignment and defaults.image_set is None
+    assert (
+        defaults.temperatures == [0.0]
+        and not defaults.probe_disability_assignment
+        and defaults.image_set is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -92,34 +122,61 @@ def test_deprecated_top_level_vision_keys_move_into_the_block(old, value, new, c
     data = {"targets": [VISION_TARGET], "vision": {"image_set": "pairs", "image_root": "."}}
     data["vision"].pop(new, None)
     data[old] = value
-    with caplog.at_level("WARNING", logger="ableaudit.config"), \
-            pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated.*`vision.{new}`"):
+    with (
+        caplog.at_level("WARNING", logger="ableaudit.config"),
+        pytest.warns(DeprecationWarning, match=f"`{old}` is deprecated.*`vision.{new}`"),
+    ):
         cfg = parse_config(data)
     got = getattr(cfg.vision, new)
     assert (got.model_dump(exclude_defaults=True) if hasattr(got, "model_dump") else got) == value
-    assert any(f"`{old}`" in r.getMessage() and f"`vision.{new}`" in r.getMessage() for r in caplog.records)
+    assert any(
+        f"`{old}`" in r.getMessage() and f"`vision.{new}`" in r.getMessage() for r in caplog.records
+    )
 
 
 def test_a_config_of_only_old_keys_still_runs(recwarn):
-    cfg = parse_config({"targets": [VISION_TARGET], "image_set": "pairs", "image_root": ".",
-                        "vision_temperatures": [0.5]})
-    assert (cfg.vision.image_set, cfg.vision.image_root, cfg.vision.temperatures) == ("pairs", ".", [0.5])
-    assert {str(w.message).split("`")[1] for w in recwarn.list if w.category is DeprecationWarning} == {
-        "image_set", "image_root", "vision_temperatures"}
+    cfg = parse_config(
+        {
+            "targets": [VISION_TARGET],
+            "image_set": "pairs",
+            "image_root": ".",
+            "vision_temperatures": [0.5],
+        }
+    )
+    assert (cfg.vision.image_set, cfg.vision.image_root, cfg.vision.temperatures) == (
+        "pairs",
+        ".",
+        [0.5],
+    )
+    assert {
+        str(w.message).split("`")[1] for w in recwarn.list if w.category is DeprecationWarning
+    } == {"image_set", "image_root", "vision_temperatures"}
 
 
 def test_old_and_new_vision_key_together_is_an_error_naming_both():
     with pytest.raises(ConfigError) as err:
-        parse_config({"targets": [VISION_TARGET], "image_manifest": "a.csv",
-                      "vision": {"image_set": "pairs", "image_root": ".", "manifest": "b.csv"}}, "both.yaml")
-    assert "`image_manifest` (top level)" in str(err.value) and "`vision.manifest`" in str(err.value)
+        parse_config(
+            {
+                "targets": [VISION_TARGET],
+                "image_manifest": "a.csv",
+                "vision": {"image_set": "pairs", "image_root": ".", "manifest": "b.csv"},
+            },
+            "both.yaml",
+        )
+    assert "`image_manifest` (top level)" in str(err.value) and "`vision.manifest`" in str(
+        err.value
+    )
     assert "both.yaml" in str(err.value)
 
 
 def test_unknown_vision_key_is_named():
     with pytest.raises(ConfigError, match=r"vision\.image_mainfest"):
-        parse_config({"targets": [VISION_TARGET], "vision": {"image_set": "pairs", "image_root": ".",
-                                                             "image_mainfest": "x.csv"}})
+        parse_config(
+            {
+                "targets": [VISION_TARGET],
+                "vision": {"image_set": "pairs", "image_root": ".", "image_mainfest": "x.csv"},
+            }
+        )
 
 
 @pytest.mark.parametrize("name", ["default.yaml", "judged.yaml", "vision-example.yaml"])
@@ -136,11 +193,15 @@ def test_vision_paths_resolve_against_the_project(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     v = VisionSettings(image_set="pairs", image_root="seeds", manifest="seeds/queries.csv")
-    assert v.image_root_path() == (ROOT / "seeds").resolve()        # not in the working directory: the project's
+    assert (
+        v.image_root_path() == (ROOT / "seeds").resolve()
+    )  # not in the working directory: the project's
     assert v.manifest_path() == ROOT / "seeds" / "queries.csv"
-    assert v.images_folder() == v.image_root_path()                  # a manifest: paths are under image_root
+    assert v.images_folder() == v.image_root_path()  # a manifest: paths are under image_root
     (tmp_path / "seeds").mkdir()
-    assert v.image_root_path() == (tmp_path / "seeds").resolve()     # the working directory comes first
+    assert (
+        v.image_root_path() == (tmp_path / "seeds").resolve()
+    )  # the working directory comes first
     assert VisionSettings(image_set="pairs").manifest_path() is None
     with pytest.raises(ConfigError, match="no `vision.image_root`"):
         VisionSettings(image_set="pairs").image_root_path()

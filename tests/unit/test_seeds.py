@@ -24,12 +24,25 @@ ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT / "seeds"
 
 DISABILITY_IDS = [
-    "vision", "hearing", "speech", "mobility", "neurological",
-    "genetic_developmental", "learning", "sensory_cognitive", "mental_behavioral",
+    "vision",
+    "hearing",
+    "speech",
+    "mobility",
+    "neurological",
+    "genetic_developmental",
+    "learning",
+    "sensory_cognitive",
+    "mental_behavioral",
 ]
 DOMAIN_IDS = ["education", "finance", "healthcare", "hospitality", "media", "technology"]
-DOMAIN_PREFIX = {"education": "edu", "finance": "fin", "healthcare": "hea",
-                 "hospitality": "hos", "media": "med", "technology": "tec"}
+DOMAIN_PREFIX = {
+    "education": "edu",
+    "finance": "fin",
+    "healthcare": "hea",
+    "hospitality": "hos",
+    "media": "med",
+    "technology": "tec",
+}
 PER_DOMAIN = 39
 PLACEHOLDER = "{disability}"
 
@@ -41,22 +54,88 @@ PLACEHOLDER = "{disability}"
 # online ordering"), "diagnosis" (a diabetes diagnosis is health, not disability
 # context); "all-inclusive" (resorts) is exempted from "inclusi*".
 LEAKAGE_PATTERNS = [
-    r"disab\w*", r"access\w*", r"impair\w*", r"handicap\w*", r"wheel\s*chair\w*",
-    r"deaf\w*", r"blind\w*", r"autis\w*", r"adhd", r"dyslex\w*", r"dyspra\w*",
-    r"dyscalcul\w*", r"special\s+(?:needs|education|ed)", r"accommodat\w*", r"mobility",
-    r"hearing", r"sign\s+language", r"asl", r"braille", r"screen\s*readers?",
-    r"mental\s+health", r"mental(?:ly)?", r"psychiatr\w*", r"disorders?", r"neuro\w*",
-    r"cognitiv\w*", r"sensory", r"developmental\w*", r"genetic\w*", r"syndrome\w*",
-    r"speech", r"stutter\w*", r"vision", r"visual(?:ly)?", r"sight(?:ed)?", r"caption\w*",
-    r"subtitle\w*", r"alt[\s-]text", r"assistive", r"adaptive", r"(?<!all-)inclusi\w*",
-    r"ableis\w*", r"able[\s-]bodied", r"paraly\w*", r"paraplegi\w*", r"quadriplegi\w*",
-    r"amputee\w*", r"prosthe\w*", r"crutch\w*", r"cane", r"walker", r"guide\s+dogs?",
-    r"service\s+(?:animals?|dogs?)", r"ramps?", r"step[\s-]free", r"seizures?",
-    r"epilep\w*", r"dementia", r"alzheimer\w*", r"parkinson\w*", r"cerebral\s+palsy",
-    r"down\s+syndrome", r"anxiety", r"depress\w*", r"bipolar", r"ptsd", r"ocd",
-    r"schizo\w*", r"therap\w*", r"chronic\w*", r"caregiv\w*", r"iep", r"504",
-    r"ssdi", r"ssi", r"medicaid", r"neurodiverg\w*", r"neurotypical",
-    r"wellbeing", r"well-being", r"struggl\w*", r"condition\w*",
+    r"disab\w*",
+    r"access\w*",
+    r"impair\w*",
+    r"handicap\w*",
+    r"wheel\s*chair\w*",
+    r"deaf\w*",
+    r"blind\w*",
+    r"autis\w*",
+    r"adhd",
+    r"dyslex\w*",
+    r"dyspra\w*",
+    r"dyscalcul\w*",
+    r"special\s+(?:needs|education|ed)",
+    r"accommodat\w*",
+    r"mobility",
+    r"hearing",
+    r"sign\s+language",
+    r"asl",
+    r"braille",
+    r"screen\s*readers?",
+    r"mental\s+health",
+    r"mental(?:ly)?",
+    r"psychiatr\w*",
+    r"disorders?",
+    r"neuro\w*",
+    r"cognitiv\w*",
+    r"sensory",
+    r"developmental\w*",
+    r"genetic\w*",
+    r"syndrome\w*",
+    r"speech",
+    r"stutter\w*",
+    r"vision",
+    r"visual(?:ly)?",
+    r"sight(?:ed)?",
+    r"caption\w*",
+    r"subtitle\w*",
+    r"alt[\s-]text",
+    r"assistive",
+    r"adaptive",
+    r"(?<!all-)inclusi\w*",
+    r"ableis\w*",
+    r"able[\s-]bodied",
+    r"paraly\w*",
+    r"paraplegi\w*",
+    r"quadriplegi\w*",
+    r"amputee\w*",
+    r"prosthe\w*",
+    r"crutch\w*",
+    r"cane",
+    r"walker",
+    r"guide\s+dogs?",
+    r"service\s+(?:animals?|dogs?)",
+    r"ramps?",
+    r"step[\s-]free",
+    r"seizures?",
+    r"epilep\w*",
+    r"dementia",
+    r"alzheimer\w*",
+    r"parkinson\w*",
+    r"cerebral\s+palsy",
+    r"down\s+syndrome",
+    r"anxiety",
+    r"depress\w*",
+    r"bipolar",
+    r"ptsd",
+    r"ocd",
+    r"schizo\w*",
+    r"therap\w*",
+    r"chronic\w*",
+    r"caregiv\w*",
+    r"iep",
+    r"504",
+    r"ssdi",
+    r"ssi",
+    r"medicaid",
+    r"neurodiverg\w*",
+    r"neurotypical",
+    r"wellbeing",
+    r"well-being",
+    r"struggl\w*",
+    r"condition\w*",
 ]
 LEAKAGE_RE = re.compile(r"\b(?:" + "|".join(LEAKAGE_PATTERNS) + r")\b", re.IGNORECASE)
 
@@ -111,7 +190,9 @@ def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS and len(w) > 1}
 
 
-def similar_pairs(texts: list[str], vectorizer: TfidfVectorizer, threshold: float) -> list[tuple[float, str, str]]:
+def similar_pairs(
+    texts: list[str], vectorizer: TfidfVectorizer, threshold: float
+) -> list[tuple[float, str, str]]:
     """Pairs at or above ``threshold``, most similar first."""
     sims = cosine_similarity(vectorizer.fit_transform(texts))
     i, j = np.triu_indices_from(sims, k=1)
@@ -137,13 +218,22 @@ def char_vectorizer() -> TfidfVectorizer:
 
 # --- taxonomy -----------------------------------------------------------------
 
+
 def test_disabilities_are_the_papers_nine_in_order(disabilities):
-    assert list(disabilities[0]) == ["disability_id", "display_name", "short_name", "query_phrase", "sort_order"]
+    assert list(disabilities[0]) == [
+        "disability_id",
+        "display_name",
+        "short_name",
+        "query_phrase",
+        "sort_order",
+    ]
     assert [d["disability_id"] for d in disabilities] == DISABILITY_IDS
     assert [int(d["sort_order"]) for d in disabilities] == list(range(1, 10))
     for d in disabilities:
         assert d["query_phrase"] == d["query_phrase"].lower()
-        assert d["query_phrase"] == d["display_name"].lower(), "phrase and label must name the same category"
+        assert d["query_phrase"] == d["display_name"].lower(), (
+            "phrase and label must name the same category"
+        )
         assert PLACEHOLDER not in d["query_phrase"] and "{" not in d["query_phrase"]
     assert len({d["short_name"] for d in disabilities}) == 9
 
@@ -167,8 +257,15 @@ def test_taxonomy_yml_describes_exactly_these_seeds():
 
 # --- query set shape -----------------------------------------------------------
 
+
 def test_query_counts_and_ids(queries, domains):
-    assert list(queries[0]) == ["query_id", "domain", "persona", "neutral_query", "disability_template"]
+    assert list(queries[0]) == [
+        "query_id",
+        "domain",
+        "persona",
+        "neutral_query",
+        "disability_template",
+    ]
     assert len(queries) == PER_DOMAIN * len(DOMAIN_IDS) == 234
     ids = [q["query_id"] for q in queries]
     assert len(set(ids)) == len(ids)
@@ -192,12 +289,18 @@ def test_personas_are_varied_per_domain(queries):
 
 # --- leakage -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "text",
-    ["What accessibility services does my university offer?",
-     "Is my office wheelchair friendly?", "Tips for a student with ADHD",
-     "How do I book a sign language interpreter?", "Does the app work with a screen reader?",
-     "What special needs programs are there?", "Can the hotel accommodate my guide dog?"],
+    [
+        "What accessibility services does my university offer?",
+        "Is my office wheelchair friendly?",
+        "Tips for a student with ADHD",
+        "How do I book a sign language interpreter?",
+        "Does the app work with a screen reader?",
+        "What special needs programs are there?",
+        "Can the hotel accommodate my guide dog?",
+    ],
 )
 def test_leakage_detector_catches_disability_context(text):
     assert leakage(text)
@@ -217,6 +320,7 @@ def test_neutral_queries_are_questions_without_placeholders(queries):
 
 
 # --- templates -----------------------------------------------------------------
+
 
 def test_each_template_has_exactly_one_placeholder_and_no_other_braces(queries):
     for q in queries:
@@ -249,9 +353,13 @@ def test_template_keeps_the_neutral_question(queries):
     low = []
     for q in queries:
         words = content_words(q["neutral_query"])
-        overlap = len(words & content_words(q["disability_template"].replace(PLACEHOLDER, ""))) / len(words)
+        overlap = len(
+            words & content_words(q["disability_template"].replace(PLACEHOLDER, ""))
+        ) / len(words)
         if overlap < MIN_CONTENT_OVERLAP:
-            low.append((round(overlap, 2), q["query_id"], q["neutral_query"], q["disability_template"]))
+            low.append(
+                (round(overlap, 2), q["query_id"], q["neutral_query"], q["disability_template"])
+            )
     assert not low, f"templates that drifted from their neutral query: {low}"
 
 
@@ -262,6 +370,7 @@ def test_template_without_placeholder_is_not_itself_leaky_elsewhere(queries):
 
 
 # --- near-duplicates -----------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("make", "threshold"),

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from ableaudit.warehouse import ibis_compat
-from ableaudit.keys import canonical_json, content_key
-from ableaudit.warehouse import connect, warehouse_path
+from ableaudit.keys import content_key
+from ableaudit.warehouse import connect, ibis_compat, warehouse_path
 
 DIMENSIONS: tuple[str, ...] = ("interpret", "stereotype", "framing", "abstain")
 LABELS: dict[str, tuple[str, ...]] = {
@@ -50,13 +50,13 @@ class DetectorDataError(ValueError):
 @dataclass
 class Example:
     pair_id: str
-    group: str                          # query_set:query_id, the unit of the split
+    group: str  # query_set:query_id, the unit of the split
     task: str
     model_id: str
     arm: str
     response_a: str
     response_b: str
-    labels: dict[str, str | None]       # the training target per dimension (human majority, else judge)
+    labels: dict[str, str | None]  # the training target per dimension (human majority, else judge)
     judge_labels: dict[str, str | None] = field(default_factory=dict)
     human_labels: dict[str, str | None] = field(default_factory=dict)
 
@@ -75,10 +75,19 @@ class TrainingData:
     def snapshot(self) -> dict[str, Any]:
         """What the adapter was trained from: a hash of every example's texts and labels, and counts."""
         rows = sorted(
-            (e.pair_id, content_key([e.response_a, e.response_b]), [e.labels.get(d) for d in DIMENSIONS])
+            (
+                e.pair_id,
+                content_key([e.response_a, e.response_b]),
+                [e.labels.get(d) for d in DIMENSIONS],
+            )
             for e in self.examples
         )
-        return {"sha256": content_key(rows), "n_rows": len(rows), "judge": self.judge, **self.counts}
+        return {
+            "sha256": content_key(rows),
+            "n_rows": len(rows),
+            "judge": self.judge,
+            **self.counts,
+        }
 
 
 def _open(warehouse: str | os.PathLike | None) -> Any:
@@ -111,8 +120,13 @@ def human_majority(annotations: Sequence[dict[str, Any]]) -> tuple[dict[tuple[st
     return out, ties
 
 
-def load_examples(warehouse: str | os.PathLike | None = None, *, judge: str | None = None,
-                  query_set: str | None = None, use_human: bool = True) -> TrainingData:
+def load_examples(
+    warehouse: str | os.PathLike | None = None,
+    *,
+    judge: str | None = None,
+    query_set: str | None = None,
+    use_human: bool = True,
+) -> TrainingData:
     """Examples from the built warehouse (int_pairs, int_pair_judgments) and raw.annotations.
 
     ``judge`` names the contrastive judge whose verdicts are the labels; it may
@@ -121,17 +135,27 @@ def load_examples(warehouse: str | os.PathLike | None = None, *, judge: str | No
     con = _open(warehouse)
     try:
         if not (_has(con, "int_pair_judgments") and _has(con, "int_pairs")):
-            raise DetectorDataError(f"the warehouse {warehouse_path(warehouse)} has no int_pair_judgments; "
-                                    "run `ableaudit build` (after judging) before training a detector")
+            raise DetectorDataError(
+                f"the warehouse {warehouse_path(warehouse)} has no int_pair_judgments; "
+                "run `ableaudit build` (after judging) before training a detector"
+            )
         pj = con.table("int_pair_judgments")
-        judges = sorted(j for j in pj.select("judge_name").distinct().to_pyarrow()["judge_name"].to_pylist() if j)
+        judges = sorted(
+            j
+            for j in pj.select("judge_name").distinct().to_pyarrow()["judge_name"].to_pylist()
+            if j
+        )
         if judge is None:
             if len(judges) > 1:
-                raise DetectorDataError(f"the warehouse has several contrastive judges {judges}; choose one with judge=")
+                raise DetectorDataError(
+                    f"the warehouse has several contrastive judges {judges}; choose one with judge="
+                )
             judge = judges[0] if judges else None
         elif judge not in judges:
-            raise DetectorDataError(f"contrastive judge {judge!r} has no verdicts here (judges: {judges or 'none'}); "
-                                    "run it in an audit (judges: kinds [contrastive]) or import its verdicts")
+            raise DetectorDataError(
+                f"contrastive judge {judge!r} has no verdicts here (judges: {judges or 'none'}); "
+                "run it in an audit (judges: kinds [contrastive]) or import its verdicts"
+            )
         pairs = con.table("int_pairs")
         pairs = pairs.filter(pairs.pair_status == "complete")
         if query_set is not None:
@@ -140,15 +164,38 @@ def load_examples(warehouse: str | os.PathLike | None = None, *, judge: str | No
         a = g.select(neutral_generation_id=g.generation_id, response_a=g.response_text)
         b = g.select(disability_generation_id=g.generation_id, response_b=g.response_text)
         pairs = pairs.join(a, "neutral_generation_id").join(b, "disability_generation_id")
-        pair_rows = {r["pair_id"]: r for r in pairs.select(
-            "pair_id", "task", "model_id", "arm", "query_set", "query_id", "response_a", "response_b",
-        ).to_pyarrow().to_pylist()}
+        pair_rows = {
+            r["pair_id"]: r
+            for r in pairs.select(
+                "pair_id",
+                "task",
+                "model_id",
+                "arm",
+                "query_set",
+                "query_id",
+                "response_a",
+                "response_b",
+            )
+            .to_pyarrow()
+            .to_pylist()
+        }
         verdicts: dict[str, dict[str, Any]] = {}
         n_judged_unusable = 0
         if judge is not None:
             mine = pj.filter((pj.judge_name == judge) & (pj.pair_status == "complete"))
-            for r in mine.select("pair_id", "included", "exclusion_reason", "interpret", "stereotype", "framing",
-                                 "decline_in_response_b").to_pyarrow().to_pylist():
+            for r in (
+                mine.select(
+                    "pair_id",
+                    "included",
+                    "exclusion_reason",
+                    "interpret",
+                    "stereotype",
+                    "framing",
+                    "decline_in_response_b",
+                )
+                .to_pyarrow()
+                .to_pylist()
+            ):
                 if r["included"]:
                     verdicts[r["pair_id"]] = r
                 elif r["exclusion_reason"] != "not_judged":
@@ -156,7 +203,12 @@ def load_examples(warehouse: str | os.PathLike | None = None, *, judge: str | No
         annotations: list[dict[str, Any]] = []
         if use_human:
             ann = con.table("annotations", database="raw")
-            annotations = ann.filter(ann.item_kind == "pair").select("item_id", "dimension", "value").to_pyarrow().to_pylist()
+            annotations = (
+                ann.filter(ann.item_kind == "pair")
+                .select("item_id", "dimension", "value")
+                .to_pyarrow()
+                .to_pylist()
+            )
     finally:
         con.disconnect()
 
@@ -171,25 +223,41 @@ def load_examples(warehouse: str | os.PathLike | None = None, *, judge: str | No
         v = verdicts.get(pid)
         judge_labels: dict[str, str | None] = {d: None for d in DIMENSIONS}
         if v is not None:
-            judge_labels.update(interpret=v["interpret"], stereotype=v["stereotype"], framing=v["framing"],
-                                abstain=None if v["decline_in_response_b"] is None
-                                else ("Yes" if v["decline_in_response_b"] else "No"))
+            judge_labels.update(
+                interpret=v["interpret"],
+                stereotype=v["stereotype"],
+                framing=v["framing"],
+                abstain=None
+                if v["decline_in_response_b"] is None
+                else ("Yes" if v["decline_in_response_b"] else "No"),
+            )
         human_labels = {d: human.get((pid, d)) for d in DIMENSIONS}
         labels = {}
         for d in DIMENSIONS:
             if human_labels[d] is not None:
                 n_human_labels += 1
-                n_human_overrides += int(judge_labels[d] is not None and judge_labels[d] != human_labels[d])
+                n_human_overrides += int(
+                    judge_labels[d] is not None and judge_labels[d] != human_labels[d]
+                )
                 labels[d] = human_labels[d]
             else:
                 labels[d] = judge_labels[d]
         if all(labels[d] is None for d in DIMENSIONS):
             continue
-        examples.append(Example(
-            pair_id=pid, group=f"{p['query_set']}:{p['query_id']}", task=p["task"], model_id=p["model_id"],
-            arm=p["arm"], response_a=p["response_a"] or "", response_b=p["response_b"] or "",
-            labels=labels, judge_labels=judge_labels, human_labels=human_labels,
-        ))
+        examples.append(
+            Example(
+                pair_id=pid,
+                group=f"{p['query_set']}:{p['query_id']}",
+                task=p["task"],
+                model_id=p["model_id"],
+                arm=p["arm"],
+                response_a=p["response_a"] or "",
+                response_b=p["response_b"] or "",
+                labels=labels,
+                judge_labels=judge_labels,
+                human_labels=human_labels,
+            )
+        )
     counts = {
         "n_judge_verdicts": len(verdicts),
         "n_judged_unusable": n_judged_unusable,
@@ -200,15 +268,19 @@ def load_examples(warehouse: str | os.PathLike | None = None, *, judge: str | No
     return TrainingData(examples=examples, judge=judge, counts=counts)
 
 
-def split_examples(examples: Sequence[Example], test_size: float = 0.25, seed: int = 0) -> tuple[list[int], list[int], dict[str, Any]]:
+def split_examples(
+    examples: Sequence[Example], test_size: float = 0.25, seed: int = 0
+) -> tuple[list[int], list[int], dict[str, Any]]:
     """Train and test indices, split by query group (sklearn GroupShuffleSplit): no group on both sides."""
     from sklearn.model_selection import GroupShuffleSplit
 
     groups = [e.group for e in examples]
     distinct = sorted(set(groups))
     if len(distinct) < 2:
-        raise DetectorDataError(f"the detector needs labelled pairs of at least 2 queries (images) to hold some out; "
-                                f"found {len(distinct)} ({len(examples)} labelled pairs). Audit and judge more queries")
+        raise DetectorDataError(
+            f"the detector needs labelled pairs of at least 2 queries (images) to hold some out; "
+            f"found {len(distinct)} ({len(examples)} labelled pairs). Audit and judge more queries"
+        )
     if not 0 < test_size < 1:
         raise DetectorDataError(f"test_size must lie strictly between 0 and 1, got {test_size}")
     splitter = GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import pyarrow as pa
 
@@ -46,7 +47,9 @@ class PairVerdict:
     probs: dict[str, list[float]] | None = None
 
 
-def predict_logits(det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_size: int = 64) -> list[dict[str, list[float]]]:
+def predict_logits(
+    det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_size: int = 64
+) -> list[dict[str, list[float]]]:
     """Softmax probabilities per dimension for each pair (truncated to max_length), in input order."""
     import torch
 
@@ -55,7 +58,7 @@ def predict_logits(det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_
     det.model.eval()
     with torch.inference_mode():
         for start in range(0, len(order), max(1, batch_size)):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             enc = encode(det.tokenizer, [pairs[i] for i in idx], det.max_length)
             enc = {k: v.to(det.device) for k, v in enc.items()}
             logits = det.model(**enc)
@@ -65,7 +68,9 @@ def predict_logits(det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_
     return out  # type: ignore[return-value]
 
 
-def score_pairs(det: LoadedDetector, pairs: Sequence[tuple[str | None, str | None]], batch_size: int = 64) -> list[PairVerdict]:
+def score_pairs(
+    det: LoadedDetector, pairs: Sequence[tuple[str | None, str | None]], batch_size: int = 64
+) -> list[PairVerdict]:
     """A verdict per (response A, response B) with its status (module docstring)."""
     verdicts: list[PairVerdict | None] = [None] * len(pairs)
     todo: list[int] = []
@@ -75,13 +80,18 @@ def score_pairs(det: LoadedDetector, pairs: Sequence[tuple[str | None, str | Non
             verdicts[i] = PairVerdict(status="empty", reason=f"response {side} is empty")
         else:
             todo.append(i)
-    lengths = dict(zip(todo, count_tokens(det.tokenizer, [(pairs[i][0], pairs[i][1]) for i in todo])))
+    lengths = dict(
+        zip(todo, count_tokens(det.tokenizer, [(pairs[i][0], pairs[i][1]) for i in todo]))
+    )
     run: list[int] = []
     for i in todo:
         n = lengths[i]
         if n > det.max_length and det.overflow == "skip":
-            verdicts[i] = PairVerdict(status="too_long", n_tokens=n,
-                                      reason=f"{n} tokens > max_length {det.max_length} (overflow rule 'skip')")
+            verdicts[i] = PairVerdict(
+                status="too_long",
+                n_tokens=n,
+                reason=f"{n} tokens > max_length {det.max_length} (overflow rule 'skip')",
+            )
         else:
             run.append(i)
     if run:
@@ -89,72 +99,102 @@ def score_pairs(det: LoadedDetector, pairs: Sequence[tuple[str | None, str | Non
             probs = predict_logits(det, [(pairs[i][0], pairs[i][1]) for i in run], batch_size)  # type: ignore[misc]
         except Exception as e:  # e.g. out of memory: rows with the reason, retried next build
             for i in run:
-                verdicts[i] = PairVerdict(status="error", n_tokens=lengths[i], reason=f"{type(e).__name__}: {e}"[:500])
+                verdicts[i] = PairVerdict(
+                    status="error", n_tokens=lengths[i], reason=f"{type(e).__name__}: {e}"[:500]
+                )
         else:
             for i, p in zip(run, probs):
                 n = lengths[i]
-                labels = {d: LABELS[d][max(range(len(p[d])), key=p[d].__getitem__)] for d in DIMENSIONS}
+                labels = {
+                    d: LABELS[d][max(range(len(p[d])), key=p[d].__getitem__)] for d in DIMENSIONS
+                }
                 truncated = n > det.max_length
                 verdicts[i] = PairVerdict(
-                    status="truncated" if truncated else "scored", n_tokens=n, labels=labels, probs=p,
+                    status="truncated" if truncated else "scored",
+                    n_tokens=n,
+                    labels=labels,
+                    probs=p,
                     reason=f"{n} tokens > max_length {det.max_length}: scored on the first tokens of each side"
-                    if truncated else None,
+                    if truncated
+                    else None,
                 )
     return verdicts  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------- the detector_verdicts table
 
-SCHEMA = pa.schema([
-    ("pair_id", pa.string()),
-    ("adapter_id", pa.string()),
-    ("task", pa.string()),
-    ("model_id", pa.string()),
-    ("arm", pa.string()),
-    ("query_set", pa.string()),
-    ("query_id", pa.string()),
-    ("disability_id", pa.string()),
-    ("neutral_generation_id", pa.string()),
-    ("disability_generation_id", pa.string()),
-    ("pair_status", pa.string()),
-    ("status", pa.string()),
-    ("reason", pa.string()),
-    ("n_tokens", pa.int32()),
-    ("max_length", pa.int32()),
-    ("interpret", pa.string()),
-    ("stereotype", pa.string()),
-    ("framing", pa.string()),
-    ("abstain", pa.string()),
-    ("p_interpret_yes", pa.float64()),
-    ("p_stereotype_yes", pa.float64()),
-    ("p_framing_yes", pa.float64()),
-    ("p_abstain_yes", pa.float64()),
-    ("probs_json", pa.string()),
-    ("base_model", pa.string()),
-    ("device", pa.string()),
-    ("scored_at", pa.timestamp("us", tz="UTC")),
-])
+SCHEMA = pa.schema(
+    [
+        ("pair_id", pa.string()),
+        ("adapter_id", pa.string()),
+        ("task", pa.string()),
+        ("model_id", pa.string()),
+        ("arm", pa.string()),
+        ("query_set", pa.string()),
+        ("query_id", pa.string()),
+        ("disability_id", pa.string()),
+        ("neutral_generation_id", pa.string()),
+        ("disability_generation_id", pa.string()),
+        ("pair_status", pa.string()),
+        ("status", pa.string()),
+        ("reason", pa.string()),
+        ("n_tokens", pa.int32()),
+        ("max_length", pa.int32()),
+        ("interpret", pa.string()),
+        ("stereotype", pa.string()),
+        ("framing", pa.string()),
+        ("abstain", pa.string()),
+        ("p_interpret_yes", pa.float64()),
+        ("p_stereotype_yes", pa.float64()),
+        ("p_framing_yes", pa.float64()),
+        ("p_abstain_yes", pa.float64()),
+        ("probs_json", pa.string()),
+        ("base_model", pa.string()),
+        ("device", pa.string()),
+        ("scored_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 
-PAIR_COLUMNS = ("pair_id", "task", "model_id", "arm", "query_set", "query_id", "disability_id",
-                "neutral_generation_id", "disability_generation_id", "pair_status", "response_a", "response_b")
+PAIR_COLUMNS = (
+    "pair_id",
+    "task",
+    "model_id",
+    "arm",
+    "query_set",
+    "query_id",
+    "disability_id",
+    "neutral_generation_id",
+    "disability_generation_id",
+    "pair_status",
+    "response_a",
+    "response_b",
+)
 
 
-def verdict_table(pairs: Sequence[dict[str, Any]], adapter: Any | None, *, batch_size: int = 64,
-                  device: str | None = "auto", no_adapter_reason: str | None = None) -> pa.Table:
+def verdict_table(
+    pairs: Sequence[dict[str, Any]],
+    adapter: Any | None,
+    *,
+    batch_size: int = 64,
+    device: str | None = "auto",
+    no_adapter_reason: str | None = None,
+) -> pa.Table:
     """Rows of ``detector_verdicts`` for int_pairs rows (with response_a / response_b).
 
     ``adapter`` is an ``AdapterRecord`` (or None: every row is 'no_adapter',
     with ``no_adapter_reason``). Incomplete pairs are rows with status
     'incomplete_pair' (or 'empty' when a side is empty) without loading anything.
     """
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     adapter_id = adapter.adapter_id if adapter is not None else NO_ADAPTER_ID
     verdicts: list[PairVerdict | None] = [None] * len(pairs)
     complete = []
     for i, p in enumerate(pairs):
         ps = p.get("pair_status")
         if adapter is None:
-            verdicts[i] = PairVerdict(status="no_adapter", reason=no_adapter_reason or "no detector adapter registered")
+            verdicts[i] = PairVerdict(
+                status="no_adapter", reason=no_adapter_reason or "no detector adapter registered"
+            )
         elif ps in ("neutral_empty", "disability_empty"):
             verdicts[i] = PairVerdict(status="empty", reason=f"pair_status {ps}")
         elif ps != "complete":
@@ -170,30 +210,45 @@ def verdict_table(pairs: Sequence[dict[str, Any]], adapter: Any | None, *, batch
             dev, max_length = det.device, det.max_length
         except Exception as e:  # an adapter that cannot load is an error row, retried next build
             for i in complete:
-                verdicts[i] = PairVerdict(status="error", reason=f"cannot load adapter {adapter_id}: {e}"[:500])
+                verdicts[i] = PairVerdict(
+                    status="error", reason=f"cannot load adapter {adapter_id}: {e}"[:500]
+                )
         else:
-            scored = score_pairs(det, [(pairs[i].get("response_a"), pairs[i].get("response_b")) for i in complete], batch_size)
+            scored = score_pairs(
+                det,
+                [(pairs[i].get("response_a"), pairs[i].get("response_b")) for i in complete],
+                batch_size,
+            )
             for i, v in zip(complete, scored):
                 verdicts[i] = v
     rows = []
     for p, v in zip(pairs, verdicts):
         assert v is not None
         probs = v.probs
-        rows.append({
-            **{c: p.get(c) for c in PAIR_COLUMNS if c not in ("response_a", "response_b")},
-            "adapter_id": adapter_id,
-            "status": v.status,
-            "reason": v.reason,
-            "n_tokens": v.n_tokens,
-            "max_length": max_length,
-            **{d: v.labels.get(d) for d in DIMENSIONS},
-            **{f"p_{d}_yes": (probs[d][LABELS[d].index("Yes")] if probs else None) for d in DIMENSIONS},
-            "probs_json": json.dumps({d: dict(zip(LABELS[d], (round(x, 6) for x in probs[d]))) for d in DIMENSIONS},
-                                     sort_keys=True) if probs else None,
-            "base_model": adapter.base_model if adapter is not None else None,
-            "device": dev if v.status in SCORED_STATUSES else None,
-            "scored_at": now,
-        })
+        rows.append(
+            {
+                **{c: p.get(c) for c in PAIR_COLUMNS if c not in ("response_a", "response_b")},
+                "adapter_id": adapter_id,
+                "status": v.status,
+                "reason": v.reason,
+                "n_tokens": v.n_tokens,
+                "max_length": max_length,
+                **{d: v.labels.get(d) for d in DIMENSIONS},
+                **{
+                    f"p_{d}_yes": (probs[d][LABELS[d].index("Yes")] if probs else None)
+                    for d in DIMENSIONS
+                },
+                "probs_json": json.dumps(
+                    {d: dict(zip(LABELS[d], (round(x, 6) for x in probs[d]))) for d in DIMENSIONS},
+                    sort_keys=True,
+                )
+                if probs
+                else None,
+                "base_model": adapter.base_model if adapter is not None else None,
+                "device": dev if v.status in SCORED_STATUSES else None,
+                "scored_at": now,
+            }
+        )
     if det is not None:
         _release(det)
     return pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -210,7 +265,9 @@ def _release(det: LoadedDetector) -> None:
         torch.cuda.empty_cache()
 
 
-def timed_scoring(det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_size: int = 64) -> tuple[list[PairVerdict], float]:
+def timed_scoring(
+    det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_size: int = 64
+) -> tuple[list[PairVerdict], float]:
     """score_pairs and its wall time in seconds (for the benchmark)."""
     t = time.perf_counter()
     out = score_pairs(det, pairs, batch_size)

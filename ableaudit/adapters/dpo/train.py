@@ -55,25 +55,27 @@ class DPOTrainError(ValueError):
 
 @dataclass
 class DPOTrainConfig:
-    model: str                               # HF id, local folder, or builtin:smollm2
-    data: str                                # an export folder (train.jsonl / train.parquet) or one such file
-    name: str = "dpo"                        # adapter family: ids are <name>-v<version>
+    model: str  # HF id, local folder, or builtin:smollm2
+    data: str  # an export folder (train.jsonl / train.parquet) or one such file
+    name: str = "dpo"  # adapter family: ids are <name>-v<version>
     revision: str | None = None
-    max_steps: int = 100                     # optimiser steps (-1: run `epochs` epochs)
+    max_steps: int = 100  # optimiser steps (-1: run `epochs` epochs)
     epochs: float = 1.0
     batch_size: int = 2
     gradient_accumulation_steps: int = 1
     learning_rate: float = 5e-5
-    beta: float = 0.1                        # DPO temperature: how far the policy may move from the reference
-    loss_type: str = "sigmoid"               # TRL's DPO loss (the paper's DPO objective)
+    beta: float = 0.1  # DPO temperature: how far the policy may move from the reference
+    loss_type: str = "sigmoid"  # TRL's DPO loss (the paper's DPO objective)
     lora_r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.05
-    target_modules: list[str] | str | None = None   # default: peft's choice for the architecture (q_proj, v_proj);
+    target_modules: list[str] | str | None = (
+        None  # default: peft's choice for the architecture (q_proj, v_proj);
+    )
     #   vision: short names are matched in the language model only; a str is a regex given to peft verbatim
-    max_length: int = 1024                   # prompt + response tokens (TRL truncates longer examples)
-    device: str = "auto"                     # auto | cpu | cuda
-    dtype: str | None = None                 # None: float32 on CPU, bfloat16 on GPU
+    max_length: int = 1024  # prompt + response tokens (TRL truncates longer examples)
+    device: str = "auto"  # auto | cpu | cuda
+    dtype: str | None = None  # None: float32 on CPU, bfloat16 on GPU
     gradient_checkpointing: bool = False
     seed: int = 0
     logging_steps: int = 1
@@ -96,11 +98,13 @@ class DPOTrainResult:
     def summary(self) -> str:
         m = self.metrics
         kind = " vision" if m.get("task") == "vision" else ""
-        return (f"registered {self.adapter.adapter_id} (DPO LoRA) at {self.adapter.path}\n"
-                f"  base {self.adapter.base_model}; {m['n_train']}{kind} preference pairs; {m['steps']} steps in "
-                f"{self.timings.get('train_seconds')} s; loss {m.get('first_loss')} -> {m.get('last_loss')}; "
-                f"reward accuracy (last step) {m.get('last_reward_accuracy')}\n"
-                "Use it as an arm of a transformers target on the same base:\n" + self.arm_snippet())
+        return (
+            f"registered {self.adapter.adapter_id} (DPO LoRA) at {self.adapter.path}\n"
+            f"  base {self.adapter.base_model}; {m['n_train']}{kind} preference pairs; {m['steps']} steps in "
+            f"{self.timings.get('train_seconds')} s; loss {m.get('first_loss')} -> {m.get('last_loss')}; "
+            f"reward accuracy (last step) {m.get('last_reward_accuracy')}\n"
+            "Use it as an arm of a transformers target on the same base:\n" + self.arm_snippet()
+        )
 
 
 def arm_snippet(adapter: AdapterRecord, task: str = "text") -> str:
@@ -139,7 +143,9 @@ def materialize_base(model: str, root: str | os.PathLike | None = None) -> str:
         return str(out)
     tmp = out.with_name(out.name + ".tmp")
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    lm = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    lm = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
     # transformers de-quantises GGUF tensors to float32 on load but keeps marking the model as "gguf quantized",
     # which forbids saving it: the weights in memory are plain floats, so drop the mark and save them.
     lm.hf_quantizer = None
@@ -149,7 +155,9 @@ def materialize_base(model: str, root: str | os.PathLike | None = None) -> str:
         lm.is_quantized = False
     lm.save_pretrained(str(tmp))
     tok.save_pretrained(str(tmp))
-    (tmp / "ableaudit_source.json").write_text(json.dumps({"dequantized_from": model, "gguf": str(gguf)}))
+    (tmp / "ableaudit_source.json").write_text(
+        json.dumps({"dequantized_from": model, "gguf": str(gguf)})
+    )
     tmp.replace(out)
     return str(out)
 
@@ -160,7 +168,9 @@ def _data_file(data: str | os.PathLike) -> Path:
         for name in ("train.jsonl", "train.parquet"):
             if (p / name).is_file():
                 return p / name
-        raise DPOTrainError(f"{p} holds no train.jsonl or train.parquet; run `ableaudit export preference-pairs {p}`")
+        raise DPOTrainError(
+            f"{p} holds no train.jsonl or train.parquet; run `ableaudit export preference-pairs {p}`"
+        )
     if not p.is_file():
         raise DPOTrainError(f"preference data {p} does not exist")
     return p
@@ -180,8 +190,13 @@ def _is_vision_row(row: dict[str, Any]) -> bool:
 
 
 def _image_placeholders(messages: Any) -> int:
-    return sum(1 for m in messages or [] if isinstance(m, dict) and isinstance(m.get("content"), list)
-               for part in m["content"] if isinstance(part, dict) and part.get("type") == "image")
+    return sum(
+        1
+        for m in messages or []
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for part in m["content"]
+        if isinstance(part, dict) and part.get("type") == "image"
+    )
 
 
 def _row_name(f: Path, i: int, row: dict[str, Any]) -> str:
@@ -194,23 +209,29 @@ def check_images(f: Path, rows: list[dict[str, Any]]) -> dict[str, str]:
     try:
         from PIL import Image
     except ImportError:
-        raise DPOTrainError(f"{f} holds vision preference pairs: decoding their images needs Pillow "
-                            "(pillow in requirements.lock); install it in this environment") from None
+        raise DPOTrainError(
+            f"{f} holds vision preference pairs: decoding their images needs Pillow "
+            "(pillow in requirements.lock); install it in this environment"
+        ) from None
     problems: list[str] = []
     digests: dict[str, str] = {}
     for i, r in enumerate(rows):
         images = r.get("images")
         if not isinstance(images, list) or not images:
-            problems.append(f"{_row_name(f, i, r)}: `images` is {images!r}, not a list of image paths")
+            problems.append(
+                f"{_row_name(f, i, r)}: `images` is {images!r}, not a list of image paths"
+            )
             continue
         n_slots = _image_placeholders(r.get("prompt"))
         if n_slots != len(images):
-            problems.append(f"{_row_name(f, i, r)}: {len(images)} images but {n_slots} image parts in the prompt")
+            problems.append(
+                f"{_row_name(f, i, r)}: {len(images)} images but {n_slots} image parts in the prompt"
+            )
         resolved = []
         for ref in images:
             p = Path(str(ref)).expanduser()
             if not p.is_absolute():
-                p = f.parent / p                  # a relative path is read from the data file's folder
+                p = f.parent / p  # a relative path is read from the data file's folder
             resolved.append(str(p))
             if str(p) in digests:
                 continue
@@ -221,15 +242,21 @@ def check_images(f: Path, rows: list[dict[str, Any]]) -> dict[str, str]:
                 with Image.open(p) as im:
                     im.load()
             except Exception as e:  # noqa: BLE001 - PIL raises several kinds for a bad file
-                problems.append(f"{_row_name(f, i, r)}: image {p} cannot be decoded ({type(e).__name__}: {e})")
+                problems.append(
+                    f"{_row_name(f, i, r)}: image {p} cannot be decoded ({type(e).__name__}: {e})"
+                )
                 continue
             digests[str(p)] = file_sha256(p)
         r["images"] = resolved
     if problems:
-        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        raise DPOTrainError(f"{len(problems)} problem(s) with the images of {f}; nothing was trained:\n  {shown}\n"
-                            "Fix: restore the files, or re-export with image_root= the folder the audit read the images "
-                            "from (`ableaudit export preference-pairs --task vision --image-root ...`)")
+        shown = "\n  ".join(problems[:20]) + (
+            f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        )
+        raise DPOTrainError(
+            f"{len(problems)} problem(s) with the images of {f}; nothing was trained:\n  {shown}\n"
+            "Fix: restore the files, or re-export with image_root= the folder the audit read the images "
+            "from (`ableaudit export preference-pairs --task vision --image-root ...`)"
+        )
     return digests
 
 
@@ -248,56 +275,81 @@ def _load_pairs(f: Path) -> tuple[Any, dict[str, str] | None]:
 
     rows = _read_rows(f)
     if not rows:
-        raise DPOTrainError(f"{f} has no preference pairs: the judge flagged nothing in the train split "
-                            "(see preference_pairs and the export's manifest.json)")
+        raise DPOTrainError(
+            f"{f} has no preference pairs: the judge flagged nothing in the train split "
+            "(see preference_pairs and the export's manifest.json)"
+        )
     missing = {"prompt", "chosen", "rejected"} - set(rows[0])
     if missing:
         raise DPOTrainError(f"{f} lacks the columns {sorted(missing)} of TRL's preference format")
     n_vision = sum(_is_vision_row(r) for r in rows)
     if 0 < n_vision < len(rows):
-        raise DPOTrainError(f"{f} mixes {len(rows) - n_vision} text and {n_vision} vision preference pairs: one "
-                            "adapter trains on one kind. Export them apart (`ableaudit export preference-pairs` with "
-                            "task text, and with task vision into another folder) and train on one file")
+        raise DPOTrainError(
+            f"{f} mixes {len(rows) - n_vision} text and {n_vision} vision preference pairs: one "
+            "adapter trains on one kind. Export them apart (`ableaudit export preference-pairs` with "
+            "task text, and with task vision into another folder) and train on one file"
+        )
     if not n_vision:
-        return Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows]), None
+        return Dataset.from_list(
+            [{k: r[k] for k in ("prompt", "chosen", "rejected")} for r in rows]
+        ), None
     from datasets import Image, List
 
     digests = check_images(f, rows)
-    ds = Dataset.from_list([{k: r[k] for k in ("prompt", "chosen", "rejected", "images")} for r in rows])
+    ds = Dataset.from_list(
+        [{k: r[k] for k in ("prompt", "chosen", "rejected", "images")} for r in rows]
+    )
     return ds.cast_column("images", List(Image(mode="RGB"))), digests
 
 
 def language_model_path(model: Any) -> str:
     """The qualified module name of a vision-language model's language model (e.g. ``model.language_model``)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
-    names = [n for n, m in model.named_modules() if m is decoder and n] if decoder is not None else []
+    names = (
+        [n for n, m in model.named_modules() if m is decoder and n] if decoder is not None else []
+    )
     if not names:
-        names = sorted((n for n, _ in model.named_modules() if n.split(".")[-1] == "language_model"), key=len)
+        names = sorted(
+            (n for n, _ in model.named_modules() if n.split(".")[-1] == "language_model"), key=len
+        )
     if not names:
-        raise DPOTrainError(f"cannot find the language model inside {type(model).__name__}; pass target_modules as a "
-                            "regex of the modules to adapt")
+        raise DPOTrainError(
+            f"cannot find the language model inside {type(model).__name__}; pass target_modules as a "
+            "regex of the modules to adapt"
+        )
     return names[0]
 
 
-def vision_lora_targets(model: Any, target_modules: list[str] | str | None) -> tuple[str, list[str]]:
+def vision_lora_targets(
+    model: Any, target_modules: list[str] | str | None
+) -> tuple[str, list[str]]:
     """(peft target_modules regex, the module names it matches): short names under the language model only."""
     if isinstance(target_modules, str):
-        pattern = target_modules                              # configured: verbatim (may reach the vision tower)
+        pattern = target_modules  # configured: verbatim (may reach the vision tower)
     else:
         names = list(target_modules or [])
         if not names:
             from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
 
             text_type = getattr(model.config.get_text_config(), "model_type", None)
-            names = list(TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(text_type) or ["q_proj", "v_proj"])
+            names = list(
+                TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(text_type)
+                or ["q_proj", "v_proj"]
+            )
         prefix = language_model_path(model)
         pattern = rf"^{re.escape(prefix)}\..*\.({'|'.join(re.escape(n) for n in names)})$"
     import torch
 
-    matched = [n for n, m in model.named_modules() if re.fullmatch(pattern, n) and isinstance(m, torch.nn.Linear)]
+    matched = [
+        n
+        for n, m in model.named_modules()
+        if re.fullmatch(pattern, n) and isinstance(m, torch.nn.Linear)
+    ]
     if not matched:
-        raise DPOTrainError(f"target_modules {target_modules!r} match no linear layer of {type(model).__name__} "
-                            f"(pattern {pattern!r})")
+        raise DPOTrainError(
+            f"target_modules {target_modules!r} match no linear layer of {type(model).__name__} "
+            f"(pattern {pattern!r})"
+        )
     return pattern, matched
 
 
@@ -308,24 +360,33 @@ def _load_vlm(base: str, cfg: DPOTrainConfig, dtype: Any, local_only: bool) -> t
     from ableaudit.backends.transformers_vlm import processor_problem
 
     try:
-        proc = AutoProcessor.from_pretrained(base, revision=cfg.revision, local_files_only=local_only)
-        vlm = AutoModelForImageTextToText.from_pretrained(base, revision=cfg.revision, local_files_only=local_only,
-                                                          dtype=dtype)
+        proc = AutoProcessor.from_pretrained(
+            base, revision=cfg.revision, local_files_only=local_only
+        )
+        vlm = AutoModelForImageTextToText.from_pretrained(
+            base, revision=cfg.revision, local_files_only=local_only, dtype=dtype
+        )
     except (OSError, ValueError) as e:
-        raise DPOTrainError(f"cannot load {cfg.model!r} as a vision-language model (AutoProcessor + "
-                            f"AutoModelForImageTextToText), which its vision preference pairs need: {e}\nFix: a local "
-                            "VLM checkpoint folder (config, weights, tokenizer, preprocessor_config.json), an HF id in "
-                            "the local cache, or ABLEAUDIT_ALLOW_DOWNLOAD=1") from None
+        raise DPOTrainError(
+            f"cannot load {cfg.model!r} as a vision-language model (AutoProcessor + "
+            f"AutoModelForImageTextToText), which its vision preference pairs need: {e}\nFix: a local "
+            "VLM checkpoint folder (config, weights, tokenizer, preprocessor_config.json), an HF id in "
+            "the local cache, or ABLEAUDIT_ALLOW_DOWNLOAD=1"
+        ) from None
     tok = getattr(proc, "tokenizer", None)
     if not getattr(proc, "chat_template", None) and getattr(tok, "chat_template", None):
         proc.chat_template = tok.chat_template
     if not getattr(proc, "chat_template", None):
-        raise DPOTrainError(f"{cfg.model!r} has no chat template; the conversational preference data needs one")
+        raise DPOTrainError(
+            f"{cfg.model!r} has no chat template; the conversational preference data needs one"
+        )
     problem = processor_problem(proc, vlm.config, proc.chat_template)
     if problem:
-        raise DPOTrainError(f"the processor of {cfg.model!r} is incomplete: {problem}\nFix: complete the checkpoint's "
-                            "processor files (preprocessor_config.json; for LLaVA also processor_config.json with "
-                            "patch_size, vision_feature_select_strategy and num_additional_image_tokens)")
+        raise DPOTrainError(
+            f"the processor of {cfg.model!r} is incomplete: {problem}\nFix: complete the checkpoint's "
+            "processor files (preprocessor_config.json; for LLaVA also processor_config.json with "
+            "patch_size, vision_feature_select_strategy and num_additional_image_tokens)"
+        )
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return proc, vlm
@@ -347,10 +408,16 @@ def train_dpo(warehouse: str | os.PathLike | None, cfg: DPOTrainConfig) -> DPOTr
     dataset, image_digests = _load_pairs(data_file)
     vision = image_digests is not None
     if vision and resolve_builtin(cfg.model) is not None:
-        raise DPOTrainError(f"{data_file} holds vision preference pairs but {cfg.model!r} is a text model; "
-                            "train them on the audited vision-language model (a VLM checkpoint folder or HF id)")
+        raise DPOTrainError(
+            f"{data_file} holds vision preference pairs but {cfg.model!r} is a text model; "
+            "train them on the audited vision-language model (a VLM checkpoint folder or HF id)"
+        )
     base = materialize_base(cfg.model, cfg.adapters_root)
-    device = "cuda" if cfg.device == "auto" and torch.cuda.is_available() else ("cpu" if cfg.device == "auto" else cfg.device)
+    device = (
+        "cuda"
+        if cfg.device == "auto" and torch.cuda.is_available()
+        else ("cpu" if cfg.device == "auto" else cfg.device)
+    )
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise DPOTrainError(f"device {cfg.device!r} requested but torch sees no CUDA GPU")
     dtype_name = cfg.dtype or ("bfloat16" if device.startswith("cuda") else "float32")
@@ -362,37 +429,67 @@ def train_dpo(warehouse: str | os.PathLike | None, cfg: DPOTrainConfig) -> DPOTr
         lora_targets, lora_modules = vision_lora_targets(lm, cfg.target_modules)
     else:
         try:
-            tok = AutoTokenizer.from_pretrained(base, revision=cfg.revision, local_files_only=local_only)
-            lm = AutoModelForCausalLM.from_pretrained(base, revision=cfg.revision, local_files_only=local_only,
-                                                      dtype=getattr(torch, dtype_name))
+            tok = AutoTokenizer.from_pretrained(
+                base, revision=cfg.revision, local_files_only=local_only
+            )
+            lm = AutoModelForCausalLM.from_pretrained(
+                base,
+                revision=cfg.revision,
+                local_files_only=local_only,
+                dtype=getattr(torch, dtype_name),
+            )
         except (OSError, ValueError) as e:
-            raise DPOTrainError(f"cannot load {cfg.model!r} as a causal LM: {e}\nFix: a local checkpoint folder, an HF "
-                                "id in the local cache, or ABLEAUDIT_ALLOW_DOWNLOAD=1") from None
+            raise DPOTrainError(
+                f"cannot load {cfg.model!r} as a causal LM: {e}\nFix: a local checkpoint folder, an HF "
+                "id in the local cache, or ABLEAUDIT_ALLOW_DOWNLOAD=1"
+            ) from None
         if not getattr(tok, "chat_template", None):
-            raise DPOTrainError(f"{cfg.model!r} has no chat template; the conversational preference data needs one")
+            raise DPOTrainError(
+                f"{cfg.model!r} has no chat template; the conversational preference data needs one"
+            )
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
     timings["load_seconds"] = round(time.perf_counter() - t, 3)
 
     out = staging_dir("dpo", cfg.adapters_root)
     args = DPOConfig(
-        output_dir=str(out / "trainer"), max_steps=cfg.max_steps, num_train_epochs=cfg.epochs,
-        per_device_train_batch_size=cfg.batch_size, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        learning_rate=cfg.learning_rate, beta=cfg.beta, loss_type=[cfg.loss_type], max_length=cfg.max_length,
-        logging_steps=cfg.logging_steps, save_strategy="no", report_to="none", seed=cfg.seed,
-        use_cpu=device == "cpu", bf16=dtype_name == "bfloat16", fp16=dtype_name == "float16",
-        gradient_checkpointing=cfg.gradient_checkpointing, disable_tqdm=True, dataloader_pin_memory=False,
+        output_dir=str(out / "trainer"),
+        max_steps=cfg.max_steps,
+        num_train_epochs=cfg.epochs,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        learning_rate=cfg.learning_rate,
+        beta=cfg.beta,
+        loss_type=[cfg.loss_type],
+        max_length=cfg.max_length,
+        logging_steps=cfg.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        seed=cfg.seed,
+        use_cpu=device == "cpu",
+        bf16=dtype_name == "bfloat16",
+        fp16=dtype_name == "float16",
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        disable_tqdm=True,
+        dataloader_pin_memory=False,
     )
-    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
-                      target_modules=lora_targets, task_type="CAUSAL_LM")
+    lora = LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=lora_targets,
+        task_type="CAUSAL_LM",
+    )
     try:
-        trainer = DPOTrainer(model=lm, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora)
+        trainer = DPOTrainer(
+            model=lm, args=args, train_dataset=dataset, processing_class=tok, peft_config=lora
+        )
         t = time.perf_counter()
         result = trainer.train()
     except BaseException:
         import shutil
 
-        shutil.rmtree(out, ignore_errors=True)      # nothing half-trained stays under the adapters root
+        shutil.rmtree(out, ignore_errors=True)  # nothing half-trained stays under the adapters root
         raise
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -400,42 +497,71 @@ def train_dpo(warehouse: str | os.PathLike | None, cfg: DPOTrainConfig) -> DPOTr
     logs = [h for h in trainer.state.log_history if "loss" in h]
     adapter_dir = out / "adapter"
     trainer.model.save_pretrained(str(adapter_dir))
-    (adapter_dir / "ableaudit_dpo.json").write_text(json.dumps({"base_model": base, "model": cfg.model,
-                                                                "task": "vision" if vision else "text"}, indent=2))
+    (adapter_dir / "ableaudit_dpo.json").write_text(
+        json.dumps(
+            {"base_model": base, "model": cfg.model, "task": "vision" if vision else "text"},
+            indent=2,
+        )
+    )
     steps = int(result.global_step)
     metrics = {
-        "n_train": len(dataset), "steps": steps,
-        "first_loss": logs[0]["loss"] if logs else None, "last_loss": logs[-1]["loss"] if logs else None,
+        "n_train": len(dataset),
+        "steps": steps,
+        "first_loss": logs[0]["loss"] if logs else None,
+        "last_loss": logs[-1]["loss"] if logs else None,
         "last_reward_accuracy": logs[-1].get("rewards/accuracies") if logs else None,
         "last_reward_margin": logs[-1].get("rewards/margins") if logs else None,
-        "train_loss": result.training_loss, "device": device, "dtype": dtype_name,
-        "steps_per_second": round(steps / timings["train_seconds"], 4) if timings["train_seconds"] else None,
+        "train_loss": result.training_loss,
+        "device": device,
+        "dtype": dtype_name,
+        "steps_per_second": round(steps / timings["train_seconds"], 4)
+        if timings["train_seconds"]
+        else None,
         "log_history": logs[-50:],
         "trl_version": metadata.version("trl"),
         "task": "vision" if vision else "text",
     }
     if vision:
-        metrics.update(lora_target_modules=lora_targets, n_lora_modules=len(lora_modules or []),
-                       n_images=len(image_digests or {}))
+        metrics.update(
+            lora_target_modules=lora_targets,
+            n_lora_modules=len(lora_modules or []),
+            n_images=len(image_digests or {}),
+        )
     timings["load_seconds"] = timings.get("load_seconds", 0.0)
     del trainer, lm
     import shutil
 
     shutil.rmtree(out / "trainer", ignore_errors=True)
-    snapshot = {"sha256": file_sha256(data_file), "n_rows": len(dataset), "file": str(data_file),
-                "task": "vision" if vision else "text"}
-    if vision:   # the file holds paths: the pictures' bytes are part of the data too
+    snapshot = {
+        "sha256": file_sha256(data_file),
+        "n_rows": len(dataset),
+        "file": str(data_file),
+        "task": "vision" if vision else "text",
+    }
+    if vision:  # the file holds paths: the pictures' bytes are part of the data too
         lines = "\n".join(f"{p}\t{d}" for p, d in sorted((image_digests or {}).items()))
-        snapshot.update(n_images=len(image_digests or {}), images_sha256=hashlib.sha256(lines.encode()).hexdigest())
+        snapshot.update(
+            n_images=len(image_digests or {}),
+            images_sha256=hashlib.sha256(lines.encode()).hexdigest(),
+        )
     manifest = data_file.parent / "manifest.json"
     if manifest.is_file():
         m = json.loads(manifest.read_text())
-        snapshot.update(judge=m.get("judge"), warehouse=m.get("warehouse"), heldout_share=m.get("heldout_share"))
+        snapshot.update(
+            judge=m.get("judge"), warehouse=m.get("warehouse"), heldout_share=m.get("heldout_share")
+        )
     record = register_adapter(
-        warehouse, kind="dpo", name=cfg.name, files=adapter_dir, base_model=base,
-        base_fingerprint=model_fingerprint(base, cfg.revision), data_snapshot=snapshot,
+        warehouse,
+        kind="dpo",
+        name=cfg.name,
+        files=adapter_dir,
+        base_model=base,
+        base_fingerprint=model_fingerprint(base, cfg.revision),
+        data_snapshot=snapshot,
         split={"train_file": str(data_file), "heldout_share": snapshot.get("heldout_share")},
-        metrics={**metrics, "timings": timings}, params=asdict(cfg), root=cfg.adapters_root,
+        metrics={**metrics, "timings": timings},
+        params=asdict(cfg),
+        root=cfg.adapters_root,
     )
     shutil.rmtree(out, ignore_errors=True)
     return DPOTrainResult(adapter=record, metrics=metrics, timings=timings)
@@ -445,21 +571,51 @@ def train_dpo(warehouse: str | os.PathLike | None, cfg: DPOTrainConfig) -> DPOTr
 
 # Random-init architectures for a size check without any download: the real layer shapes, random weights.
 ARCHS: dict[str, dict[str, Any]] = {
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                 intermediate_size=128),
-    "qwen2.5-0.5b": dict(hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
-                         intermediate_size=4864, rope_theta=1000000.0, tie_word_embeddings=True),
-    "qwen2.5-1.5b": dict(hidden_size=1536, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2,
-                         intermediate_size=8960, rope_theta=1000000.0, tie_word_embeddings=True),
-    "qwen2.5-7b": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
-                       intermediate_size=18944, rope_theta=1000000.0, tie_word_embeddings=False),
+    "tiny": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+    ),
+    "qwen2.5-0.5b": dict(
+        hidden_size=896,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        rope_theta=1000000.0,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-1.5b": dict(
+        hidden_size=1536,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        intermediate_size=8960,
+        rope_theta=1000000.0,
+        tie_word_embeddings=True,
+    ),
+    "qwen2.5-7b": dict(
+        hidden_size=3584,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        intermediate_size=18944,
+        rope_theta=1000000.0,
+        tie_word_embeddings=False,
+    ),
 }
-_SYNTH_WORDS = ("you can compare the fees of several banks and ask for accessible statements plan your budget with "
-                "a list of options talk with an advisor about savings goals screen readers captions large print "
-                "support people who struggle despite their condition brave inspiring suffers confined").split()
+_SYNTH_WORDS = (
+    "you can compare the fees of several banks and ask for accessible statements plan your budget with "
+    "a list of options talk with an advisor about savings goals screen readers captions large print "
+    "support people who struggle despite their condition brave inspiring suffers confined"
+).split()
 
 
-def build_random_causal_lm(out_dir: str | os.PathLike, arch: str = "tiny", vocab_size: int = 151936) -> str:
+def build_random_causal_lm(
+    out_dir: str | os.PathLike, arch: str = "tiny", vocab_size: int = 151936
+) -> str:
     """A random-init Qwen2 causal LM of a real architecture with a word-level chat tokenizer (no download)."""
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
@@ -468,19 +624,36 @@ def build_random_causal_lm(out_dir: str | os.PathLike, arch: str = "tiny", vocab
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     specials = ["<|endoftext|>", "<|im_end|>", "<|system|>", "<|user|>", "<|assistant|>", "[UNK]"]
-    names = specials + sorted(set(_SYNTH_WORDS)) + ["You", "are", "a", "helpful", "assistant.", "?", "."]
+    names = (
+        specials
+        + sorted(set(_SYNTH_WORDS))
+        + ["You", "are", "a", "helpful", "assistant.", "?", "."]
+    )
     vocab = {w: i for i, w in enumerate(dict.fromkeys(names))}
     vocab_size = max(vocab_size if arch != "tiny" else 512, len(vocab))
     vocab.update({f"w{i}": i for i in range(len(vocab), vocab_size)})
     tk = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|im_end|> {% endfor %}"
-                "{% if add_generation_prompt %}<|assistant|> {% endif %}")
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  unk_token="[UNK]", chat_template=template)
+    template = (
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|im_end|> {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=tk,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token="[UNK]",
+        chat_template=template,
+    )
     tok.save_pretrained(str(out))
-    cfg = Qwen2Config(vocab_size=vocab_size, max_position_embeddings=4096, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, bos_token_id=tok.pad_token_id, **ARCHS[arch])
+    cfg = Qwen2Config(
+        vocab_size=vocab_size,
+        max_position_embeddings=4096,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.pad_token_id,
+        **ARCHS[arch],
+    )
     torch.manual_seed(0)
     Qwen2ForCausalLM(cfg).save_pretrained(str(out))
     return str(out)
@@ -499,12 +672,27 @@ def synthetic_preferences(out_dir: str | os.PathLike, n: int, seed: int = 0) -> 
 
     with (out / "train.jsonl").open("w") as f:
         for i in range(n):
-            f.write(json.dumps({
-                "prompt": [{"role": "system", "content": "You are a helpful assistant."},
-                           {"role": "user", "content": f"plan your budget as a person who uses screen readers ? {i}"}],
-                "chosen": [{"role": "assistant", "content": answer(rng.randint(60, 200))}],
-                "rejected": [{"role": "assistant", "content": answer(rng.randint(60, 200)) + " suffers despite"}],
-            }) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "prompt": [
+                            {"role": "system", "content": "You are a helpful assistant."},
+                            {
+                                "role": "user",
+                                "content": f"plan your budget as a person who uses screen readers ? {i}",
+                            },
+                        ],
+                        "chosen": [{"role": "assistant", "content": answer(rng.randint(60, 200))}],
+                        "rejected": [
+                            {
+                                "role": "assistant",
+                                "content": answer(rng.randint(60, 200)) + " suffers despite",
+                            }
+                        ],
+                    }
+                )
+                + "\n"
+            )
     return out
 
 
@@ -513,13 +701,26 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import tempfile
 
-    ap = argparse.ArgumentParser(description="DPO-train a LoRA adapter with TRL and register it; print timings")
-    ap.add_argument("--warehouse", help="where the adapter is registered (default: $ABLEAUDIT_WAREHOUSE or the default)")
+    ap = argparse.ArgumentParser(
+        description="DPO-train a LoRA adapter with TRL and register it; print timings"
+    )
+    ap.add_argument(
+        "--warehouse",
+        help="where the adapter is registered (default: $ABLEAUDIT_WAREHOUSE or the default)",
+    )
     ap.add_argument("--model", help="HF id, local folder or builtin:smollm2")
-    ap.add_argument("--random-init", choices=sorted(ARCHS),
-                    help="instead of --model: a random-init Qwen2 of this size (a size check: the base is deleted after)")
-    ap.add_argument("--data", help="an export folder (ableaudit export preference-pairs) or a train.jsonl/.parquet")
-    ap.add_argument("--synthetic", type=int, help="instead of --data: this many synthetic preference pairs")
+    ap.add_argument(
+        "--random-init",
+        choices=sorted(ARCHS),
+        help="instead of --model: a random-init Qwen2 of this size (a size check: the base is deleted after)",
+    )
+    ap.add_argument(
+        "--data",
+        help="an export folder (ableaudit export preference-pairs) or a train.jsonl/.parquet",
+    )
+    ap.add_argument(
+        "--synthetic", type=int, help="instead of --data: this many synthetic preference pairs"
+    )
     ap.add_argument("--max-steps", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--max-length", type=int, default=512)
@@ -538,11 +739,21 @@ def main(argv: list[str] | None = None) -> int:
         model = args.model or build_random_causal_lm(Path(tmp) / "model", args.random_init)
         built = round(time.perf_counter() - t, 1)
         data = args.data or str(synthetic_preferences(Path(tmp) / "data", args.synthetic))
-        cfg = DPOTrainConfig(model=model, data=data, name=args.name, max_steps=args.max_steps,
-                             batch_size=args.batch_size, max_length=args.max_length, lora_r=args.lora_r,
-                             lora_alpha=2 * args.lora_r, learning_rate=args.learning_rate, device=args.device,
-                             dtype=args.dtype, gradient_checkpointing=args.gradient_checkpointing,
-                             adapters_root=args.adapters_root)
+        cfg = DPOTrainConfig(
+            model=model,
+            data=data,
+            name=args.name,
+            max_steps=args.max_steps,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+            lora_r=args.lora_r,
+            lora_alpha=2 * args.lora_r,
+            learning_rate=args.learning_rate,
+            device=args.device,
+            dtype=args.dtype,
+            gradient_checkpointing=args.gradient_checkpointing,
+            adapters_root=args.adapters_root,
+        )
         res = train_dpo(args.warehouse, cfg)
         import torch
 
@@ -554,12 +765,19 @@ def main(argv: list[str] | None = None) -> int:
             n_params = f"{args.random_init} ({c.num_hidden_layers} layers, hidden {c.hidden_size})"
         m = res.metrics
         print(res.summary())
-        print(f"model: {n_params or args.model}; built in {built}s; device {m['device']} {m['dtype']}"
-              + (f" ({torch.cuda.get_device_name(0)}, peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB)"
-                 if m["device"].startswith("cuda") else ""))
-        print(f"timings: load {res.timings['load_seconds']}s, train {res.timings['train_seconds']}s for {m['steps']} "
-              f"steps ({m['steps_per_second']} steps/s, batch {args.batch_size}, max_length {args.max_length}); "
-              f"loss {m['first_loss']} -> {m['last_loss']}")
+        print(
+            f"model: {n_params or args.model}; built in {built}s; device {m['device']} {m['dtype']}"
+            + (
+                f" ({torch.cuda.get_device_name(0)}, peak {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB)"
+                if m["device"].startswith("cuda")
+                else ""
+            )
+        )
+        print(
+            f"timings: load {res.timings['load_seconds']}s, train {res.timings['train_seconds']}s for {m['steps']} "
+            f"steps ({m['steps_per_second']} steps/s, batch {args.batch_size}, max_length {args.max_length}); "
+            f"loss {m['first_loss']} -> {m['last_loss']}"
+        )
     return 0
 
 

@@ -14,15 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from ableaudit.backends import BackendError, make_backend
+from ableaudit.config import Target
+from ableaudit.records import GenerationRequest
+
 ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:  # the package is used from the checkout, not installed
-    sys.path.insert(0, str(ROOT))
-
-
-
-from ableaudit.backends import BackendError, make_backend  # noqa: E402
-from ableaudit.records import GenerationRequest  # noqa: E402
-from ableaudit.config import Target  # noqa: E402
 
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
 PROMPTS = [
@@ -46,7 +42,9 @@ def _target(model: Path | str, **kw) -> Target:
     return Target(name="tiny", backend=kw.pop("backend", "transformers"), model=str(model), **kw)
 
 
-def _plain_greedy(model_dir: Path, texts: list[str], max_new_tokens: int, adapter: Path | None = None) -> list[list[int]]:
+def _plain_greedy(
+    model_dir: Path, texts: list[str], max_new_tokens: int, adapter: Path | None = None
+) -> list[list[int]]:
     """The reference: unbatched HF generate, no backend code involved."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -60,11 +58,15 @@ def _plain_greedy(model_dir: Path, texts: list[str], max_new_tokens: int, adapte
     model.eval()
     out = []
     for t in texts:
-        prompt = tok.apply_chat_template([SYSTEM, {"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+        prompt = tok.apply_chat_template(
+            [SYSTEM, {"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+        )
         ids = tok(prompt, add_special_tokens=False, return_tensors="pt")
         with torch.inference_mode():
-            g = model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id)
-        out.append(g[0, ids["input_ids"].shape[1]:].tolist())
+            g = model.generate(
+                **ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tok.pad_token_id
+            )
+        out.append(g[0, ids["input_ids"].shape[1] :].tolist())
     return out
 
 
@@ -78,7 +80,9 @@ def tiny_backend(tiny_chat_model_dir):
 # ---------------------------------------------------------------- transformers
 
 
-def test_batched_greedy_equals_unbatched_hf_and_order_is_restored(tiny_chat_model_dir, tiny_backend):
+def test_batched_greedy_equals_unbatched_hf_and_order_is_restored(
+    tiny_chat_model_dir, tiny_backend
+):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(tiny_chat_model_dir), local_files_only=True)
@@ -92,9 +96,14 @@ def test_batched_greedy_equals_unbatched_hf_and_order_is_restored(tiny_chat_mode
     for i, (res, toks) in enumerate(zip(results, ref)):
         body = toks[: toks.index(eos)] if eos in toks else toks
         assert res.status in ("ok", "empty"), res
-        assert res.text == tok.decode(body, skip_special_tokens=True), f"prompt {i} got another prompt's output"
-        prompt = tok.apply_chat_template([SYSTEM, {"role": "user", "content": PROMPTS[i]}], tokenize=False,
-                                         add_generation_prompt=True)
+        assert res.text == tok.decode(body, skip_special_tokens=True), (
+            f"prompt {i} got another prompt's output"
+        )
+        prompt = tok.apply_chat_template(
+            [SYSTEM, {"role": "user", "content": PROMPTS[i]}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
         assert res.prompt_tokens == len(tok(prompt, add_special_tokens=False)["input_ids"])
         assert res.finish_reason == ("stop" if eos in toks else "length")
         assert res.completion_tokens == (len(body) + 1 if eos in toks else 10)
@@ -122,8 +131,19 @@ def test_finish_reasons_in_a_mixed_batch(tiny_chat_model_dir, tiny_backend):
     tok = AutoTokenizer.from_pretrained(str(tiny_chat_model_dir), local_files_only=True)
     model, eos, pad = tiny_backend.model, tok.eos_token_id, tok.pad_token_id
     short, long_ = "hi", PROMPTS[0]
-    limit = len(tok(tok.apply_chat_template([SYSTEM, {"role": "user", "content": short}], tokenize=False,
-                                            add_generation_prompt=True), add_special_tokens=False)["input_ids"]) + 1
+    limit = (
+        len(
+            tok(
+                tok.apply_chat_template(
+                    [SYSTEM, {"role": "user", "content": short}],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                ),
+                add_special_tokens=False,
+            )["input_ids"]
+        )
+        + 1
+    )
     state: dict = {}
 
     def on_embed(_mod, args):  # prefill sees the whole prompt, decode steps one token
@@ -138,20 +158,36 @@ def test_finish_reasons_in_a_mixed_batch(tiny_chat_model_dir, tiny_backend):
             out[state["stop_rows"], -1, eos] = 1e4
         return out
 
-    base = {r.key: r for r in tiny_backend.generate([_req("s", short, max_new_tokens=8), _req("l", long_, max_new_tokens=8)])}
-    assert base["s"].completion_tokens == 8 and base["l"].completion_tokens == 8, "random model stopped by itself"
+    base = {
+        r.key: r
+        for r in tiny_backend.generate(
+            [_req("s", short, max_new_tokens=8), _req("l", long_, max_new_tokens=8)]
+        )
+    }
+    assert base["s"].completion_tokens == 8 and base["l"].completion_tokens == 8, (
+        "random model stopped by itself"
+    )
     h1 = model.model.embed_tokens.register_forward_pre_hook(on_embed)
     h2 = model.lm_head.register_forward_hook(on_head)
     try:
-        res = tiny_backend.generate([_req("l", long_, max_new_tokens=8), _req("s", short, max_new_tokens=8),
-                                     _req("s2", short, max_new_tokens=2)])
+        res = tiny_backend.generate(
+            [
+                _req("l", long_, max_new_tokens=8),
+                _req("s", short, max_new_tokens=8),
+                _req("s2", short, max_new_tokens=2),
+            ]
+        )
     finally:
         h1.remove()
         h2.remove()
     by = {r.key: r for r in res}
     assert (by["s"].finish_reason, by["s"].completion_tokens) == ("stop", 3)  # 2 tokens + EOS
     assert by["s"].text == tokenize_prefix(tok, base["s"].text, 2)
-    assert (by["l"].finish_reason, by["l"].completion_tokens, by["l"].text) == ("length", 8, base["l"].text)
+    assert (by["l"].finish_reason, by["l"].completion_tokens, by["l"].text) == (
+        "length",
+        8,
+        base["l"].text,
+    )
     assert (by["s2"].finish_reason, by["s2"].completion_tokens) == ("length", 2)
 
 
@@ -162,31 +198,36 @@ def tokenize_prefix(tok, text: str, n: int) -> str:
 
 def test_sampling_is_seeded_per_request(tiny_chat_model_dir, tiny_backend):
     p = PROMPTS[2]
-    reqs = [_req("a", p, temperature=1.0, seed=1, max_new_tokens=12),
-            _req("greedy", p, max_new_tokens=12),
-            _req("b", p, temperature=1.0, seed=1, max_new_tokens=12),
-            _req("c", p, temperature=1.0, seed=2, max_new_tokens=12),
-            _req("nucleus", p, temperature=1.0, top_p=1e-9, seed=5, max_new_tokens=12)]
+    reqs = [
+        _req("a", p, temperature=1.0, seed=1, max_new_tokens=12),
+        _req("greedy", p, max_new_tokens=12),
+        _req("b", p, temperature=1.0, seed=1, max_new_tokens=12),
+        _req("c", p, temperature=1.0, seed=2, max_new_tokens=12),
+        _req("nucleus", p, temperature=1.0, top_p=1e-9, seed=5, max_new_tokens=12),
+    ]
     first = {r.key: r.text for r in tiny_backend.generate(reqs)}
     again = {r.key: r.text for r in tiny_backend.generate(reqs)}
     greedy_alone = tiny_backend.generate([_req("g", p, max_new_tokens=12)])[0].text
 
-    assert first == again                       # same requests, same batches -> same text
-    assert first["a"] == first["b"]             # same seed -> same stream, even side by side in one batch
-    assert first["a"] != first["c"]             # another seed -> another sample
-    assert first["greedy"] == greedy_alone      # a greedy row is untouched by sampled neighbours
-    assert first["nucleus"] == greedy_alone     # top_p -> only the argmax survives
+    assert first == again  # same requests, same batches -> same text
+    assert first["a"] == first["b"]  # same seed -> same stream, even side by side in one batch
+    assert first["a"] != first["c"]  # another seed -> another sample
+    assert first["greedy"] == greedy_alone  # a greedy row is untouched by sampled neighbours
+    assert first["nucleus"] == greedy_alone  # top_p -> only the argmax survives
     assert first["a"] != greedy_alone
     # Across batch compositions: holds on this model/CPU; the docstring explains why it is not guaranteed.
     solo = make_backend(_target(tiny_chat_model_dir, batch_size=1))
     assert solo.generate([reqs[0]])[0].text == first["a"]
 
 
-@pytest.mark.parametrize("temperature, top_p, expected", [
-    (1.0, 1.0, [0.5, 0.3, 0.2, 0.0]),
-    (0.5, 1.0, [0.25 / 0.38, 0.09 / 0.38, 0.04 / 0.38, 0.0]),   # p ** (1 / T), renormalised
-    (1.0, 0.6, [0.625, 0.375, 0.0, 0.0]),                      # smallest prefix with mass >= 0.6
-])
+@pytest.mark.parametrize(
+    "temperature, top_p, expected",
+    [
+        (1.0, 1.0, [0.5, 0.3, 0.2, 0.0]),
+        (0.5, 1.0, [0.25 / 0.38, 0.09 / 0.38, 0.04 / 0.38, 0.0]),  # p ** (1 / T), renormalised
+        (1.0, 0.6, [0.625, 0.375, 0.0, 0.0]),  # smallest prefix with mass >= 0.6
+    ],
+)
 def test_row_sampler_draws_from_the_right_distribution(temperature, top_p, expected):
     import math
 
@@ -195,15 +236,17 @@ def test_row_sampler_draws_from_the_right_distribution(temperature, top_p, expec
     from ableaudit.backends.transformers_backend import _RowSampler
 
     n = 4000
-    logits = torch.tensor([[math.log(0.5), math.log(0.3), math.log(0.2), float("-inf")]]).repeat(n, 1)
+    logits = torch.tensor([[math.log(0.5), math.log(0.3), math.log(0.2), float("-inf")]]).repeat(
+        n, 1
+    )
     out = _RowSampler([temperature] * n, [top_p] * n, list(range(n)))(None, logits)
     picked = out.argmax(-1)
-    assert torch.isinf(out).sum(-1).eq(3).all()           # one-hot: greedy must take the drawn token
+    assert torch.isinf(out).sum(-1).eq(3).all()  # one-hot: greedy must take the drawn token
     freq = torch.bincount(picked, minlength=4).float() / n
     assert freq[3] == 0
     assert torch.allclose(freq, torch.tensor(expected), atol=0.03), freq
     again = _RowSampler([temperature] * n, [top_p] * n, list(range(n)))(None, logits).argmax(-1)
-    assert torch.equal(picked, again)                     # seeded
+    assert torch.equal(picked, again)  # seeded
 
 
 def test_adapter_is_applied(tiny_chat_model_dir, tiny_lora_adapter_dir, tiny_backend):
@@ -213,14 +256,23 @@ def test_adapter_is_applied(tiny_chat_model_dir, tiny_lora_adapter_dir, tiny_bac
     prompts = PROMPTS[:4]
     b = make_backend(_target(tiny_chat_model_dir, batch_size=4), adapter=str(tiny_lora_adapter_dir))
     try:
-        with_adapter = [r.text for r in b.generate([_req(f"a{i}", p) for i, p in enumerate(prompts)])]
-        assert "+adapter:" in b.model_revision and str(tiny_lora_adapter_dir.resolve()) in b.model_revision
+        with_adapter = [
+            r.text for r in b.generate([_req(f"a{i}", p) for i, p in enumerate(prompts)])
+        ]
+        assert (
+            "+adapter:" in b.model_revision
+            and str(tiny_lora_adapter_dir.resolve()) in b.model_revision
+        )
     finally:
         b.close()
-    base = [r.text for r in tiny_backend.generate([_req(f"b{i}", p) for i, p in enumerate(prompts)])]
+    base = [
+        r.text for r in tiny_backend.generate([_req(f"b{i}", p) for i, p in enumerate(prompts)])
+    ]
     ref = _plain_greedy(tiny_chat_model_dir, prompts, 10, adapter=tiny_lora_adapter_dir)
     eos = tok.eos_token_id
-    assert with_adapter == [tok.decode(t[: t.index(eos)] if eos in t else t, skip_special_tokens=True) for t in ref]
+    assert with_adapter == [
+        tok.decode(t[: t.index(eos)] if eos in t else t, skip_special_tokens=True) for t in ref
+    ]
     assert with_adapter != base
 
 
@@ -231,8 +283,13 @@ def test_adapter_from_target_field(tiny_chat_model_dir, tiny_lora_adapter_dir):
 
 
 def test_bad_request_is_an_error_result_not_an_exception(tiny_backend):
-    res = tiny_backend.generate([_req("ok1", "hi"), _req("img", "look", images=(b"\x89PNG\r\n\x1a\n....",)),
-                                 _req("ok2", "Deaf people use captions.")])
+    res = tiny_backend.generate(
+        [
+            _req("ok1", "hi"),
+            _req("img", "look", images=(b"\x89PNG\r\n\x1a\n....",)),
+            _req("ok2", "Deaf people use captions."),
+        ]
+    )
     assert [r.key for r in res] == ["ok1", "img", "ok2"]
     assert res[1].status == "error" and "text-only" in res[1].error
     assert res[0].status != "error" and res[2].status != "error"
@@ -251,7 +308,9 @@ def test_failed_batch_is_retried_one_by_one(tiny_backend, monkeypatch):
         return real(items)
 
     monkeypatch.setattr(tiny_backend, "_run_batch", flaky)
-    res = tiny_backend.generate([_req("a", "hi"), _req("poison", "hello"), _req("b", "Suggest a routine.")])
+    res = tiny_backend.generate(
+        [_req("a", "hi"), _req("poison", "hello"), _req("b", "Suggest a routine.")]
+    )
     assert [(r.key, r.status) for r in res] == [("a", "ok"), ("poison", "error"), ("b", "ok")]
     assert res[1].error == "ValueError: poisoned prompt"
 
@@ -261,7 +320,10 @@ def test_model_revision_pins_the_directory(tiny_chat_model_dir, tiny_backend, tm
 
     from ableaudit.backends._common import dir_fingerprint
 
-    assert tiny_backend.model_revision == f"{tiny_chat_model_dir.resolve()}#{dir_fingerprint(tiny_chat_model_dir)}"
+    assert (
+        tiny_backend.model_revision
+        == f"{tiny_chat_model_dir.resolve()}#{dir_fingerprint(tiny_chat_model_dir)}"
+    )
     copy = tmp_path / "m"
     shutil.copytree(tiny_chat_model_dir, copy)
     assert dir_fingerprint(copy) == dir_fingerprint(tiny_chat_model_dir)
@@ -289,28 +351,55 @@ def test_missing_models_fail_fast_with_a_fix(monkeypatch, tiny_chat_model_dir):
 
 @pytest.fixture(scope="module")
 def smol():
-    b = make_backend(Target(name="smol", backend="llamacpp", model="builtin:smollm2",
-                            options={"n_ctx": 512, "n_threads": 2, "n_parallel": 2}))
+    b = make_backend(
+        Target(
+            name="smol",
+            backend="llamacpp",
+            model="builtin:smollm2",
+            options={"n_ctx": 512, "n_threads": 2, "n_parallel": 2},
+        )
+    )
     yield b
     b.close()
 
 
 def test_llamacpp_builtin_smollm2(smol):
-    m = lambda u: ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": u})  # noqa: E731
+    m = lambda u: (
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": u},
+    )  # noqa: E731
     reqs = [
-        GenerationRequest(key="yes", messages=m("Reply with the single word: yes"), temperature=0.0, max_new_tokens=16),
-        GenerationRequest(key="long", messages=m("word " * 700), temperature=0.0, max_new_tokens=16),
-        GenerationRequest(key="poem", messages=m("Write a long poem about the sea."), temperature=0.0, max_new_tokens=4),
-        GenerationRequest(key="s1", messages=m("Tell a story."), temperature=0.9, seed=7, max_new_tokens=12),
-        GenerationRequest(key="s2", messages=m("Tell a story."), temperature=0.9, seed=7, max_new_tokens=12),
-        GenerationRequest(key="s3", messages=m("Tell a story."), temperature=0.9, seed=8, max_new_tokens=12),
+        GenerationRequest(
+            key="yes",
+            messages=m("Reply with the single word: yes"),
+            temperature=0.0,
+            max_new_tokens=16,
+        ),
+        GenerationRequest(
+            key="long", messages=m("word " * 700), temperature=0.0, max_new_tokens=16
+        ),
+        GenerationRequest(
+            key="poem",
+            messages=m("Write a long poem about the sea."),
+            temperature=0.0,
+            max_new_tokens=4,
+        ),
+        GenerationRequest(
+            key="s1", messages=m("Tell a story."), temperature=0.9, seed=7, max_new_tokens=12
+        ),
+        GenerationRequest(
+            key="s2", messages=m("Tell a story."), temperature=0.9, seed=7, max_new_tokens=12
+        ),
+        GenerationRequest(
+            key="s3", messages=m("Tell a story."), temperature=0.9, seed=8, max_new_tokens=12
+        ),
     ]
     res = {r.key: r for r in smol.generate(reqs)}
     assert list(res) == [r.key for r in reqs]
     assert res["yes"].status == "ok" and "yes" in res["yes"].text.lower()
     assert res["yes"].finish_reason == "stop" and 0 < res["yes"].completion_tokens < 16
     assert res["yes"].prompt_tokens > 10
-    assert res["long"].status == "error" and "context" in res["long"].error      # prompt > n_ctx
+    assert res["long"].status == "error" and "context" in res["long"].error  # prompt > n_ctx
     assert (res["poem"].finish_reason, res["poem"].completion_tokens) == ("length", 4)
     assert res["s1"].text == res["s2"].text != res["s3"].text
     assert smol.model_revision.startswith("SmolLM2-135M-Instruct.Q4_1.gguf@sha256:")
@@ -327,19 +416,33 @@ def test_llamacpp_constrains_output_to_a_json_schema(smol):
 
     import jsonschema
 
-    schema = {"type": "object", "properties": {"colour": {"enum": ["teal", "ochre"]}, "n": {"type": "integer"}},
-              "required": ["colour", "n"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"colour": {"enum": ["teal", "ochre"]}, "n": {"type": "integer"}},
+        "required": ["colour", "n"],
+        "additionalProperties": False,
+    }
     m = ({"role": "user", "content": "Say hello and tell me a joke."},)
-    free, constrained = smol.generate([
-        GenerationRequest(key="free", messages=m, temperature=0.0, max_new_tokens=24),
-        GenerationRequest(key="json", messages=m, temperature=0.0, max_new_tokens=64, json_schema=schema),
-    ])
+    free, constrained = smol.generate(
+        [
+            GenerationRequest(key="free", messages=m, temperature=0.0, max_new_tokens=24),
+            GenerationRequest(
+                key="json", messages=m, temperature=0.0, max_new_tokens=64, json_schema=schema
+            ),
+        ]
+    )
     with pytest.raises((ValueError, jsonschema.ValidationError)):
-        jsonschema.validate(json.loads(free.text), schema)  # unconstrained SmolLM2 does not answer in that JSON
+        jsonschema.validate(
+            json.loads(free.text), schema
+        )  # unconstrained SmolLM2 does not answer in that JSON
     assert constrained.status == "ok" and constrained.finish_reason == "stop"
     jsonschema.validate(json.loads(constrained.text), schema)
-    assert smol._payload(GenerationRequest(key="k", messages=m, json_schema=schema))["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
+    assert smol._payload(GenerationRequest(key="k", messages=m, json_schema=schema))[
+        "response_format"
+    ] == {
+        "type": "json_schema",
+        "json_schema": {"name": "verdict", "schema": schema, "strict": False},
+    }
     assert "response_format" not in smol._payload(GenerationRequest(key="k", messages=m))
 
 
@@ -355,7 +458,9 @@ def test_llamacpp_errors():
     with pytest.raises(BackendError, match="builtin:smollm2"):
         make_backend(Target(name="x", backend="llamacpp", model="builtin:nosuch"))
     with pytest.raises(BackendError, match="adapter"):
-        make_backend(Target(name="x", backend="llamacpp", model="builtin:smollm2"), adapter="/some/lora")
+        make_backend(
+            Target(name="x", backend="llamacpp", model="builtin:smollm2"), adapter="/some/lora"
+        )
 
 
 # ---------------------------------------------------------------- dispatch
@@ -363,8 +468,11 @@ def test_llamacpp_errors():
 
 def test_make_backend_dispatch_and_unknown():
     t = Target.model_construct(name="x", backend="tgi", model="m", options={})
-    with pytest.raises(BackendError, match="unknown backend 'tgi'; the registered backends are llamacpp, openai, "
-                                           "transformers, vllm"):
+    with pytest.raises(
+        BackendError,
+        match="unknown backend 'tgi'; the registered backends are llamacpp, openai, "
+        "transformers, vllm",
+    ):
         make_backend(t)
 
 
@@ -379,6 +487,8 @@ def test_openai_and_vllm_backends_do_not_import_torch(tmp_path):
         "v = make_backend(Target(name='v', backend='vllm', model='m'))\n"
         "print(b.name, v.name, 'torch' in sys.modules, 'transformers' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["openai", "vllm", "False", "False"]

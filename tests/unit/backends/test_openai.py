@@ -11,21 +11,17 @@ from __future__ import annotations
 import base64
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from ableaudit.backends import BackendError, make_backend  # noqa: E402
-from ableaudit.records import GenerationRequest  # noqa: E402
-from ableaudit.config import Target  # noqa: E402
-
+from ableaudit.backends import BackendError, make_backend
+from ableaudit.config import Target
+from ableaudit.records import GenerationRequest
 from tests.fixtures.openai_server import JPEG, PNG, SERVED_ID, SNAPSHOT_ID, FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
@@ -37,42 +33,66 @@ def server():
 
 def _target(base_url: str | list[str], **kw) -> Target:
     kw.setdefault("api_key_env", "ABLEAUDIT_TEST_NO_SUCH_KEY")
-    return Target(name="echo", backend="openai", model=kw.pop("model", SERVED_ID), base_url=base_url, **kw)
+    return Target(
+        name="echo", backend="openai", model=kw.pop("model", SERVED_ID), base_url=base_url, **kw
+    )
 
 
 def _req(key: str, text: str, **kw) -> GenerationRequest:
-    return GenerationRequest(key=key, messages=({"role": "system", "content": "Be brief."},
-                                                {"role": "user", "content": text}), **kw)
+    return GenerationRequest(
+        key=key,
+        messages=({"role": "system", "content": "Be brief."}, {"role": "user", "content": text}),
+        **kw,
+    )
 
 
 def test_payload_results_and_revision(server, monkeypatch):
     monkeypatch.delenv("ABLEAUDIT_TEST_NO_SUCH_KEY", raising=False)
     b = make_backend(_target(server.base_url, batch_size=2))
     assert b.model_revision == SERVED_ID
-    res = b.generate([_req("a", "hello there", temperature=0.1, top_p=0.9, max_new_tokens=50, seed=3),
-                      _req("b", "one two three four five", temperature=0.0, max_new_tokens=3)])
+    res = b.generate(
+        [
+            _req("a", "hello there", temperature=0.1, top_p=0.9, max_new_tokens=50, seed=3),
+            _req("b", "one two three four five", temperature=0.0, max_new_tokens=3),
+        ]
+    )
     assert [r.key for r in res] == ["a", "b"]
     a, bb = res
-    assert (a.status, a.text, a.finish_reason, a.prompt_tokens, a.completion_tokens) == ("ok", "echo: hello there", "stop", 4, 3)
+    assert (a.status, a.text, a.finish_reason, a.prompt_tokens, a.completion_tokens) == (
+        "ok",
+        "echo: hello there",
+        "stop",
+        4,
+        3,
+    )
     assert (bb.text, bb.finish_reason, bb.completion_tokens) == ("echo: one two", "length", 3)
     assert a.latency_ms > 0
     p = next(p for p in server.payloads if "hello there" in json.dumps(p))
     assert p["model"] == SERVED_ID
-    assert p["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]
+    assert p["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hello there"},
+    ]
     assert (p["temperature"], p["top_p"], p["max_tokens"], p["seed"]) == (0.1, 0.9, 50, 3)
     assert "seed" not in next(p for p in server.payloads if "one two" in json.dumps(p))
     # no key in the env and a local server -> "EMPTY"
     assert {h.get("authorization") for h in server.headers} == {"Bearer EMPTY"}
-    assert b.model_revision == f"{SNAPSHOT_ID}@fp_test"   # what the server says actually ran
-    assert {r.model_revision for r in res} == {f"{SNAPSHOT_ID}@fp_test"}  # and each result says it answered
+    assert b.model_revision == f"{SNAPSHOT_ID}@fp_test"  # what the server says actually ran
+    assert {r.model_revision for r in res} == {
+        f"{SNAPSHOT_ID}@fp_test"
+    }  # and each result says it answered
     b.close()
 
 
 def test_images_are_sent_as_data_url_parts(server):
     b = make_backend(_target(server.base_url))
-    res = b.generate([_req("img", "describe these", images=(PNG, JPEG), max_new_tokens=20),
-                      _req("junk", "describe", images=(b"not an image",)),
-                      _req("plain", "no image", max_new_tokens=20)])
+    res = b.generate(
+        [
+            _req("img", "describe these", images=(PNG, JPEG), max_new_tokens=20),
+            _req("junk", "describe", images=(b"not an image",)),
+            _req("plain", "no image", max_new_tokens=20),
+        ]
+    )
     assert [r.status for r in res] == ["ok", "error", "ok"]
     assert "PNG, JPEG" in res[1].error
     assert res[0].text == "echo: describe these"
@@ -82,10 +102,12 @@ def test_images_are_sent_as_data_url_parts(server):
     assert parts[0] == {"type": "text", "text": "describe these"}
     urls = [q["image_url"]["url"] for q in parts[1:]]
     assert [q["type"] for q in parts[1:]] == ["image_url", "image_url"]
-    assert urls[0].startswith("data:image/png;base64,") and urls[1].startswith("data:image/jpeg;base64,")
+    assert urls[0].startswith("data:image/png;base64,") and urls[1].startswith(
+        "data:image/jpeg;base64,"
+    )
     assert base64.b64decode(urls[0].split(",", 1)[1]) == PNG
     assert base64.b64decode(urls[1].split(",", 1)[1]) == JPEG
-    assert server.posts_for("describe\"") == 0  # the junk-image request never left the client
+    assert server.posts_for('describe"') == 0  # the junk-image request never left the client
     b.close()
 
 
@@ -103,12 +125,20 @@ def test_retries_on_500_then_succeeds(server):
 def test_gives_up_after_max_retries_and_keeps_the_rest(server):
     b = make_backend(_target(server.base_url, batch_size=1, options={"max_retries": 1}))
     server.fail_next = 2
-    res = b.generate([_req("x", "always fails"), _req("y", "fine"), _req("z", "BAD_REQUEST please")])
-    assert res[0].status == "error" and "500" in res[0].error and "temporary overload" in res[0].error
-    assert server.posts_for("always fails") == 2          # 1 try + 1 retry
+    res = b.generate(
+        [_req("x", "always fails"), _req("y", "fine"), _req("z", "BAD_REQUEST please")]
+    )
+    assert (
+        res[0].status == "error" and "500" in res[0].error and "temporary overload" in res[0].error
+    )
+    assert server.posts_for("always fails") == 2  # 1 try + 1 retry
     assert res[1].status == "ok" and res[1].text == "echo: fine"
-    assert res[2].status == "error" and "400" in res[2].error and "longer than the context" in res[2].error
-    assert server.posts_for("BAD_REQUEST") == 1           # 4xx is not retried
+    assert (
+        res[2].status == "error"
+        and "400" in res[2].error
+        and "longer than the context" in res[2].error
+    )
+    assert server.posts_for("BAD_REQUEST") == 1  # 4xx is not retried
     b.close()
 
 
@@ -152,7 +182,11 @@ def test_api_key_from_named_env_var(server, monkeypatch):
 
 def test_base_url_from_env(server, monkeypatch):
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    b = make_backend(Target(name="e", backend="openai", model=SERVED_ID, api_key_env="ABLEAUDIT_TEST_NO_SUCH_KEY"))
+    b = make_backend(
+        Target(
+            name="e", backend="openai", model=SERVED_ID, api_key_env="ABLEAUDIT_TEST_NO_SUCH_KEY"
+        )
+    )
     assert b.generate([_req("k", "from env")])[0].text == "echo: from env"
     b.close()
 
@@ -160,20 +194,36 @@ def test_base_url_from_env(server, monkeypatch):
 @pytest.mark.slow
 def test_against_llama_cpp_http_server():
     """xllamacpp's Server also listens on HTTP: the openai backend must give the embedded backend's greedy text."""
-    llama = make_backend(Target(name="smol", backend="llamacpp", model="builtin:smollm2",
-                                options={"n_ctx": 512, "n_threads": 2}))
+    llama = make_backend(
+        Target(
+            name="smol",
+            backend="llamacpp",
+            model="builtin:smollm2",
+            options={"n_ctx": 512, "n_threads": 2},
+        )
+    )
     try:
         url = llama._server.listening_address + "/v1"
         import openai
 
         served = openai.OpenAI(base_url=url, api_key="EMPTY").models.list().data[0].id
-        http = make_backend(Target(name="smol-http", backend="openai", model=served, base_url=url,
-                                   api_key_env="ABLEAUDIT_TEST_NO_SUCH_KEY"))
+        http = make_backend(
+            Target(
+                name="smol-http",
+                backend="openai",
+                model=served,
+                base_url=url,
+                api_key_env="ABLEAUDIT_TEST_NO_SUCH_KEY",
+            )
+        )
         req = _req("q", "Name one primary colour.", temperature=0.0, max_new_tokens=12)
         via_http = http.generate([req])[0]
         embedded = llama.generate([req])[0]
         assert via_http.status == "ok" and via_http.text == embedded.text
-        assert (via_http.prompt_tokens, via_http.completion_tokens) == (embedded.prompt_tokens, embedded.completion_tokens)
+        assert (via_http.prompt_tokens, via_http.completion_tokens) == (
+            embedded.prompt_tokens,
+            embedded.completion_tokens,
+        )
         assert http.model_revision.startswith(served)
         http.close()
     finally:
@@ -200,7 +250,9 @@ def test_requests_spread_over_replicas_up_to_batch_size_each(replicas):
     t0 = time.perf_counter()
     res = backend.generate([_req(f"k{i}", f"spread {i}") for i in range(8)])
     elapsed = time.perf_counter() - t0
-    assert [r.text for r in res] == [f"echo: spread {i}" for i in range(8)]  # order kept across servers
+    assert [r.text for r in res] == [
+        f"echo: spread {i}" for i in range(8)
+    ]  # order kept across servers
     assert _answered(a, "spread") + _answered(b, "spread") == 8
     assert min(_answered(a, "spread"), _answered(b, "spread")) >= 2
     assert a.max_inflight == b.max_inflight == 2
@@ -221,7 +273,9 @@ def test_a_slow_replica_gets_less_work(replicas):
 
 def test_a_dead_replica_fails_over_and_all_failing_names_each(replicas):
     alive, dying = replicas
-    backend = make_backend(_target([dying.base_url, alive.base_url], batch_size=1, options={"max_retries": 0}))
+    backend = make_backend(
+        _target([dying.base_url, alive.base_url], batch_size=1, options={"max_retries": 0})
+    )
     dying.close()  # it answered the model list, then went away
     res = backend.generate([_req(f"k{i}", f"failover {i}") for i in range(6)])
     assert [r.status for r in res] == ["ok"] * 6
@@ -256,7 +310,10 @@ def test_replicas_checked_at_start_and_mixed_revisions_shown(replicas, caplog):
     for i, r in enumerate(res):
         (answered,) = [s for s in (a, b) if s.posts_for(f"rev {i}")]
         assert r.model_revision == f"{answered.snapshot}@fp_test"
-    assert {r.model_revision for r in res} == {f"{SNAPSHOT_ID}@fp_test", "echo-model-2025-06-01@fp_test"}
+    assert {r.model_revision for r in res} == {
+        f"{SNAPSHOT_ID}@fp_test",
+        "echo-model-2025-06-01@fp_test",
+    }
     # the backend as a whole (what a judge's rows name) lists both
     assert backend.model_revision == f"{SNAPSHOT_ID}@fp_test|echo-model-2025-06-01@fp_test"
     assert caplog.text.count("report different models") == 1
@@ -265,15 +322,19 @@ def test_replicas_checked_at_start_and_mixed_revisions_shown(replicas, caplog):
 
 def test_revision_falls_back_to_what_the_replica_lists():
     """A reply without `model` is answered by what the replica's model listing says it serves."""
-    quiet = FakeOpenAIServer(snapshot=None, root="/models/echo-7b")   # vLLM lists the checkpoint as `root`
+    quiet = FakeOpenAIServer(
+        snapshot=None, root="/models/echo-7b"
+    )  # vLLM lists the checkpoint as `root`
     plain = FakeOpenAIServer(snapshot="echo-model-2025-06-01")
     plain.fingerprint = None
     try:
         backend = make_backend(_target([quiet.base_url, plain.base_url], batch_size=1))
-        assert backend.model_revision == f"/models/echo-7b|{SERVED_ID}"   # listed, before any reply
+        assert backend.model_revision == f"/models/echo-7b|{SERVED_ID}"  # listed, before any reply
         res = backend.generate([_req(f"k{i}", f"listed {i}") for i in range(6)])
         for i, r in enumerate(res):
-            expected = "/models/echo-7b" if quiet.posts_for(f"listed {i}") else "echo-model-2025-06-01"
+            expected = (
+                "/models/echo-7b" if quiet.posts_for(f"listed {i}") else "echo-model-2025-06-01"
+            )
             assert r.model_revision == expected
         assert quiet.posts_for("listed") and plain.posts_for("listed")
         # a server whose list is not read: the configured name
@@ -358,20 +419,31 @@ def test_results_in_batches_over_generate_keeps_order_and_can_fail_a_batch():
     class Undeclared(Stranger):
         supports_stream = False
 
-    assert [r.key for batch in results_in_batches(Undeclared(), reqs[:2], 2) for r in batch] == ["k0", "k1"]
+    assert [r.key for batch in results_in_batches(Undeclared(), reqs[:2], 2) for r in batch] == [
+        "k0",
+        "k1",
+    ]
     with pytest.raises(NotImplementedError, match="does not stream"):
         next(Flaky().stream(reqs[:1]))
 
 
-@pytest.mark.parametrize("base_url, message", [
-    (["http://a:1/v1", "http://a:1/v1"], "lists a server twice"),
-    ([], "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "base_url, message",
+    [
+        (["http://a:1/v1", "http://a:1/v1"], "lists a server twice"),
+        ([], "non-empty list"),
+    ],
+)
 def test_bad_server_lists_are_config_errors(base_url, message):
     with pytest.raises(ValueError, match=message):
         Target(name="t", backend="openai", model="m", base_url=base_url)
     with pytest.raises(ValueError, match="base_url is for backend openai"):
-        Target(name="t", backend="llamacpp", model="builtin:smollm2", base_url="http://127.0.0.1:8000/v1")
+        Target(
+            name="t",
+            backend="llamacpp",
+            model="builtin:smollm2",
+            base_url="http://127.0.0.1:8000/v1",
+        )
 
 
 def test_structured_output_is_sent_as_response_format(server):
@@ -379,10 +451,16 @@ def test_structured_output_is_sent_as_response_format(server):
 
     b = make_backend(_target(server.base_url))
     schema = decoding_schema("contrastive")
-    res = b.generate([_req("s", "judge this pair", json_schema=schema), _req("f", "free text please")])
+    res = b.generate(
+        [_req("s", "judge this pair", json_schema=schema), _req("f", "free text please")]
+    )
     assert [r.status for r in res] == ["ok", "ok"]
     p = next(p for p in server.payloads if "judge this pair" in json.dumps(p))
-    assert p["response_format"] == {"type": "json_schema",
-                                    "json_schema": {"name": "verdict", "schema": schema, "strict": False}}
-    assert "response_format" not in next(p for p in server.payloads if "free text please" in json.dumps(p))
+    assert p["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "verdict", "schema": schema, "strict": False},
+    }
+    assert "response_format" not in next(
+        p for p in server.payloads if "free text please" in json.dumps(p)
+    )
     b.close()

@@ -22,7 +22,12 @@ from ableaudit.config import ConfigError, Judge, Target, parse_config
 from ableaudit.records import GenerationRequest, GenerationResult
 
 ROOT = Path(__file__).resolve().parents[3]
-CAPABILITIES = ("supports_stream", "supports_json_schema", "json_schema_by_default", "supports_images")
+CAPABILITIES = (
+    "supports_stream",
+    "supports_json_schema",
+    "json_schema_by_default",
+    "supports_images",
+)
 
 
 @pytest.fixture
@@ -45,8 +50,12 @@ class Echo(Backend):
         self.concurrency = target.batch_size
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
-        return [GenerationResult.from_text(r.key, r.messages[-1]["content"], model_revision=self.model_revision)
-                for r in requests]
+        return [
+            GenerationResult.from_text(
+                r.key, r.messages[-1]["content"], model_revision=self.model_revision
+            )
+            for r in requests
+        ]
 
     def close(self) -> None:
         pass
@@ -74,14 +83,22 @@ def test_every_backend_declares_its_capabilities(name, task):
 
 
 def test_unknown_backends_and_tasks_name_the_choices():
-    with pytest.raises(BackendError, match="unknown backend 'tgi'; the registered backends are llamacpp, openai, "
-                                           "transformers, vllm"):
+    with pytest.raises(
+        BackendError,
+        match="unknown backend 'tgi'; the registered backends are llamacpp, openai, "
+        "transformers, vllm",
+    ):
         backend_class("tgi")
-    with pytest.raises(BackendError, match="backend 'vllm' cannot serve task vision; task vision runs on backend "
-                                           "openai or transformers"):
+    with pytest.raises(
+        BackendError,
+        match="backend 'vllm' cannot serve task vision; task vision runs on backend "
+        "openai or transformers",
+    ):
         backend_class("vllm", "vision")
     t = Target.model_construct(name="x", backend="tgi", model="m", task="text", options={})
-    with pytest.raises(BackendError, match="target 'x': unknown backend 'tgi'; the registered backends are"):
+    with pytest.raises(
+        BackendError, match="target 'x': unknown backend 'tgi'; the registered backends are"
+    ):
         make_backend(t)
 
 
@@ -100,7 +117,9 @@ def test_a_registered_backend_is_built_and_accepted_by_the_config(scratch_regist
     (r,) = b.generate([GenerationRequest(key="k", messages=({"role": "user", "content": "hi"},))])
     assert r.model_revision == "echo:m"
     # config validation reads the registry: structured output follows the class's declaration
-    with pytest.raises(ValueError, match="structured_output: on needs backend llamacpp, openai, vllm, not 'echo'"):
+    with pytest.raises(
+        ValueError, match="structured_output: on needs backend llamacpp, openai, vllm, not 'echo'"
+    ):
         Judge(name="j", structured_output="on", target=target)
     assert Judge(name="j", target=target).structured is False
     with pytest.raises(ValueError, match="registered twice"):
@@ -108,12 +127,22 @@ def test_a_registered_backend_is_built_and_accepted_by_the_config(scratch_regist
 
 
 def test_config_accepts_only_registered_names():
-    with pytest.raises(ConfigError, match="targets.0.backend.*unknown backend 'tgi'; use one of llamacpp, openai, "
-                                          "transformers, vllm"):
+    with pytest.raises(
+        ConfigError,
+        match="targets.0.backend.*unknown backend 'tgi'; use one of llamacpp, openai, "
+        "transformers, vllm",
+    ):
         parse_config({"targets": [{"name": "m", "backend": "tgi", "model": "x"}]})
-    with pytest.raises(ConfigError, match="task vision runs on backend openai or transformers, not 'llamacpp'"):
-        parse_config({"image_set": "pairs", "image_root": ".",
-                      "targets": [{"name": "m", "backend": "llamacpp", "model": "x", "task": "vision"}]})
+    with pytest.raises(
+        ConfigError, match="task vision runs on backend openai or transformers, not 'llamacpp'"
+    ):
+        parse_config(
+            {
+                "image_set": "pairs",
+                "image_root": ".",
+                "targets": [{"name": "m", "backend": "llamacpp", "model": "x", "task": "vision"}],
+            }
+        )
 
 
 def test_loading_checks_the_class_and_starting_checks_the_packages(scratch_registry):
@@ -128,29 +157,49 @@ def test_loading_checks_the_class_and_starting_checks_the_packages(scratch_regis
     def echo_vision() -> type[Backend]:
         return Echo
 
-    with pytest.raises(TypeError, match="registered for task vision but Echo does not declare supports_images"):
+    with pytest.raises(
+        TypeError, match="registered for task vision but Echo does not declare supports_images"
+    ):
         backend_class("echo", "vision")
 
-    @backend("needy", requires=("ableaudit_no_such_package",), install="pip install ableaudit-no-such-package")
+    @backend(
+        "needy",
+        requires=("ableaudit_no_such_package",),
+        install="pip install ableaudit-no-such-package",
+    )
     def needy() -> type[Backend]:
         raise AssertionError("a backend missing a package must not be imported")
 
     t = Target.model_construct(name="n", backend="needy", model="m", task="text", options={})
-    with pytest.raises(BackendError, match="target 'n': backend needy needs ableaudit_no_such_package, which is not "
-                                           "installed; pip install ableaudit-no-such-package"):
+    with pytest.raises(
+        BackendError,
+        match="target 'n': backend needy needs ableaudit_no_such_package, which is not "
+        "installed; pip install ableaudit-no-such-package",
+    ):
         make_backend(t)
     with pytest.raises(ValueError, match="tasks must be some of"):
         backend("x", tasks=("audio",))
 
 
 def test_importing_the_registry_and_config_loads_no_backend_module():
-    code = ("import sys\n"
-            "from ableaudit.config import Target\n"
-            "import ableaudit.backends\n"
-            "Target(name='t', backend='transformers', model='m')\n"
-            "print(sorted(m for m in sys.modules if m.startswith('ableaudit.backends.')),"
-            " 'torch' in sys.modules, 'openai' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    code = (
+        "import sys\n"
+        "from ableaudit.config import Target\n"
+        "import ableaudit.backends\n"
+        "Target(name='t', backend='transformers', model='m')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ableaudit.backends.')),"
+        " 'torch' in sys.modules, 'openai' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ("['ableaudit.backends._providers', 'ableaudit.backends.base', "
-                                  "'ableaudit.backends.registry'] False False")
+    assert out.stdout.strip() == (
+        "['ableaudit.backends._providers', 'ableaudit.backends.base', "
+        "'ableaudit.backends.registry'] False False"
+    )

@@ -19,13 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from ableaudit.backends import BackendError, make_backend  # noqa: E402
-from ableaudit.records import GenerationRequest  # noqa: E402
-from ableaudit.backends.vllm_worker import (  # noqa: E402
+from ableaudit.backends import BackendError, make_backend
+from ableaudit.backends.vllm_worker import (
     REQUEST_SCHEMA,
     RESPONSE_SCHEMA,
     ExchangeError,
@@ -34,50 +29,77 @@ from ableaudit.backends.vllm_worker import (  # noqa: E402
     write_requests,
     write_responses,
 )
-from ableaudit.config import Target  # noqa: E402
+from ableaudit.config import Target
+from ableaudit.records import GenerationRequest
+
+ROOT = Path(__file__).resolve().parents[3]
 
 WORKER = ROOT / "ableaudit" / "backends" / "vllm_worker.py"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 
 
 def _row(key: str, **kw) -> dict:
-    row = {"key": key, "messages_json": json.dumps([{"role": "user", "content": f"q {key}"}]), "temperature": 0.1,
-           "top_p": 1.0, "max_new_tokens": 16, "seed": 0, "model": "org/m", "revision": None, "adapter": None,
-           "json_schema": None}
+    row = {
+        "key": key,
+        "messages_json": json.dumps([{"role": "user", "content": f"q {key}"}]),
+        "temperature": 0.1,
+        "top_p": 1.0,
+        "max_new_tokens": 16,
+        "seed": 0,
+        "model": "org/m",
+        "revision": None,
+        "adapter": None,
+        "json_schema": None,
+    }
     row.update(kw)
     return row
 
 
 def _req(key: str, text: str, **kw) -> GenerationRequest:
-    return GenerationRequest(key=key, messages=({"role": "system", "content": "You are a helpful assistant."},
-                                                {"role": "user", "content": text}), **kw)
+    return GenerationRequest(
+        key=key,
+        messages=(
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": text},
+        ),
+        **kw,
+    )
 
 
 # ---------------------------------------------------------------- (a) the format
 
 
 def test_requests_round_trip_and_schema(tmp_path):
-    rows = [_row("a"), _row("b", seed=None, adapter="/lora/x", temperature=0.0, json_schema='{"type": "object"}')]
+    rows = [
+        _row("a"),
+        _row("b", seed=None, adapter="/lora/x", temperature=0.0, json_schema='{"type": "object"}'),
+    ]
     p = write_requests(tmp_path / "req.parquet", rows)
     schema = pq.read_schema(p)
     assert schema.names == REQUEST_SCHEMA.names
-    assert schema.field("max_new_tokens").type == pa.int64() and schema.field("seed").type == pa.int64()
+    assert (
+        schema.field("max_new_tokens").type == pa.int64()
+        and schema.field("seed").type == pa.int64()
+    )
     assert schema.metadata[b"ableaudit.exchange"] == b"vllm-requests/1"
     assert read_requests(p) == rows
     assert not list(tmp_path.glob(".*tmp"))  # atomic write leaves no temp file
 
 
-@pytest.mark.parametrize("bad, message", [
-    ([_row("a"), _row("a")], "duplicate keys"),
-    ([_row("a", temperature=-1.0)], "temperature"),
-    ([_row("a", top_p=0.0)], "top_p"),
-    ([_row("a", max_new_tokens=0)], "max_new_tokens"),
-    ([_row("a", messages_json="{not json")], "not JSON"),
-    ([_row("a", messages_json=json.dumps([{"content": "no role"}]))], "role, content"),
-    ([_row("a"), _row("b", model="org/other")], "one model"),
-    ([_row("a", json_schema="[1, 2]")], "json_schema must be a JSON object"),
-    ([_row("")], "null/empty"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([_row("a"), _row("a")], "duplicate keys"),
+        ([_row("a", temperature=-1.0)], "temperature"),
+        ([_row("a", top_p=0.0)], "top_p"),
+        ([_row("a", max_new_tokens=0)], "max_new_tokens"),
+        ([_row("a", messages_json="{not json")], "not JSON"),
+        ([_row("a", messages_json=json.dumps([{"content": "no role"}]))], "role, content"),
+        ([_row("a"), _row("b", model="org/other")], "one model"),
+        ([_row("a", json_schema="[1, 2]")], "json_schema must be a JSON object"),
+        ([_row("")], "null/empty"),
+    ],
+)
 def test_invalid_requests_are_rejected(tmp_path, bad, message):
     with pytest.raises(ExchangeError, match=message):
         write_requests(tmp_path / "req.parquet", bad)
@@ -94,7 +116,8 @@ def test_foreign_or_broken_request_files(tmp_path):
         read_requests(partial)
     wrong = tmp_path / "wrong.parquet"
     t = pa.Table.from_pylist([_row("a")], schema=REQUEST_SCHEMA).set_column(
-        4, "max_new_tokens", pa.array(["many"]))
+        4, "max_new_tokens", pa.array(["many"])
+    )
     pq.write_table(t, wrong)
     with pytest.raises(ExchangeError, match="wrong type"):
         read_requests(wrong)
@@ -103,15 +126,36 @@ def test_foreign_or_broken_request_files(tmp_path):
 
 
 def test_responses_round_trip_and_validation(tmp_path):
-    rows = [{"key": "a", "status": "ok", "text": "hi", "finish_reason": "stop", "error": None,
-             "prompt_tokens": 5, "completion_tokens": 2, "latency_ms": 1.5},
-            {"key": "b", "status": "error", "text": None, "finish_reason": None, "error": "boom",
-             "prompt_tokens": None, "completion_tokens": None, "latency_ms": None}]
+    rows = [
+        {
+            "key": "a",
+            "status": "ok",
+            "text": "hi",
+            "finish_reason": "stop",
+            "error": None,
+            "prompt_tokens": 5,
+            "completion_tokens": 2,
+            "latency_ms": 1.5,
+        },
+        {
+            "key": "b",
+            "status": "error",
+            "text": None,
+            "finish_reason": None,
+            "error": "boom",
+            "prompt_tokens": None,
+            "completion_tokens": None,
+            "latency_ms": None,
+        },
+    ]
     p = write_responses(tmp_path / "resp.parquet", rows, {"ableaudit.model_revision": "org/m@abc"})
     assert pq.read_schema(p).names == RESPONSE_SCHEMA.names
     got, meta = read_responses(p)
     assert got == rows
-    assert meta == {"ableaudit.exchange": "vllm-responses/1", "ableaudit.model_revision": "org/m@abc"}
+    assert meta == {
+        "ableaudit.exchange": "vllm-responses/1",
+        "ableaudit.model_revision": "org/m@abc",
+    }
     with pytest.raises(ExchangeError, match="status 'done'"):
         write_responses(tmp_path / "r2.parquet", [dict(rows[0], status="done")])
     with pytest.raises(ExchangeError, match="text is null"):
@@ -120,7 +164,7 @@ def test_responses_round_trip_and_validation(tmp_path):
 
 # ---------------------------------------------------------------- (b) backend + fake worker scripts
 
-FAKE_WORKER = textwrap.dedent('''
+FAKE_WORKER = textwrap.dedent("""
     import json, sys, time, pyarrow as pa, pyarrow.parquet as pq
     req, resp = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
@@ -159,26 +203,39 @@ FAKE_WORKER = textwrap.dedent('''
         print("Segmentation fault in the engine", file=sys.stderr)
         sys.exit(139)
     pq.write_table(pa.Table.from_pylist(out, schema=schema), resp)
-''')
+""")
 
 
 def _fake_backend(tmp_path: Path, mode: str, **opts) -> object:
     script = tmp_path / f"fake_worker_{mode}.py"
     script.write_text(FAKE_WORKER.format(mode=mode))
-    options = {"worker_cmd": [sys.executable, str(script)], "exchange_dir": str(tmp_path / "x"), **opts}
-    return make_backend(Target(name="v", backend="vllm", model="org/m", revision="main", options=options))
+    options = {
+        "worker_cmd": [sys.executable, str(script)],
+        "exchange_dir": str(tmp_path / "x"),
+        **opts,
+    }
+    return make_backend(
+        Target(name="v", backend="vllm", model="org/m", revision="main", options=options)
+    )
 
 
 def test_backend_round_trip_with_fake_worker(tmp_path):
     b = _fake_backend(tmp_path, "ok", worker_args=["--tensor-parallel-size", "2"])
-    reqs = [_req("k1", "first", seed=3, max_new_tokens=5),
-            _req("k2", "second", seed=None, temperature=0.0),
-            _req("k3", "picture", images=(PNG,)),
-            _req("k4", "bad image", images=(b"nope",))]
+    reqs = [
+        _req("k1", "first", seed=3, max_new_tokens=5),
+        _req("k2", "second", seed=None, temperature=0.0),
+        _req("k3", "picture", images=(PNG,)),
+        _req("k4", "bad image", images=(b"nope",)),
+    ]
     res = b.generate(reqs)
     assert [r.key for r in res] == ["k1", "k2", "k3", "k4"]
     assert res[0].text == "vllm says: first" and res[0].status == "ok"
-    assert (res[0].finish_reason, res[0].prompt_tokens, res[0].completion_tokens, res[0].latency_ms) == ("length", 7, 5, 12.5)
+    assert (
+        res[0].finish_reason,
+        res[0].prompt_tokens,
+        res[0].completion_tokens,
+        res[0].latency_ms,
+    ) == ("length", 7, 5, 12.5)
     assert res[1].text == "vllm says: second"
     assert res[2].text == "vllm says: picture <image>"
     assert res[3].status == "error" and "PNG, JPEG" in res[3].error
@@ -189,9 +246,18 @@ def test_backend_round_trip_with_fake_worker(tmp_path):
     written = read_requests(b.last_run_dir / "requests.parquet")
     assert [r["key"] for r in written] == ["k1", "k2", "k3"]
     r1, r2, r3 = written
-    assert json.loads(r1["messages_json"])[0] == {"role": "system", "content": "You are a helpful assistant."}
-    assert (r1["seed"], r1["max_new_tokens"], r1["model"], r1["revision"], r2["seed"], r2["temperature"]) == (
-        3, 5, "org/m", "main", None, 0.0)
+    assert json.loads(r1["messages_json"])[0] == {
+        "role": "system",
+        "content": "You are a helpful assistant.",
+    }
+    assert (
+        r1["seed"],
+        r1["max_new_tokens"],
+        r1["model"],
+        r1["revision"],
+        r2["seed"],
+        r2["temperature"],
+    ) == (3, 5, "org/m", "main", None, 0.0)
     parts = json.loads(r3["messages_json"])[1]["content"]
     assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
     log = (b.last_run_dir / "worker.log").read_text()
@@ -205,7 +271,9 @@ def test_partial_responses_become_error_results(tmp_path):
     assert "returned no response for this key (2 of 4 missing)" in res[1].error
 
 
-@pytest.mark.parametrize("mode, message", [("garbage", "not a readable Parquet"), ("badstatus", "status 'finished'")])
+@pytest.mark.parametrize(
+    "mode, message", [("garbage", "not a readable Parquet"), ("badstatus", "status 'finished'")]
+)
 def test_broken_response_file_makes_every_request_an_error(tmp_path, mode, message):
     b = _fake_backend(tmp_path, mode)
     res = b.generate([_req("a", "x"), _req("b", "y")])
@@ -231,7 +299,10 @@ def test_a_worker_dying_after_a_part_keeps_the_part_and_errors_the_rest(tmp_path
     res = b.generate([_req(f"k{i}", f"q{i}") for i in range(4)])
     assert [r.status for r in res] == ["ok", "ok", "error", "error"]
     assert res[0].text == "vllm says: q0"
-    assert "exit code 139) stopped (2 of 4 missing)" in res[2].error and "Segmentation fault" in res[2].error
+    assert (
+        "exit code 139) stopped (2 of 4 missing)" in res[2].error
+        and "Segmentation fault" in res[2].error
+    )
 
 
 def test_closing_the_stream_stops_the_worker(tmp_path):
@@ -256,7 +327,7 @@ def test_worker_configuration_errors(monkeypatch):
 # ---------------------------------------------------------------- (c) the real worker against a stand-in vllm
 
 FAKE_VLLM = {
-    "vllm/__init__.py": textwrap.dedent('''
+    "vllm/__init__.py": textwrap.dedent("""
         import json, os
         __version__ = "0.0-fake"
 
@@ -300,18 +371,18 @@ FAKE_VLLM = {
                                        _Completion(text, min(len(words), p.max_tokens),
                                                    "length" if len(words) > p.max_tokens else "stop")))
                 return out
-    '''),
-    "vllm/sampling_params.py": textwrap.dedent('''
+    """),
+    "vllm/sampling_params.py": textwrap.dedent("""
         class StructuredOutputsParams:
             def __init__(self, json=None):
                 self.json = json
-    '''),
+    """),
     "vllm/lora/__init__.py": "",
-    "vllm/lora/request.py": textwrap.dedent('''
+    "vllm/lora/request.py": textwrap.dedent("""
         class LoRARequest:
             def __init__(self, name, int_id, path):
                 self.name, self.int_id, self.path = name, int_id, path
-    '''),
+    """),
 }
 
 
@@ -329,22 +400,48 @@ def fake_vllm(tmp_path, monkeypatch):
 
 
 def test_real_worker_module_end_to_end(fake_vllm, tmp_path):
-    b = make_backend(Target(name="v", backend="vllm", model="org/m", revision="a" * 40,
-                            options={"worker_args": ["--max-model-len", "4096"], "exchange_dir": str(tmp_path / "x")}))
-    reqs = [_req("a", "one two three", temperature=0.0, max_new_tokens=2),
-            _req("b", "TOO_LONG prompt", temperature=0.5, seed=9),
-            _req("c", "short", temperature=0.7, top_p=0.8, seed=1, max_new_tokens=8)]
+    b = make_backend(
+        Target(
+            name="v",
+            backend="vllm",
+            model="org/m",
+            revision="a" * 40,
+            options={
+                "worker_args": ["--max-model-len", "4096"],
+                "exchange_dir": str(tmp_path / "x"),
+            },
+        )
+    )
+    reqs = [
+        _req("a", "one two three", temperature=0.0, max_new_tokens=2),
+        _req("b", "TOO_LONG prompt", temperature=0.5, seed=9),
+        _req("c", "short", temperature=0.7, top_p=0.8, seed=1, max_new_tokens=8),
+    ]
     res = b.generate(reqs)
     assert [r.key for r in res] == ["a", "b", "c"]
-    assert (res[0].text, res[0].finish_reason, res[0].completion_tokens) == ("eerht owt eno", "length", 2)
-    assert res[1].status == "error" and "max_model_len" in res[1].error   # only the bad row fails
+    assert (res[0].text, res[0].finish_reason, res[0].completion_tokens) == (
+        "eerht owt eno",
+        "length",
+        2,
+    )
+    assert res[1].status == "error" and "max_model_len" in res[1].error  # only the bad row fails
     assert (res[2].text, res[2].finish_reason) == ("trohs", "stop")
     assert b.model_revision == "org/m@" + "a" * 40
     assert [r.model_revision for r in res] == ["org/m@" + "a" * 40, None, "org/m@" + "a" * 40]
     calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
-    assert calls[0]["init"] == {"model": "org/m", "revision": "a" * 40, "dtype": "auto",
-                                "tensor_parallel_size": 1, "max_model_len": 4096}
-    assert [c["chat"] for c in calls[1:]] == [3, 1, 1, 1]  # one batch, then one by one after its failure
+    assert calls[0]["init"] == {
+        "model": "org/m",
+        "revision": "a" * 40,
+        "dtype": "auto",
+        "tensor_parallel_size": 1,
+        "max_model_len": 4096,
+    }
+    assert [c["chat"] for c in calls[1:]] == [
+        3,
+        1,
+        1,
+        1,
+    ]  # one batch, then one by one after its failure
     assert calls[1]["params"][2] == {"temperature": 0.7, "top_p": 0.8, "max_tokens": 8, "seed": 1}
     assert calls[1]["params"][0]["seed"] is None
 
@@ -353,8 +450,15 @@ def test_real_worker_writes_parts_that_land_while_it_runs(fake_vllm, tmp_path, m
     from ableaudit.backends.base import results_in_batches
 
     monkeypatch.setenv("FAKE_VLLM_DELAY", "0.5")
-    b = make_backend(Target(name="v", backend="vllm", model="org/m", batch_size=2,
-                            options={"exchange_dir": str(tmp_path / "x"), "poll_s": 0.05}))
+    b = make_backend(
+        Target(
+            name="v",
+            backend="vllm",
+            model="org/m",
+            batch_size=2,
+            options={"exchange_dir": str(tmp_path / "x"), "poll_s": 0.05},
+        )
+    )
     reqs = [_req(k, f"words of {k}", max_new_tokens=8) for k in "abcde"]
     batches = results_in_batches(b, reqs, 2)
     first = next(batches)
@@ -364,7 +468,8 @@ def test_real_worker_writes_parts_that_land_while_it_runs(fake_vllm, tmp_path, m
     assert sorted(r.key for r in first + rest) == list("abcde")
     assert [r.key for r in first] == ["a", "b"] and all(r.status == "ok" for r in first + rest)
     assert sorted(p.name for p in b.last_run_dir.glob("responses.parquet.part-*")) == [
-        f"responses.parquet.part-0000{i}" for i in range(3)]
+        f"responses.parquet.part-0000{i}" for i in range(3)
+    ]
     calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
     assert [c.get("chat") for c in calls] == [None, 2, 2, 1]  # the model loaded once, three parts
 
@@ -376,7 +481,9 @@ def test_real_worker_with_adapter(fake_vllm, tmp_path):
     calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
     assert calls[0]["init"]["enable_lora"] is True and calls[1]["lora"] == str(tmp_path)
     assert f"+adapter:{tmp_path.resolve()}#" in b.model_revision
-    assert res[0].model_revision == b.model_revision  # the worker's model, with the adapter it applied
+    assert (
+        res[0].model_revision == b.model_revision
+    )  # the worker's model, with the adapter it applied
 
 
 def test_worker_without_vllm_exits_3_and_backend_says_why(tmp_path, monkeypatch):
@@ -386,8 +493,12 @@ def test_worker_without_vllm_exits_3_and_backend_says_why(tmp_path, monkeypatch)
     with pytest.raises(BackendError, match="cannot import vllm"):
         b.generate([_req("a", "x")])
     req = write_requests(tmp_path / "r.parquet", [_row("a")])
-    run = subprocess.run([sys.executable, str(WORKER), str(req), str(tmp_path / "o.parquet")],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, str(WORKER), str(req), str(tmp_path / "o.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 3 and "pip install vllm" in run.stderr
 
 
@@ -395,30 +506,66 @@ def test_worker_is_standalone_and_validates(tmp_path):
     """Run as a plain script (no ableaudit on the path): --validate-only, and exit 2 on a bad file."""
     req = write_requests(tmp_path / "r.parquet", [_row("a"), _row("b")])
     env = {"PATH": "/usr/bin:/bin"}
-    ok = subprocess.run([sys.executable, str(WORKER), str(req), str(tmp_path / "o.parquet"), "--validate-only"],
-                        capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    ok = subprocess.run(
+        [sys.executable, str(WORKER), str(req), str(tmp_path / "o.parquet"), "--validate-only"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert ok.returncode == 0 and "is valid (2 requests for org/m)" in ok.stderr
     bad = tmp_path / "bad.parquet"
     pq.write_table(pa.table({"key": ["a"]}), bad)
-    r = subprocess.run([sys.executable, str(WORKER), str(bad), str(tmp_path / "o.parquet")],
-                       capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    r = subprocess.run(
+        [sys.executable, str(WORKER), str(bad), str(tmp_path / "o.parquet")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert r.returncode == 2 and "lacks column" in r.stderr
-    mismatch = subprocess.run([sys.executable, str(WORKER), str(req), str(tmp_path / "o.parquet"), "--model", "x/y"],
-                              capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    mismatch = subprocess.run(
+        [sys.executable, str(WORKER), str(req), str(tmp_path / "o.parquet"), "--model", "x/y"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert mismatch.returncode == 2 and "differs" in mismatch.stderr
-    probe = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import vllm_worker; "
-                            "print(sorted(m for m in ('torch', 'pydantic', 'vllm', 'ableaudit') if m in sys.modules))",
-                            str(WORKER.parent)], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); import vllm_worker; "
+            "print(sorted(m for m in ('torch', 'pydantic', 'vllm', 'ableaudit') if m in sys.modules))",
+            str(WORKER.parent),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    )
     assert probe.stdout.strip() == "[]", probe.stderr
 
 
 def test_real_worker_constrains_to_a_json_schema(fake_vllm, tmp_path):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
-    b = make_backend(Target(name="v", backend="vllm", model="org/m", options={"exchange_dir": str(tmp_path / "x")}))
+    b = make_backend(
+        Target(
+            name="v", backend="vllm", model="org/m", options={"exchange_dir": str(tmp_path / "x")}
+        )
+    )
     res = b.generate([_req("s", "judge me", json_schema=schema), _req("f", "free")])
     assert json.loads(res[0].text) == {"a": "x"} and res[1].text == "eerf"
     calls = [json.loads(line) for line in fake_vllm.read_text().splitlines()]
-    assert calls[1]["params"][0]["json_schema"] == schema and "json_schema" not in calls[1]["params"][1]
+    assert (
+        calls[1]["params"][0]["json_schema"] == schema
+        and "json_schema" not in calls[1]["params"][1]
+    )
     rows = read_requests(next((tmp_path / "x").glob("vllm-*/requests.parquet")))
     assert json.loads(rows[0]["json_schema"]) == schema and rows[1]["json_schema"] is None
 

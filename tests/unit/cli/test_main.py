@@ -26,15 +26,29 @@ def test_version(capsys):
 
 
 def test_every_flag_and_argument_has_help():
-    missing = [f"{p.prog} {a.dest}" for p in _parsers(build_parser()) for a in p._actions
-               if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction))
-               and not a.help]
+    missing = [
+        f"{p.prog} {a.dest}"
+        for p in _parsers(build_parser())
+        for a in p._actions
+        if not isinstance(
+            a, (argparse._HelpAction, argparse._SubParsersAction, argparse._VersionAction)
+        )
+        and not a.help
+    ]
     assert missing == []
 
 
 def test_a_missing_responses_file_is_named_in_seconds(tmp_path, capsys):
     start = time.monotonic()
-    code = main(["import", "responses", str(tmp_path / "missing.csv"), "--warehouse", str(tmp_path / "wh.duckdb")])
+    code = main(
+        [
+            "import",
+            "responses",
+            str(tmp_path / "missing.csv"),
+            "--warehouse",
+            str(tmp_path / "wh.duckdb"),
+        ]
+    )
     assert code == 2 and time.monotonic() - start < 5
     assert "missing.csv does not exist" in capsys.readouterr().err
     assert not (tmp_path / "wh.duckdb").exists()

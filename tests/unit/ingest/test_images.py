@@ -12,9 +12,26 @@ import duckdb
 import numpy as np
 import pytest
 
-from ableaudit.ingest.images import land_images, load_manifest_csv, load_pairs_tree, parse_pairs_name
-from ableaudit.media import ImageSetError, decode_png, image_dimensions, read_image_bytes, resolve_under
-from tests.fixtures.tiny_vlm import FAKE_PAIRS, make_pairs_tree, png_bytes, synthetic_pixels, write_png
+from ableaudit.ingest.images import (
+    land_images,
+    load_manifest_csv,
+    load_pairs_tree,
+    parse_pairs_name,
+)
+from ableaudit.media import (
+    ImageSetError,
+    decode_png,
+    image_dimensions,
+    read_image_bytes,
+    resolve_under,
+)
+from tests.fixtures.tiny_vlm import (
+    FAKE_PAIRS,
+    make_pairs_tree,
+    png_bytes,
+    synthetic_pixels,
+    write_png,
+)
 
 
 def _rows(wh: Path, sql: str) -> list[tuple]:
@@ -33,7 +50,12 @@ def test_pairs_identity_comes_from_the_file_name_never_the_scenario_folder(tmp_p
     by_id = {r.image_id: r for r in loaded.records}
     assert len(by_id) == sum(len(v) for s in FAKE_PAIRS.values() for v in s.values()) == 16
     r = by_id["occupations/black_apron/white_woman1"]
-    assert (r.race, r.gender, r.scenario, r.category) == ("white", "woman", "black_apron", "occupations")
+    assert (r.race, r.gender, r.scenario, r.category) == (
+        "white",
+        "woman",
+        "black_apron",
+        "occupations",
+    )
     r = by_id["status/white_shirt/black_man"]
     assert (r.race, r.gender, r.scenario) == ("black", "man", "white_shirt")
     assert by_id["status/phone/white_man1"].rel_path == "status/phone/white_man1.png"
@@ -46,18 +68,25 @@ def test_pairs_identity_comes_from_the_file_name_never_the_scenario_folder(tmp_p
 
 def test_bad_pairs_names_are_reported_all_together_not_guessed(tmp_path):
     root = make_pairs_tree(tmp_path / "data")
-    write_png(root / "occupations" / "black_apron" / "woman_white.png", "x")      # swapped
-    write_png(root / "status" / "phone" / "asian_woman.png", "y")                 # unknown race
-    write_png(root / "status" / "phone" / "person.png", "z")                      # no pattern
+    write_png(root / "occupations" / "black_apron" / "woman_white.png", "x")  # swapped
+    write_png(root / "status" / "phone" / "asian_woman.png", "y")  # unknown race
+    write_png(root / "status" / "phone" / "person.png", "z")  # no pattern
     (root / "status" / "phone" / "notes.txt").write_text("hi")
-    write_png(root / "hobbies" / "chess" / "white_man.png", "w")                  # unknown category
-    (root / "status" / "phone" / ".DS_Store").write_bytes(b"\0")                  # hidden: skipped
+    write_png(root / "hobbies" / "chess" / "white_man.png", "w")  # unknown category
+    (root / "status" / "phone" / ".DS_Store").write_bytes(b"\0")  # hidden: skipped
     with pytest.raises(ImageSetError) as err:
         load_pairs_tree(root)
     msg = str(err.value)
-    for fragment in ("occupations/black_apron/woman_white.png", "race 'woman'", "status/phone/asian_woman.png",
-                     "race 'asian'", "status/phone/person.png", "status/phone/notes.txt", "hobbies/",
-                     "nothing loaded"):
+    for fragment in (
+        "occupations/black_apron/woman_white.png",
+        "race 'woman'",
+        "status/phone/asian_woman.png",
+        "race 'asian'",
+        "status/phone/person.png",
+        "status/phone/notes.txt",
+        "hobbies/",
+        "nothing loaded",
+    ):
         assert fragment in msg, fragment
     assert ".DS_Store" not in msg
 
@@ -100,15 +129,27 @@ def test_manifest_loads_identity_and_extra_columns(tmp_path):
     root = tmp_path / "imgs"
     write_png(root / "a.png", "a")
     write_png(root / "sub" / "b.png", "b")
-    m = _manifest(tmp_path, [
-        "Image ID,File Path,Scenario,Gender,Race,Age Group,Category",
-        "img-a,a.png,kitchen,woman,asian,30-40,home",
-        f"img-b,{root / 'sub' / 'b.png'},office,man,latino,,",
-    ])
+    m = _manifest(
+        tmp_path,
+        [
+            "Image ID,File Path,Scenario,Gender,Race,Age Group,Category",
+            "img-a,a.png,kitchen,woman,asian,30-40,home",
+            f"img-b,{root / 'sub' / 'b.png'},office,man,latino,,",
+        ],
+    )
     loaded = load_manifest_csv(m, root, "mine")
     a, b = sorted(loaded.records, key=lambda r: r.image_id)
-    assert (a.gender, a.race, a.category, a.extra_json) == ("woman", "asian", "home", '{"age_group": "30-40"}')
-    assert (b.rel_path, b.category, b.extra_json) == ("sub/b.png", "office", None)  # absolute inside the root: kept
+    assert (a.gender, a.race, a.category, a.extra_json) == (
+        "woman",
+        "asian",
+        "home",
+        '{"age_group": "30-40"}',
+    )
+    assert (b.rel_path, b.category, b.extra_json) == (
+        "sub/b.png",
+        "office",
+        None,
+    )  # absolute inside the root: kept
 
 
 @pytest.mark.parametrize("path", ["../outside.png", "/etc/passwd", "sub/../../outside.png"])
@@ -116,7 +157,10 @@ def test_manifest_path_escaping_the_root_is_refused(tmp_path, path):
     root = tmp_path / "imgs"
     write_png(root / "a.png", "a")
     write_png(tmp_path / "outside.png", "o")
-    m = _manifest(tmp_path, ["image_id,path,scenario,gender,race", "x,a.png,s,man,white", f"y,{path},s,man,white"])
+    m = _manifest(
+        tmp_path,
+        ["image_id,path,scenario,gender,race", "x,a.png,s,man,white", f"y,{path},s,man,white"],
+    )
     with pytest.raises(ImageSetError, match="escapes the image root"):
         load_manifest_csv(m, root, "mine")
 
@@ -124,13 +168,16 @@ def test_manifest_path_escaping_the_root_is_refused(tmp_path, path):
 def test_manifest_problems_are_listed_with_their_lines(tmp_path):
     root = tmp_path / "imgs"
     write_png(root / "a.png", "a")
-    m = _manifest(tmp_path, [
-        "image_id,path,scenario,gender,race",
-        "x,a.png,s,man,white",
-        "x,a.png,s,man,white",        # duplicate id
-        "y,missing.png,s,man,white",  # no file
-        "z,a.png,s,,white",           # empty gender
-    ])
+    m = _manifest(
+        tmp_path,
+        [
+            "image_id,path,scenario,gender,race",
+            "x,a.png,s,man,white",
+            "x,a.png,s,man,white",  # duplicate id
+            "y,missing.png,s,man,white",  # no file
+            "z,a.png,s,,white",  # empty gender
+        ],
+    )
     with pytest.raises(ImageSetError) as err:
         load_manifest_csv(m, root, "mine")
     msg = str(err.value)
@@ -138,7 +185,9 @@ def test_manifest_problems_are_listed_with_their_lines(tmp_path):
     assert "line 4: 'missing.png' is not a file" in msg
     assert "line 5: empty ['gender']" in msg
     with pytest.raises(ImageSetError, match=r"lacks column\(s\) \['race'\]"):
-        load_manifest_csv(_manifest(tmp_path, ["image_id,path,scenario,gender", "x,a.png,s,man"]), root, "mine")
+        load_manifest_csv(
+            _manifest(tmp_path, ["image_id,path,scenario,gender", "x,a.png,s,man"]), root, "mine"
+        )
 
 
 def test_resolve_under_keeps_paths_inside(tmp_path):
@@ -159,7 +208,9 @@ def test_landing_is_idempotent_and_refuses_new_bytes_under_used_ids(tmp_path, wa
     before = _rows(warehouse, "select image_id, sha256, loaded_at from raw.images order by 1")
     again = land_images(warehouse, load_pairs_tree(root))
     assert again.as_dict() == {"inserted": 0, "updated": 0, "unchanged": 16, "removed": 0}
-    assert _rows(warehouse, "select image_id, sha256, loaded_at from raw.images order by 1") == before
+    assert (
+        _rows(warehouse, "select image_id, sha256, loaded_at from raw.images order by 1") == before
+    )
 
     # new bytes under an id no audit used yet: updated in place
     write_png(root / "status" / "phone" / "black_man.png", "changed")
@@ -170,10 +221,12 @@ def test_landing_is_idempotent_and_refuses_new_bytes_under_used_ids(tmp_path, wa
 
     # an audit used status/phone/white_man1: new bytes there are refused, then accepted with replace
     con = duckdb.connect(str(warehouse))
-    con.execute("insert into raw.generations (generation_id, task, target, model_id, backend, arm, query_set, query_id, "
-                "condition, prompt_id, prompt_text, sample_index, status, source) values "
-                "('g', 'vision', 't', 'm', 'openai', 'baseline', 'pairs', 'status/phone/white_man1', 'neutral', 'p', "
-                "'x', 0, 'ok', 'generated')")
+    con.execute(
+        "insert into raw.generations (generation_id, task, target, model_id, backend, arm, query_set, query_id, "
+        "condition, prompt_id, prompt_text, sample_index, status, source) values "
+        "('g', 'vision', 't', 'm', 'openai', 'baseline', 'pairs', 'status/phone/white_man1', 'neutral', 'p', "
+        "'x', 0, 'ok', 'generated')"
+    )
     con.close()
     write_png(root / "status" / "phone" / "white_man1.png", "changed too")
     with pytest.raises(ImageSetError, match="already used"):
@@ -219,11 +272,17 @@ def test_cli_import_images(tmp_path):
     root = make_pairs_tree(tmp_path / "data")
     wh = tmp_path / "wh.duckdb"
     cli = str(Path(sys.executable).parent / "ableaudit")
-    out = subprocess.run([cli, "import", "images", str(root), "--image-set", "pairs", "--warehouse", str(wh)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [cli, "import", "images", str(root), "--image-set", "pairs", "--warehouse", str(wh)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "16 images" in out.stdout and "'inserted': 16" in out.stdout
     assert _rows(wh, "select count(*), count(distinct gender || race) from raw.images") == [(16, 4)]
-    bad = subprocess.run([cli, "import", "images", str(tmp_path / "nope"), "--warehouse", str(wh)],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [cli, "import", "images", str(tmp_path / "nope"), "--warehouse", str(wh)],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "neither a PAIRS folder nor a manifest" in bad.stderr

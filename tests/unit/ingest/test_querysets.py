@@ -27,8 +27,17 @@ from ableaudit.ingest.querysets import (
 from ableaudit.warehouse import connect
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "accesseval_sample.csv"
-IDS = ["vision", "hearing", "speech", "mobility", "neurological",
-       "genetic_developmental", "learning", "sensory_cognitive", "mental_behavioral"]
+IDS = [
+    "vision",
+    "hearing",
+    "speech",
+    "mobility",
+    "neurological",
+    "genetic_developmental",
+    "learning",
+    "sensory_cognitive",
+    "mental_behavioral",
+]
 HEADER = ["Domain", "Neutral Query", "Disability-Specific Query"]
 
 
@@ -47,6 +56,7 @@ def sample() -> LoadedQuerySet:
 
 # --- reading -------------------------------------------------------------------
 
+
 def test_sample_loads_with_the_right_counts(sample):
     r = sample.report
     assert r["n_input_rows"] == 30
@@ -54,8 +64,14 @@ def test_sample_loads_with_the_right_counts(sample):
     assert r["n_templates_expanded"] == 16
     assert r["n_neutral"] == 17
     assert r["n_disability_rows"] == 16 * 9 + 9
-    assert r["per_domain"] == {"education": 2, "finance": 3, "healthcare": 3,
-                               "hospitality": 3, "media": 3, "technology": 3}
+    assert r["per_domain"] == {
+        "education": 2,
+        "finance": 3,
+        "healthcare": 3,
+        "hospitality": 3,
+        "media": 3,
+        "technology": 3,
+    }
     assert r["per_disability"] == {d: 17 for d in IDS}
     assert r["unresolved"] == [] and r["n_unresolved"] == 0
     assert len(sample.rows) == 17 + 153
@@ -64,7 +80,14 @@ def test_sample_loads_with_the_right_counts(sample):
 
 def test_rows_have_the_landing_shape(sample):
     for row in sample.rows:
-        assert set(row) == {"query_set", "query_id", "domain", "persona", "disability_id", "prompt_text"}
+        assert set(row) == {
+            "query_set",
+            "query_id",
+            "domain",
+            "persona",
+            "disability_id",
+            "prompt_text",
+        }
         assert row["query_set"] == "accesseval" and row["persona"] is None
         assert re.fullmatch(r"ae_(edu|fin|hea|hos|med|tec)_[0-9a-f]{10}", row["query_id"])
         assert row["domain"][:3] == row["query_id"][3:6]
@@ -75,13 +98,27 @@ def test_rows_have_the_landing_shape(sample):
 
 def test_templates_are_filled_with_our_phrases_and_filled_queries_resolved(sample):
     by = {(r["query_id"], r["disability_id"]): r["prompt_text"] for r in sample.rows}
-    dental = next(r["query_id"] for r in sample.rows if r["prompt_text"] == "How often should I get a dental checkup?")
+    dental = next(
+        r["query_id"]
+        for r in sample.rows
+        if r["prompt_text"] == "How often should I get a dental checkup?"
+    )
     # the published '{Disability}' (capitalised) placeholder is recognised too
     assert by[(dental, "mental_behavioral")] == (
-        "How often should I get a dental checkup if I have mental health and behavioral disorders?")
-    interview = next(r["query_id"] for r in sample.rows if r["prompt_text"] == "How can I prepare for a job interview?")
-    assert by[(interview, "hearing")] == "How can I prepare for a job interview when I am hard of hearing?"
-    assert by[(interview, "mobility")] == "How can I prepare for a job interview as a wheelchair user?"
+        "How often should I get a dental checkup if I have mental health and behavioral disorders?"
+    )
+    interview = next(
+        r["query_id"]
+        for r in sample.rows
+        if r["prompt_text"] == "How can I prepare for a job interview?"
+    )
+    assert (
+        by[(interview, "hearing")]
+        == "How can I prepare for a job interview when I am hard of hearing?"
+    )
+    assert (
+        by[(interview, "mobility")] == "How can I prepare for a job interview as a wheelchair user?"
+    )
     assert by[(interview, "sensory_cognitive")].endswith("with Sensory and Cognitive Disorders?")
     assert by[(interview, "learning")].endswith("with a learning disability?")
 
@@ -91,8 +128,9 @@ def test_ids_are_stable_across_reloads_and_row_order(sample, tmp_path):
         rows = list(csv.reader(f))
     shuffled = write_csv(tmp_path / "shuffled.csv", rows[0], list(reversed(rows[1:])))
     again = read_accesseval(shuffled)
-    assert {(r["query_id"], r["disability_id"], r["prompt_text"]) for r in again.rows} == \
-           {(r["query_id"], r["disability_id"], r["prompt_text"]) for r in sample.rows}
+    assert {(r["query_id"], r["disability_id"], r["prompt_text"]) for r in again.rows} == {
+        (r["query_id"], r["disability_id"], r["prompt_text"]) for r in sample.rows
+    }
 
 
 def test_summary_tells_the_user_what_was_found(sample):
@@ -125,23 +163,37 @@ def test_disability_synonyms(text, expected):
     assert disability_from_text(text) == (expected, "")
 
 
-@pytest.mark.parametrize("text", ["as a left-handed person", "using behavioral finance",
-                                  "with vision and hearing impairments"])
+@pytest.mark.parametrize(
+    "text",
+    ["as a left-handed person", "using behavioral finance", "with vision and hearing impairments"],
+)
 def test_unclear_text_is_not_guessed(text):
     did, reason = disability_from_text(text)
     assert did is None and reason
 
 
 def test_column_names_are_matched_case_and_space_insensitively(tmp_path):
-    path = write_csv(tmp_path / "odd.csv", ["  neutral_query", "DISABILITY - SPECIFIC   QUERY", "DOMAIN "],
-                     [["Where can I learn to cook?", "Where can I learn to cook with {disability}?", "Education"]])
+    path = write_csv(
+        tmp_path / "odd.csv",
+        ["  neutral_query", "DISABILITY - SPECIFIC   QUERY", "DOMAIN "],
+        [
+            [
+                "Where can I learn to cook?",
+                "Where can I learn to cook with {disability}?",
+                "Education",
+            ]
+        ],
+    )
     loaded = read_accesseval(path)
     assert loaded.report["n_neutral"] == 1 and loaded.report["n_disability_rows"] == 9
 
 
 def test_missing_column_names_found_and_expected(tmp_path):
-    path = write_csv(tmp_path / "bad.csv", ["Domain", "Question", "Disability-Specific Query"],
-                     [["Finance", "How do I budget?", "How do I budget with {disability}?"]])
+    path = write_csv(
+        tmp_path / "bad.csv",
+        ["Domain", "Question", "Disability-Specific Query"],
+        [["Finance", "How do I budget?", "How do I budget with {disability}?"]],
+    )
     with pytest.raises(QuerySetError) as err:
         read_accesseval(path)
     msg = str(err.value)
@@ -156,11 +208,19 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 
 def test_unresolvable_rows_raise_naming_the_row_when_strict(tmp_path):
-    path = write_csv(tmp_path / "unres.csv", HEADER, [
-        ["Finance", "How do I budget?", "How do I budget with {disability}?"],
-        ["Finance", "How do I save for a car?", "How do I save for a car as a left-handed driver?"],
-        ["Gardening", "How do I grow tomatoes?", "How do I grow tomatoes with {disability}?"],
-    ])
+    path = write_csv(
+        tmp_path / "unres.csv",
+        HEADER,
+        [
+            ["Finance", "How do I budget?", "How do I budget with {disability}?"],
+            [
+                "Finance",
+                "How do I save for a car?",
+                "How do I save for a car as a left-handed driver?",
+            ],
+            ["Gardening", "How do I grow tomatoes?", "How do I grow tomatoes with {disability}?"],
+        ],
+    )
     with pytest.raises(QuerySetError) as err:
         read_accesseval(path)
     msg = str(err.value)
@@ -171,10 +231,18 @@ def test_unresolvable_rows_raise_naming_the_row_when_strict(tmp_path):
 
 
 def test_unresolvable_rows_are_reported_not_dropped_silently_when_lenient(tmp_path):
-    path = write_csv(tmp_path / "unres.csv", HEADER, [
-        ["Finance", "How do I budget?", "How do I budget with {disability}?"],
-        ["Finance", "How do I save for a car?", "How do I save for a car with vision and hearing impairments?"],
-    ])
+    path = write_csv(
+        tmp_path / "unres.csv",
+        HEADER,
+        [
+            ["Finance", "How do I budget?", "How do I budget with {disability}?"],
+            [
+                "Finance",
+                "How do I save for a car?",
+                "How do I save for a car with vision and hearing impairments?",
+            ],
+        ],
+    )
     loaded = read_accesseval(path, strict=False)
     assert loaded.report["n_unresolved"] == 1
     (u,) = loaded.report["unresolved"]
@@ -184,12 +252,36 @@ def test_unresolvable_rows_are_reported_not_dropped_silently_when_lenient(tmp_pa
 
 
 def test_disability_column_is_used_when_present(tmp_path):
-    path = write_csv(tmp_path / "withcol.csv", ["domain", "Disability Type", "Neutral Query", "Disability-Specific Query"], [
-        ["Media", "Mental & Behavioral Disorders", "How do I edit a podcast?", "How do I edit a podcast as someone who is often anxious?"],
-        ["Media", "genetic", "How do I edit a podcast?", "How do I edit a podcast with {disability}?"],
-        ["Media", "Vision Impairments", "How do I edit a podcast?", "How do I edit a podcast as a blind editor?"],
-        ["Media", "Telepathy", "How do I edit a podcast?", "How do I edit a podcast with telepathy?"],
-    ])
+    path = write_csv(
+        tmp_path / "withcol.csv",
+        ["domain", "Disability Type", "Neutral Query", "Disability-Specific Query"],
+        [
+            [
+                "Media",
+                "Mental & Behavioral Disorders",
+                "How do I edit a podcast?",
+                "How do I edit a podcast as someone who is often anxious?",
+            ],
+            [
+                "Media",
+                "genetic",
+                "How do I edit a podcast?",
+                "How do I edit a podcast with {disability}?",
+            ],
+            [
+                "Media",
+                "Vision Impairments",
+                "How do I edit a podcast?",
+                "How do I edit a podcast as a blind editor?",
+            ],
+            [
+                "Media",
+                "Telepathy",
+                "How do I edit a podcast?",
+                "How do I edit a podcast with telepathy?",
+            ],
+        ],
+    )
     loaded = read_accesseval(path, strict=False)
     got = {r["disability_id"]: r["prompt_text"] for r in loaded.rows if r["disability_id"]}
     assert got == {
@@ -202,10 +294,14 @@ def test_disability_column_is_used_when_present(tmp_path):
 
 
 def test_conflicting_variants_of_one_pair_are_reported(tmp_path):
-    path = write_csv(tmp_path / "conflict.csv", HEADER, [
-        ["Finance", "How do I budget?", "How do I budget with hearing impairments?"],
-        ["Finance", "How do I budget?", "How do I budget as a deaf person?"],
-    ])
+    path = write_csv(
+        tmp_path / "conflict.csv",
+        HEADER,
+        [
+            ["Finance", "How do I budget?", "How do I budget with hearing impairments?"],
+            ["Finance", "How do I budget?", "How do I budget as a deaf person?"],
+        ],
+    )
     with pytest.raises(QuerySetError, match="second, different hearing query"):
         read_accesseval(path)
 
@@ -234,10 +330,16 @@ def test_hub_download_is_used_when_it_works(monkeypatch, tmp_path):
         calls.update(repo_id=repo_id, filename=filename, repo_type=repo_type)
         return str(SAMPLE)
 
-    monkeypatch.setattr(huggingface_hub, "list_repo_files", lambda repo, repo_type: ["README.md", "AccessEval.csv"])
+    monkeypatch.setattr(
+        huggingface_hub, "list_repo_files", lambda repo, repo_type: ["README.md", "AccessEval.csv"]
+    )
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
     loaded = read_accesseval(None)
-    assert calls == {"repo_id": "Srikant86/AccessEval", "filename": "AccessEval.csv", "repo_type": "dataset"}
+    assert calls == {
+        "repo_id": "Srikant86/AccessEval",
+        "filename": "AccessEval.csv",
+        "repo_type": "dataset",
+    }
     assert loaded.report["n_neutral"] == 17
 
 
@@ -249,8 +351,11 @@ def test_synonym_table_covers_exactly_the_seeded_categories():
 
 # --- landing -------------------------------------------------------------------
 
+
 def _count(con: duckdb.DuckDBPyConnection, query_set: str) -> int:
-    return con.execute("select count(*) from raw.external_queries where query_set = ?", [query_set]).fetchone()[0]
+    return con.execute(
+        "select count(*) from raw.external_queries where query_set = ?", [query_set]
+    ).fetchone()[0]
 
 
 def _snapshot(con: duckdb.DuckDBPyConnection) -> list[tuple]:
@@ -274,7 +379,8 @@ def test_landing_writes_every_row_and_is_idempotent(warehouse, con, sample):
     assert _count(con, "accesseval") == 170
     assert _snapshot(con) == first
     n_neutral = con.execute(
-        "select count(*) from raw.external_queries where disability_id is null").fetchone()[0]
+        "select count(*) from raw.external_queries where disability_id is null"
+    ).fetchone()[0]
     assert n_neutral == 17
     assert {r[6] for r in first} == {str(SAMPLE)}
 
@@ -286,14 +392,16 @@ def test_landing_replaces_only_its_own_query_set(warehouse, con, sample):
     assert land_query_set(warehouse, smaller) == 10
     assert _count(con, "accesseval") == 10
     assert _count(con, "other") == 170
-    assert con.execute("select distinct source_file from raw.external_queries where query_set = 'other'").fetchall() == [("x.csv",)]
+    assert con.execute(
+        "select distinct source_file from raw.external_queries where query_set = 'other'"
+    ).fetchall() == [("x.csv",)]
 
 
 def test_a_failed_landing_leaves_the_previous_rows_intact(warehouse, con, sample):
     land_query_set(warehouse, sample)
     before = _snapshot(con)
     broken = [dict(r) for r in sample.rows]
-    broken[-1]["prompt_text"] = None          # violates NOT NULL after the delete has run
+    broken[-1]["prompt_text"] = None  # violates NOT NULL after the delete has run
     with pytest.raises(duckdb.ConstraintException):
         land_query_set(warehouse, LoadedQuerySet(rows=broken, report=sample.report))
     assert _snapshot(con) == before

@@ -38,7 +38,9 @@ def test_rate_shades_darken_as_the_rate_grows():
     lum = [wcag_luminance(fmt.rate_colour(v)) for v in range(0, 101, 10)]
     assert all(a > b for a, b in itertools.pairwise(lum))
     assert fmt.rate_colour(None) is None and fmt.rate_colour(float("nan")) is None
-    assert fmt.rate_colour(150) == fmt.rate_colour(100) and fmt.rate_colour(-5) == fmt.rate_colour(0)
+    assert fmt.rate_colour(150) == fmt.rate_colour(100) and fmt.rate_colour(-5) == fmt.rate_colour(
+        0
+    )
 
 
 def test_change_shades_tell_the_sign_apart():
@@ -49,10 +51,18 @@ def test_change_shades_tell_the_sign_apart():
 @pytest.mark.parametrize(
     ("func", "value", "text"),
     [
-        (fmt.pct, 12.345, "12.3"), (fmt.pct, None, "n/a"), (fmt.pct, math.nan, "n/a"),
-        (fmt.pvalue, 0.0004, "< 0.001"), (fmt.pvalue, 0.04567, "0.046"), (fmt.pvalue, None, "n/a"),
-        (fmt.signed, -0.5, "\u22120.50"), (fmt.signed, 2, "+2.00"), (fmt.signed, -0.001, "+0.00"),
-        (fmt.number, -0.0001, "0.00"), (fmt.count, 7.0, "7"), (fmt.threshold, 0.05, "0.05"),
+        (fmt.pct, 12.345, "12.3"),
+        (fmt.pct, None, "n/a"),
+        (fmt.pct, math.nan, "n/a"),
+        (fmt.pvalue, 0.0004, "< 0.001"),
+        (fmt.pvalue, 0.04567, "0.046"),
+        (fmt.pvalue, None, "n/a"),
+        (fmt.signed, -0.5, "\u22120.50"),
+        (fmt.signed, 2, "+2.00"),
+        (fmt.signed, -0.001, "+0.00"),
+        (fmt.number, -0.0001, "0.00"),
+        (fmt.count, 7.0, "7"),
+        (fmt.threshold, 0.05, "0.05"),
     ],
 )
 def test_formats(func, value, text):

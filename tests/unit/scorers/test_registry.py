@@ -18,14 +18,18 @@ def test_every_scorer_is_registered_with_its_version():
     assert scorer_version("refusal") == refusals.RULESET_VERSION
     assert scorer_version("regard", "some/classifier") == regard.scorer_version("some/classifier")
     assert scorers["regard"].sql_function == "regard_score" and scorers["regard"].side_effects
-    with pytest.raises(ValueError, match="unknown scorer 'tone'; known: refusal, regard, vader, verbosity"):
+    with pytest.raises(
+        ValueError, match="unknown scorer 'tone'; known: refusal, regard, vader, verbosity"
+    ):
         scorer_version("tone")
 
 
 def test_the_plugin_exposes_every_per_text_scorer_in_sql():
     con = duckdb.connect()
     register_udfs(con)
-    row = con.execute("select vader_compound('I love it'), word_count('three small words'), "
-                      "refusal_rule('Nice weather.'), ableaudit_scorer_version('verbosity', '')").fetchone()
+    row = con.execute(
+        "select vader_compound('I love it'), word_count('three small words'), "
+        "refusal_rule('Nice weather.'), ableaudit_scorer_version('verbosity', '')"
+    ).fetchone()
     assert row[0] == pytest.approx(vader.vader_compound(["I love it"])[0])
     assert row[1:] == (3, None, verbosity.SCORER_VERSION)

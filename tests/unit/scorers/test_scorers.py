@@ -34,11 +34,17 @@ def analyzer() -> SentimentIntensityAnalyzer:
 def test_vader_matches_vadersentiment_on_the_whole_text(analyzer):
     expected = [analyzer.polarity_scores(t)["compound"] for t in TEXTS]
     assert vader.vader_compound(TEXTS) == expected
-    assert vader.vader_compound([None, "good", None]) == [None, analyzer.polarity_scores("good")["compound"], None]
+    assert vader.vader_compound([None, "good", None]) == [
+        None,
+        analyzer.polarity_scores("good")["compound"],
+        None,
+    ]
 
 
 def test_word_count_is_whitespace_words():
-    assert verbosity.word_count(["a b  c", "", "   ", "one\ntwo\tthree", None, "naïve café 🙂"]) == [3, 0, 0, 3, None, 3]
+    assert verbosity.word_count(
+        ["a b  c", "", "   ", "one\ntwo\tthree", None, "naïve café 🙂"]
+    ) == [3, 0, 0, 3, None, 3]
 
 
 def test_udfs_in_duckdb_match_the_libraries(analyzer):
@@ -57,7 +63,9 @@ def test_udfs_in_duckdb_match_the_libraries(analyzer):
         "select t, vader_compound(t), word_count(t) "
         "from (select i, 'nice day number ' || i || repeat(' good', i % 7) as t from range(5000) r(i)) order by i"
     ).fetchall()
-    assert [(c, w) for _, c, w in many] == [(analyzer.polarity_scores(t)["compound"], len(t.split())) for t, _, _ in many]
+    assert [(c, w) for _, c, w in many] == [
+        (analyzer.polarity_scores(t)["compound"], len(t.split())) for t, _, _ in many
+    ]
 
 
 def test_plugin_creates_raw_layer_and_leaves_read_only_files_alone(tmp_path):
@@ -70,7 +78,9 @@ def test_plugin_creates_raw_layer_and_leaves_read_only_files_alone(tmp_path):
     ro = duckdb.connect(str(path), read_only=True)
     Plugin("ableaudit", {}).configure_connection(ro)  # must not try to write
     assert ro.execute("select word_count('a b')").fetchone() == (2,)
-    assert ro.execute("select count(*) from duckdb_schemas() where schema_name = 'raw'").fetchone() == (0,)
+    assert ro.execute(
+        "select count(*) from duckdb_schemas() where schema_name = 'raw'"
+    ).fetchone() == (0,)
     ro.close()
 
 
@@ -88,7 +98,13 @@ def tiny_classifier(tmp_path_factory):
 
 
 def test_regard_is_p_positive_minus_p_negative(tiny_classifier):
-    texts = ["you can plan the steps ahead", "unfortunately it is very difficult", "", "great", "sorry " * 5]
+    texts = [
+        "you can plan the steps ahead",
+        "unfortunately it is very difficult",
+        "",
+        "great",
+        "sorry " * 5,
+    ]
     scores = regard.score_regard(texts, str(tiny_classifier), batch_size=2)
     expected = manual_regard(tiny_classifier, texts)
     for text, s in zip(texts, scores):
@@ -118,7 +134,9 @@ def test_regard_unavailable_is_a_status_not_a_score(tmp_path, monkeypatch):
     assert all(s.regard is None and s.p_positive is None for s in scores)
     assert str(missing) in scores[0].reason and "ABLEAUDIT_ALLOW_DOWNLOAD" in scores[0].reason
 
-    structs = regard.regard_scores_arrow(pa.array(["hello", "world"]), pa.array([str(missing)] * 2), pa.array([32, 32]))
+    structs = regard.regard_scores_arrow(
+        pa.array(["hello", "world"]), pa.array([str(missing)] * 2), pa.array([32, 32])
+    )
     assert structs.type == regard.SCORE_TYPE
     assert structs.field("regard").null_count == 2
     assert structs.field("status").to_pylist() == ["unavailable", "unavailable"]
@@ -131,9 +149,13 @@ def test_regard_without_positive_negative_labels_is_unavailable(tmp_path):
 
 
 def test_regard_udf_is_typed_when_empty_and_null_for_null_texts():
-    empty = regard.regard_scores_arrow(pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.int32()))
+    empty = regard.regard_scores_arrow(
+        pa.array([], pa.string()), pa.array([], pa.string()), pa.array([], pa.int32())
+    )
     assert len(empty) == 0 and empty.type == regard.SCORE_TYPE
-    nulls = regard.regard_scores_arrow(pa.array([None], pa.string()), pa.array(["/nowhere"]), pa.array([32]))
+    nulls = regard.regard_scores_arrow(
+        pa.array([None], pa.string()), pa.array(["/nowhere"]), pa.array([32])
+    )
     assert nulls.to_pylist() == [None]
 
 
@@ -141,10 +163,18 @@ def test_regard_udf_in_duckdb_scores_each_text_once(tiny_classifier, monkeypatch
     """regard_score(text, model_ref, batch_size) as dbt calls it: one struct per text, the classifier run once per row."""
     calls = []
     real = regard.score_regard
-    monkeypatch.setattr(regard, "score_regard", lambda texts, *a, **k: calls.append(len(texts)) or real(texts, *a, **k))
+    monkeypatch.setattr(
+        regard,
+        "score_regard",
+        lambda texts, *a, **k: calls.append(len(texts)) or real(texts, *a, **k),
+    )
     con = duckdb.connect()
     register_udfs(con)
-    texts = ["you can plan the steps ahead", "unfortunately it is very difficult", "great"] * 1000 + [None]
+    texts = [
+        "you can plan the steps ahead",
+        "unfortunately it is very difficult",
+        "great",
+    ] * 1000 + [None]
     con.register("texts", pa.table({"t": pa.array(texts, pa.string())}))
     rows = con.execute(
         "with scored as (select t, regard_score(t, ?, 2) as s from texts) "
@@ -157,5 +187,7 @@ def test_regard_udf_in_duckdb_scores_each_text_once(tiny_classifier, monkeypatch
         if t is None:
             assert (value, status) == (None, None)
             continue
-        assert value == pytest.approx(expected[t][0], abs=1e-6) and value == pytest.approx(pos - neg, abs=1e-12)
+        assert value == pytest.approx(expected[t][0], abs=1e-6) and value == pytest.approx(
+            pos - neg, abs=1e-12
+        )
         assert (n_tokens, status, reason) == (expected[t][1], "ok", None)

@@ -32,11 +32,20 @@ def make_pairs(seed: int = 0, models=("m1", "m2"), n_queries: int = 15) -> pd.Da
             dom = ["education", "finance", "health"][q % 3]
             base = int(rng.integers(4, 9))
             for dis in ["vision", "hearing", "speech", "mobility"]:
-                rows.append(dict(
-                    task="text", model_id=m, arm="baseline", metric="judge_score", direction="higher_is_better",
-                    domain=dom, disability_id=dis, query_id=f"q{q}",
-                    neutral_score=float(base), disability_score=float(base + rng.integers(-3, 2)),
-                ))
+                rows.append(
+                    dict(
+                        task="text",
+                        model_id=m,
+                        arm="baseline",
+                        metric="judge_score",
+                        direction="higher_is_better",
+                        domain=dom,
+                        disability_id=dis,
+                        query_id=f"q{q}",
+                        neutral_score=float(base),
+                        disability_score=float(base + rng.integers(-3, 2)),
+                    )
+                )
     return pd.DataFrame(rows)
 
 
@@ -152,9 +161,20 @@ def test_adjustment_family_does_not_span_models(pairs):
 def test_adjustment_skips_slices_without_p():
     rows = []
     for q in range(6):  # overall + domain A: fine; domain B: one pair only
-        rows.append(dict(task="t", model_id="m", arm="a", metric="x", direction="higher_is_better",
-                         domain="A" if q < 5 else "B", disability_id="vision", query_id=f"q{q}",
-                         neutral_score=float(q), disability_score=float(q) - [1, 2, 0.5, 3, 1.5, 2][q]))
+        rows.append(
+            dict(
+                task="t",
+                model_id="m",
+                arm="a",
+                metric="x",
+                direction="higher_is_better",
+                domain="A" if q < 5 else "B",
+                disability_id="vision",
+                query_id=f"q{q}",
+                neutral_score=float(q),
+                disability_score=float(q) - [1, 2, 0.5, 3, 1.5, 2][q],
+            )
+        )
     s = significance(pd.DataFrame(rows), n_boot=50)
     b = s[s.slice_value == "B"].iloc[0]
     assert np.isnan(b.t_p) and np.isnan(b.p_holm) and np.isnan(b.p_bh)
@@ -167,10 +187,20 @@ def test_adjustment_skips_slices_without_p():
 
 def _one_slice(neutral, disability, clusters=None):
     n = len(neutral)
-    df = pd.DataFrame(dict(task="t", model_id="m", arm="a", metric="x", direction="higher_is_better",
-                           domain="D", disability_id="vision",
-                           query_id=clusters if clusters is not None else [f"q{i}" for i in range(n)],
-                           neutral_score=neutral, disability_score=disability))
+    df = pd.DataFrame(
+        dict(
+            task="t",
+            model_id="m",
+            arm="a",
+            metric="x",
+            direction="higher_is_better",
+            domain="D",
+            disability_id="vision",
+            query_id=clusters if clusters is not None else [f"q{i}" for i in range(n)],
+            neutral_score=neutral,
+            disability_score=disability,
+        )
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = significance(df, n_boot=100)
@@ -180,8 +210,18 @@ def _one_slice(neutral, disability, clusters=None):
 def test_n1_is_null_with_reason():
     r = _one_slice([0.5], [0.3])
     assert r.n_pairs == 1 and r.mean_diff == pytest.approx(-0.2)
-    for col in ("t_stat", "t_p", "anova_f", "anova_p", "cohen_dz", "cohen_d_pooled", "wilcoxon_p",
-                "ci_low", "ci_high", "sd_diff"):
+    for col in (
+        "t_stat",
+        "t_p",
+        "anova_f",
+        "anova_p",
+        "cohen_dz",
+        "cohen_d_pooled",
+        "wilcoxon_p",
+        "ci_low",
+        "ci_high",
+        "sd_diff",
+    ):
         assert np.isnan(r[col]), col
     assert "t_test: n<2" in r.reason and "fewer than 2 clusters" in r.reason
 
@@ -201,7 +241,9 @@ def test_zero_variance_of_differences():
     assert "t_test: zero variance of differences" in r.reason
     assert r.sd_diff == 0.0
     assert r.mean_diff == pytest.approx(-0.1)
-    assert r.anova_p == pytest.approx(stats.f_oneway([0.1, 0.5, 0.9, 0.3], [0.0, 0.4, 0.8, 0.2]).pvalue)
+    assert r.anova_p == pytest.approx(
+        stats.f_oneway([0.1, 0.5, 0.9, 0.3], [0.0, 0.4, 0.8, 0.2]).pvalue
+    )
     assert not np.isnan(r.wilcoxon_p) and not np.isnan(r.cohen_d_pooled)
     assert r.ci_low == pytest.approx(-0.1) and r.ci_high == pytest.approx(-0.1)
 
@@ -256,13 +298,21 @@ def test_equal_means_different_values_anova_zero():
 
 def test_wilcoxon_method_is_recorded_and_matches_scipy_auto():
     cases = {
-        "exact": ([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [1.5, 2.25, 2.0, 5.5, 4.1, 7.3]),       # no ties, no zeros
-        "exact_permutation": ([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0, 3.0, 4.0, 4.0]),    # a zero and ties
+        "exact": (
+            [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+            [1.5, 2.25, 2.0, 5.5, 4.1, 7.3],
+        ),  # no ties, no zeros
+        "exact_permutation": (
+            [1.0, 2.0, 3.0, 4.0, 5.0],
+            [2.0, 3.0, 3.0, 4.0, 4.0],
+        ),  # a zero and ties
     }
     for method, (n, d) in cases.items():
         r = _one_slice(n, d)
         assert r.wilcoxon_method == method
-        assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(np.array(d) - np.array(n)).pvalue, rel=1e-12)
+        assert r.wilcoxon_p == pytest.approx(
+            stats.wilcoxon(np.array(d) - np.array(n)).pvalue, rel=1e-12
+        )
     rng = np.random.default_rng(4)
     n = rng.integers(0, 5, 30).astype(float)
     d = n + rng.integers(-2, 3, 30)  # ties and zeros, n > 13
@@ -322,9 +372,21 @@ def test_bootstrap_resamples_clusters_not_pairs():
     se = np.std(per_query, ddof=0) / np.sqrt(len(per_query))
     assert (hi_c - lo_c) / 2 == pytest.approx(1.96 * se, rel=0.12)
     # and significance() resamples by its cluster column
-    df = pd.DataFrame(dict(task="t", model_id="m", arm="a", metric="x", direction="higher_is_better",
-                           domain="D", disability_id="vision", query_id=clusters, image_id=np.arange(diffs.size),
-                           neutral_score=0.0, disability_score=diffs))
+    df = pd.DataFrame(
+        dict(
+            task="t",
+            model_id="m",
+            arm="a",
+            metric="x",
+            direction="higher_is_better",
+            domain="D",
+            disability_id="vision",
+            query_id=clusters,
+            image_id=np.arange(diffs.size),
+            neutral_score=0.0,
+            disability_score=diffs,
+        )
+    )
     by_query = significance(df, n_boot=4000).iloc[0]
     by_pair = significance(df, cluster_col="image_id", n_boot=4000).iloc[0]
     assert by_query.n_clusters == 20 and by_pair.n_clusters == 160
@@ -397,11 +459,17 @@ def test_model_comparison_identical_models_is_f_zero_p_one():
             r = model_comparison(shuffled).iloc[0]
         assert r.k_models == 2 and r.anova_f == 0.0 and r.anova_p == 1.0 and pd.isna(r.reason)
     # a third model that differs: scipy's F and p, never negative
-    third = pd.concat([twins, base.assign(model_id="m3", disability_score=base.disability_score - 0.5)])
+    third = pd.concat(
+        [twins, base.assign(model_id="m3", disability_score=base.disability_score - 0.5)]
+    )
     r = model_comparison(third).iloc[0]
-    groups = [(g.disability_score - g.neutral_score).to_numpy() for _, g in third.groupby("model_id")]
+    groups = [
+        (g.disability_score - g.neutral_score).to_numpy() for _, g in third.groupby("model_id")
+    ]
     f = stats.f_oneway(*groups)
-    assert r.anova_f == pytest.approx(f.statistic, rel=1e-10) and r.anova_p == pytest.approx(f.pvalue, rel=1e-10)
+    assert r.anova_f == pytest.approx(f.statistic, rel=1e-10) and r.anova_p == pytest.approx(
+        f.pvalue, rel=1e-10
+    )
 
 
 def test_oneway_anova_conventions():
@@ -410,23 +478,35 @@ def test_oneway_anova_conventions():
     assert oneway_anova([np.array([1.0, 2.0]), np.array([2.0, 1.0])]) == (0.0, 1.0, None)
     f, p, why = oneway_anova([np.array([3.0, 3.0]), np.array([3.0, 3.0])])  # 0/0
     assert np.isnan(f) and np.isnan(p) and "zero variance within every group" in why
-    f, p, why = oneway_anova([np.array([3.0, 3.0]), np.array([4.0, 4.0])])  # c/0: no finite F either
+    f, p, why = oneway_anova(
+        [np.array([3.0, 3.0]), np.array([4.0, 4.0])]
+    )  # c/0: no finite F either
     assert np.isnan(f) and np.isnan(p) and "zero variance within every group" in why
     f, p, why = oneway_anova([np.array([1.0, 2.0, 4.0]), np.array([2.0, 3.0, 7.0])])
     ref = stats.f_oneway([1.0, 2.0, 4.0], [2.0, 3.0, 7.0])
-    assert why is None and f == pytest.approx(ref.statistic, rel=1e-12) and p == pytest.approx(ref.pvalue, rel=1e-12)
+    assert (
+        why is None
+        and f == pytest.approx(ref.statistic, rel=1e-12)
+        and p == pytest.approx(ref.pvalue, rel=1e-12)
+    )
 
 
 def test_wilcoxon_small_samples_with_ties_and_zeros_match_scipy():
     from ableaudit.stats.paired import wilcoxon_exact_permutation_p
 
     rng = np.random.default_rng(5)
-    cases = [np.array([1.0, 1.0, -1.0, 2.0, 0.0]), np.array([0.5, 0.5, 0.5]), np.array([2.0, -2.0, 0.0, 0.0, 3.0, 3.0])]
+    cases = [
+        np.array([1.0, 1.0, -1.0, 2.0, 0.0]),
+        np.array([0.5, 0.5, 0.5]),
+        np.array([2.0, -2.0, 0.0, 0.0, 3.0, 3.0]),
+    ]
     cases += [rng.integers(-3, 3, size=int(rng.integers(2, 11))).astype(float) for _ in range(12)]
     for d in cases:
         if not d.any():
             continue
-        assert wilcoxon_exact_permutation_p(d) == pytest.approx(stats.wilcoxon(d).pvalue, rel=1e-12), d
+        assert wilcoxon_exact_permutation_p(d) == pytest.approx(
+            stats.wilcoxon(d).pvalue, rel=1e-12
+        ), d
         r = _one_slice(np.zeros(d.size), d)
         assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(d).pvalue, rel=1e-12), d
 

@@ -43,9 +43,15 @@ def _raise(message):
 def rule_sql(rule: str | None = None, var_rule: str = "strict_relative") -> str:
     """The SQL expression of macro is_degraded (rule given, or taken from the var as in dbt)."""
     env = jinja2.Environment()
-    env.globals["var"] = lambda name, default=None: {"degradation_rule": var_rule}.get(name, default)
-    env.globals["exceptions"] = type("Exceptions", (), {"raise_compiler_error": staticmethod(_raise)})
-    env.globals["degradation_rule"] = env.from_string((ROOT / "macros" / "degradation_rule.sql").read_text()).module.degradation_rule
+    env.globals["var"] = lambda name, default=None: {"degradation_rule": var_rule}.get(
+        name, default
+    )
+    env.globals["exceptions"] = type(
+        "Exceptions", (), {"raise_compiler_error": staticmethod(_raise)}
+    )
+    env.globals["degradation_rule"] = env.from_string(
+        (ROOT / "macros" / "degradation_rule.sql").read_text()
+    ).module.degradation_rule
     module = env.from_string((ROOT / "macros" / "is_degraded.sql").read_text()).module
     return str(module.is_degraded("neutral", "disability", "direction", "threshold", rule=rule))
 
@@ -59,45 +65,45 @@ def degraded_sql(rows, rule: str | None = None, var_rule: str = "strict_relative
 
 
 STRICT_CASES = [
-    (0.8, 0.76, H, 0.05, True),      # exactly at the boundary counts (0.8-0.76 is 0.04000000000000003)
-    (0.8, 0.7601, H, 0.05, False),   # just inside the margin
-    (0.8, 0.8, H, 0.0, False),       # a tie never counts, not even at 0%
+    (0.8, 0.76, H, 0.05, True),  # exactly at the boundary counts (0.8-0.76 is 0.04000000000000003)
+    (0.8, 0.7601, H, 0.05, False),  # just inside the margin
+    (0.8, 0.8, H, 0.0, False),  # a tie never counts, not even at 0%
     (0.8, 0.8, L, 0.0, False),
-    (0.8, 0.7999, H, 0.0, True),     # at 0% any strict drop counts
-    (0.8, 0.9, H, 0.0, False),       # an improvement is not a degradation
-    (-0.5, -0.5, H, 0.05, False),    # tie with a negative neutral
-    (-0.5, -0.52, H, 0.05, False),   # 0.02 < 0.05*|-0.5|
-    (-0.5, -0.525, H, 0.05, True),   # exactly 0.025 = 0.05*|-0.5|
-    (-0.5, -0.4, H, 0.05, False),    # better
-    (0.0, 0.0, H, 0.05, False),      # a tie at 0
-    (0.0, -0.001, H, 0.2, True),     # neutral 0: any strict drop is >= 0
-    (100, 105, L, 0.05, True),       # lower_is_better mirrored: longer is worse
+    (0.8, 0.7999, H, 0.0, True),  # at 0% any strict drop counts
+    (0.8, 0.9, H, 0.0, False),  # an improvement is not a degradation
+    (-0.5, -0.5, H, 0.05, False),  # tie with a negative neutral
+    (-0.5, -0.52, H, 0.05, False),  # 0.02 < 0.05*|-0.5|
+    (-0.5, -0.525, H, 0.05, True),  # exactly 0.025 = 0.05*|-0.5|
+    (-0.5, -0.4, H, 0.05, False),  # better
+    (0.0, 0.0, H, 0.05, False),  # a tie at 0
+    (0.0, -0.001, H, 0.2, True),  # neutral 0: any strict drop is >= 0
+    (100, 105, L, 0.05, True),  # lower_is_better mirrored: longer is worse
     (100, 104.9, L, 0.05, False),
     (100, 95, L, 0.05, False),
     (100, 100, L, 0.2, False),
-    (7, 6, H, 0.10, True),           # 1 >= 0.7
-    (7, 6.5, H, 0.10, False),        # 0.5 < 0.7
+    (7, 6, H, 0.10, True),  # 1 >= 0.7
+    (7, 6.5, H, 0.10, False),  # 0.5 < 0.7
 ]
 
 # The printed formula M_NQ - M_DQ >= t x M_NQ, worked by hand (gap in the metric's direction).
 LITERAL_CASES = [
-    (0.8, 0.76, H, 0.05, True),      # 0.04 >= 0.04
-    (0.8, 0.7601, H, 0.05, False),   # 0.0399 < 0.04
-    (0.8, 0.8, H, 0.0, True),        # 0 >= 0: at 0% a tie counts
-    (0.8, 0.8, H, 0.05, False),      # 0 < 0.04
-    (-0.5, -0.5, H, 0.05, True),     # tie, negative neutral: 0 >= -0.025
-    (-0.5, -0.52, H, 0.05, True),    # 0.02 >= -0.025
-    (-0.5, -0.48, H, 0.05, True),    # an improvement: -0.02 >= -0.025
-    (-0.5, -0.47, H, 0.05, False),   # -0.03 < -0.025
-    (-0.5, -0.4, H, 0.05, False),    # -0.1 < -0.025
-    (0.0, 0.0, H, 0.05, True),       # tie at 0: 0 >= 0
-    (0.0, 0.001, H, 0.05, False),    # -0.001 < 0
-    (100, 105, L, 0.05, True),       # 5 >= 5
-    (100, 104.9, L, 0.05, False),    # 4.9 < 5
-    (100, 100, L, 0.0, True),        # 0 >= 0
-    (0, 0, L, 0.2, True),            # 0 >= 0
-    (7, 6, H, 0.10, True),           # 1 >= 0.7
-    (7, 6.5, H, 0.10, False),        # 0.5 < 0.7
+    (0.8, 0.76, H, 0.05, True),  # 0.04 >= 0.04
+    (0.8, 0.7601, H, 0.05, False),  # 0.0399 < 0.04
+    (0.8, 0.8, H, 0.0, True),  # 0 >= 0: at 0% a tie counts
+    (0.8, 0.8, H, 0.05, False),  # 0 < 0.04
+    (-0.5, -0.5, H, 0.05, True),  # tie, negative neutral: 0 >= -0.025
+    (-0.5, -0.52, H, 0.05, True),  # 0.02 >= -0.025
+    (-0.5, -0.48, H, 0.05, True),  # an improvement: -0.02 >= -0.025
+    (-0.5, -0.47, H, 0.05, False),  # -0.03 < -0.025
+    (-0.5, -0.4, H, 0.05, False),  # -0.1 < -0.025
+    (0.0, 0.0, H, 0.05, True),  # tie at 0: 0 >= 0
+    (0.0, 0.001, H, 0.05, False),  # -0.001 < 0
+    (100, 105, L, 0.05, True),  # 5 >= 5
+    (100, 104.9, L, 0.05, False),  # 4.9 < 5
+    (100, 100, L, 0.0, True),  # 0 >= 0
+    (0, 0, L, 0.2, True),  # 0 >= 0
+    (7, 6, H, 0.10, True),  # 1 >= 0.7
+    (7, 6.5, H, 0.10, False),  # 0.5 < 0.7
 ]
 
 
@@ -114,7 +120,23 @@ def test_paper_literal_rule_by_hand():
 def test_paper_literal_is_the_printed_formula_in_exact_arithmetic():
     """Every pair of a decimal grid: the macro under 'paper_literal' equals M_NQ - M_DQ >= t x M_NQ
     evaluated on exact fractions (no rounding, no slack), for both directions."""
-    values = ["-1", "-0.5", "-0.525", "-0.52", "-0.48", "0", "0.001", "0.76", "0.7601", "0.8", "0.84", "1", "95", "100", "105"]
+    values = [
+        "-1",
+        "-0.5",
+        "-0.525",
+        "-0.52",
+        "-0.48",
+        "0",
+        "0.001",
+        "0.76",
+        "0.7601",
+        "0.8",
+        "0.84",
+        "1",
+        "95",
+        "100",
+        "105",
+    ]
     thresholds = ["0", "0.01", "0.05", "0.1", "0.2"]
     rows, expected = [], []
     for n, d, direction, t in itertools.product(values, values, [H, L], thresholds):
@@ -131,7 +153,9 @@ def test_rules_differ_exactly_on_ties_and_nonpositive_neutral():
     """Where the strict rule and the printed formula part ways: the literal rule counts every pair
     the strict one does, plus ties (and small changes) whenever the margin t x M_NQ is <= 0."""
     values = [-1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0]
-    rows = [(n, d, dr, t) for n, d, dr, t in itertools.product(values, values, [H, L], [0.0, 0.05, 0.2])]
+    rows = [
+        (n, d, dr, t) for n, d, dr, t in itertools.product(values, values, [H, L], [0.0, 0.05, 0.2])
+    ]
     strict = degraded_sql(rows, rule="strict_relative")
     literal = degraded_sql(rows, rule="paper_literal")
     for (n, d, direction, t), s, lit in zip(rows, strict, literal):
@@ -178,9 +202,21 @@ def flags_frame(spec) -> pd.DataFrame:
     rows = []
     for (model, thr), pairs in spec.items():
         for i, (inc, deg, imp) in enumerate(pairs):
-            rows.append(dict(task="text", model_id=model, arm="baseline", metric="vader", direction=H,
-                             threshold=thr, degradation_rule="strict_relative", included=inc,
-                             degraded=deg if inc else None, improved=imp if inc else None, pair=i))
+            rows.append(
+                dict(
+                    task="text",
+                    model_id=model,
+                    arm="baseline",
+                    metric="vader",
+                    direction=H,
+                    threshold=thr,
+                    degradation_rule="strict_relative",
+                    included=inc,
+                    degraded=deg if inc else None,
+                    improved=imp if inc else None,
+                    pair=i,
+                )
+            )
     out = pd.DataFrame(rows)
     for col in ("degraded", "improved"):
         out[col] = out[col].astype("boolean")
@@ -196,7 +232,9 @@ def test_threshold_sensitivity_counts_flags_and_matches_binom():
             for _ in range(40):
                 u = rng.random()
                 inc = u > 0.1
-                deg, imp = (True, False) if u < 0.5 else (False, True) if u < 0.7 else (False, False)
+                deg, imp = (
+                    (True, False) if u < 0.5 else (False, True) if u < 0.7 else (False, False)
+                )
                 pairs.append((inc, deg, imp))
             spec[(model, thr)] = pairs
     flags = flags_frame(spec)
@@ -206,30 +244,44 @@ def test_threshold_sensitivity_counts_flags_and_matches_binom():
     assert dict(out.dtypes.astype(str)) == THRESHOLD_SENSITIVITY_SCHEMA
     assert len(out) == 2 * 3
     for row in out.itertuples():
-        g = flags[(flags.model_id == row.model_id) & (flags.threshold == row.threshold) & flags.included]
+        g = flags[
+            (flags.model_id == row.model_id) & (flags.threshold == row.threshold) & flags.included
+        ]
         deg, imp = int(g.degraded.sum()), int(g.improved.sum())
-        assert (row.n_pairs, row.n_degraded, row.n_improved, row.n_unchanged) == (len(g), deg, imp, len(g) - deg - imp)
+        assert (row.n_pairs, row.n_degraded, row.n_improved, row.n_unchanged) == (
+            len(g),
+            deg,
+            imp,
+            len(g) - deg - imp,
+        )
         assert row.degradation_pct == pytest.approx(100.0 * deg / len(g), rel=1e-12)
         assert row.improvement_pct == pytest.approx(100.0 * imp / len(g), rel=1e-12)
         # one-sided sign test, independently: P(X >= deg) for X ~ Bin(deg + imp, 1/2)
         assert row.sign_test_p == pytest.approx(stats.binom.sf(deg - 1, deg + imp, 0.5), rel=1e-9)
-        assert row.sign_test_method == "exact_binomial" and row.degradation_rule == "strict_relative"
+        assert (
+            row.sign_test_method == "exact_binomial" and row.degradation_rule == "strict_relative"
+        )
 
 
 def test_sign_test_direction():
     worse = flags_frame({("m", 0.05): [(True, True, False)] * 9 + [(True, False, True)]})
     better = flags_frame({("m", 0.05): [(True, False, True)] * 9 + [(True, True, False)]})
     assert threshold_sensitivity(worse).iloc[0].sign_test_p == pytest.approx(11 / 1024, rel=1e-12)
-    assert threshold_sensitivity(better).iloc[0].sign_test_p == pytest.approx(1 - 1 / 1024, rel=1e-12)
+    assert threshold_sensitivity(better).iloc[0].sign_test_p == pytest.approx(
+        1 - 1 / 1024, rel=1e-12
+    )
 
 
 def test_degenerate_groups_keep_their_rows_with_reasons():
     ties = threshold_sensitivity(flags_frame({("m", 0.0): [(True, False, False)] * 3})).iloc[0]
     assert ties.n_pairs == 3 and ties.degradation_pct == 0.0 and np.isnan(ties.sign_test_p)
-    assert ties.reason == "sign_test: no degraded or improved pairs" and pd.isna(ties.sign_test_method)
+    assert ties.reason == "sign_test: no degraded or improved pairs" and pd.isna(
+        ties.sign_test_method
+    )
     # a metric whose pairs are all excluded (Regard unavailable): one row per threshold, n = 0
-    none = threshold_sensitivity(flags_frame({("m", 0.0): [(False, None, None)] * 2,
-                                              ("m", 0.05): [(False, None, None)] * 2}))
+    none = threshold_sensitivity(
+        flags_frame({("m", 0.0): [(False, None, None)] * 2, ("m", 0.05): [(False, None, None)] * 2})
+    )
     assert len(none) == 2 and (none.n_pairs == 0).all() and none.degradation_pct.isna().all()
     assert none.reason.str.contains("degradation_pct: n=0").all() and (none.direction == H).all()
     one = threshold_sensitivity(flags_frame({("m", 0.0): [(True, True, False)]})).iloc[0]
@@ -244,8 +296,12 @@ def test_degenerate_groups_keep_their_rows_with_reasons():
 def permutation_p(x, y) -> float:
     """scipy's own exact permutation test of Spearman's rho (all n! pairings enumerated)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    return stats.permutation_test((x,), lambda a: stats.spearmanr(a, y).statistic,
-                                  permutation_type="pairings", n_resamples=np.inf).pvalue
+    return stats.permutation_test(
+        (x,),
+        lambda a: stats.spearmanr(a, y).statistic,
+        permutation_type="pairings",
+        n_resamples=np.inf,
+    ).pvalue
 
 
 def test_spearman_exact_p_small_n_closed_forms():
@@ -266,7 +322,9 @@ def test_spearman_exact_p_equals_scipy_permutation_test_with_ties():
             x, y = rng.integers(0, 4, n).astype(float), rng.integers(0, 5, n).astype(float)
             if np.ptp(x) == 0 or np.ptp(y) == 0:
                 continue
-            assert spearman_exact_p(x, y) == pytest.approx(permutation_p(x, y), rel=1e-12, abs=1e-15), (x, y)
+            assert spearman_exact_p(x, y) == pytest.approx(
+                permutation_p(x, y), rel=1e-12, abs=1e-15
+            ), (x, y)
             checked += 1
     assert checked > 50
 
@@ -276,21 +334,41 @@ def test_spearman_above_ten_units_is_scipy_t_approx():
     x, y = rng.normal(size=11), rng.normal(size=11)
     r = spearman_test(x, y)
     ref = stats.spearmanr(x, y)
-    assert r.method == "t_approx" and r.rho == pytest.approx(ref.statistic) and r.p == pytest.approx(ref.pvalue)
+    assert (
+        r.method == "t_approx"
+        and r.rho == pytest.approx(ref.statistic)
+        and r.p == pytest.approx(ref.pvalue)
+    )
 
 
 # --------------------------------------------------------------------------- scaling
 
 
 def _degradation(rates: dict, metric="vader"):
-    return pd.DataFrame([dict(task="text", model_id=m, arm="baseline", metric=metric, slice="overall",
-                              slice_value="all", degradation_pct=v) for m, v in rates.items()])
+    return pd.DataFrame(
+        [
+            dict(
+                task="text",
+                model_id=m,
+                arm="baseline",
+                metric=metric,
+                slice="overall",
+                slice_value="all",
+                degradation_pct=v,
+            )
+            for m, v in rates.items()
+        ]
+    )
 
 
 def test_scaling_matches_spearmanr_with_ties():
     rates = {"a": 50.0, "b": 45.0, "c": 45.0, "d": 30.0, "e": 20.0, "nosize": 99.0}
-    sizes = pd.DataFrame({"model_id": ["a", "b", "c", "d", "e"], "params_b": [0.5, 1.5, 7.0, 7.0, 70.0]})
-    deg = pd.concat([_degradation(rates), _degradation(rates).assign(slice="domain", degradation_pct=0.0)])
+    sizes = pd.DataFrame(
+        {"model_id": ["a", "b", "c", "d", "e"], "params_b": [0.5, 1.5, 7.0, 7.0, 70.0]}
+    )
+    deg = pd.concat(
+        [_degradation(rates), _degradation(rates).assign(slice="domain", degradation_pct=0.0)]
+    )
     out = scaling(deg, sizes)
     assert dict(out.dtypes.astype(str)) == SCALING_SCHEMA
     r = out.iloc[0]
@@ -299,7 +377,9 @@ def test_scaling_matches_spearmanr_with_ties():
     assert r.spearman_rho == pytest.approx(ref.statistic)
     # five models: the exact permutation p, not spearmanr's t approximation
     assert r.spearman_method == "exact_permutation"
-    assert r.spearman_p == pytest.approx(permutation_p([0.5, 1.5, 7.0, 7.0, 70.0], [50, 45, 45, 30, 20]), rel=1e-12)
+    assert r.spearman_p == pytest.approx(
+        permutation_p([0.5, 1.5, 7.0, 7.0, 70.0], [50, 45, 45, 30, 20]), rel=1e-12
+    )
     assert r.spearman_p != pytest.approx(ref.pvalue)
     assert r.spearman_rho < 0 and pd.isna(r.reason)
     pts = scaling_points(deg, sizes)
@@ -310,7 +390,11 @@ def test_scaling_matches_spearmanr_with_ties():
 def test_scaling_exact_p_three_and_four_models():
     sizes = pd.DataFrame({"model_id": ["a", "b", "c", "d"], "params_b": [1.0, 7.0, 13.0, 70.0]})
     three = scaling(_degradation({"a": 30.0, "b": 20.0, "c": 10.0}), sizes).iloc[0]
-    assert three.spearman_rho == -1.0 and three.spearman_p == 1 / 3 and three.spearman_method == "exact_permutation"
+    assert (
+        three.spearman_rho == -1.0
+        and three.spearman_p == 1 / 3
+        and three.spearman_method == "exact_permutation"
+    )
     four = scaling(_degradation({"a": 5.0, "b": 6.0, "c": 9.0, "d": 40.0}), sizes).iloc[0]
     assert four.spearman_rho == pytest.approx(1.0) and four.spearman_p == 1 / 12
     # not spearmanr's t approximation, which says p = 0 for a perfect rank correlation
@@ -326,5 +410,8 @@ def test_scaling_degenerate():
     same = sizes.assign(params_b=7.0)
     r = scaling(_degradation({"a": 10.0, "b": 20.0, "c": 30.0}), same).iloc[0]
     assert np.isnan(r.spearman_p) and "same size" in r.reason and pd.isna(r.spearman_method)
-    empty = scaling(_degradation({}).reindex(columns=["task", "model_id", "arm", "metric", "degradation_pct"]), sizes)
+    empty = scaling(
+        _degradation({}).reindex(columns=["task", "model_id", "arm", "metric", "degradation_pct"]),
+        sizes,
+    )
     assert empty.empty and dict(empty.dtypes.astype(str)) == SCALING_SCHEMA

@@ -3,16 +3,30 @@
 import duckdb
 import pytest
 
-from ableaudit.records import GenerationResult
-from ableaudit.config import ConfigError, parse_config
-from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
 from ableaudit.audit.planning import plan_task
+from ableaudit.config import ConfigError, parse_config
+from ableaudit.records import GenerationResult
+from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
 
 PROMPTS = [
-    {"prompt_id": "s:q1:neutral", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": None,
-     "condition": "neutral", "prompt_text": "How do I build an emergency fund?"},
-    {"prompt_id": "s:q1:hearing", "query_set": "s", "query_id": "q1", "domain": "finance", "disability_id": "hearing",
-     "condition": "disability", "prompt_text": "How do I build an emergency fund as a person with hearing impairments?"},
+    {
+        "prompt_id": "s:q1:neutral",
+        "query_set": "s",
+        "query_id": "q1",
+        "domain": "finance",
+        "disability_id": None,
+        "condition": "neutral",
+        "prompt_text": "How do I build an emergency fund?",
+    },
+    {
+        "prompt_id": "s:q1:hearing",
+        "query_set": "s",
+        "query_id": "q1",
+        "domain": "finance",
+        "disability_id": "hearing",
+        "condition": "disability",
+        "prompt_text": "How do I build an emergency fund as a person with hearing impairments?",
+    },
 ]
 
 
@@ -23,7 +37,11 @@ def _plan(cfg, target, prompts):
 
 
 def _cfg(**over):
-    base = {"targets": [{"name": "m", "backend": "openai", "model": "served-model"}], "samples": 2, "temperatures": [0.1, 0.7]}
+    base = {
+        "targets": [{"name": "m", "backend": "openai", "model": "served-model"}],
+        "samples": 2,
+        "temperatures": [0.1, 0.7],
+    }
     base.update(over)
     return parse_config(base)
 
@@ -34,7 +52,9 @@ def test_plan_covers_every_combination_with_distinct_keys():
     assert len(plan) == 2 * 2 * 2 * 2  # prompts x arms x temperatures x samples
     assert len({p.generation_id for p in plan}) == len(plan)
     guard = [p for p in plan if p.arm == "guard"]
-    assert all(p.request().messages[0] == {"role": "system", "content": "Be accurate."} for p in guard)
+    assert all(
+        p.request().messages[0] == {"role": "system", "content": "Be accurate."} for p in guard
+    )
     assert {p.seed for p in plan} == {0, 1}  # seed + sample_index
 
 
@@ -43,16 +63,38 @@ def test_keys_are_stable_and_depend_on_what_determines_the_generation():
     a = {p.generation_id for p in _plan(cfg, cfg.targets[0], PROMPTS)}
     b = {p.generation_id for p in _plan(cfg, cfg.targets[0], PROMPTS)}
     assert a == b
-    other = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model", "decoding": {"max_new_tokens": 10}}])
+    other = _cfg(
+        targets=[
+            {
+                "name": "m",
+                "backend": "openai",
+                "model": "served-model",
+                "decoding": {"max_new_tokens": 10},
+            }
+        ]
+    )
     assert a.isdisjoint({p.generation_id for p in _plan(other, other.targets[0], PROMPTS)})
     # the name marts report is part of the key: two targets of one model each land their own rows
     # (else the second would find the first's rows "landed" and appear nowhere in the marts)
-    two = _cfg(targets=[{"name": "m", "backend": "openai", "model": "served-model"},
-                        {"name": "m2", "backend": "openai", "model": "served-model"}])
+    two = _cfg(
+        targets=[
+            {"name": "m", "backend": "openai", "model": "served-model"},
+            {"name": "m2", "backend": "openai", "model": "served-model"},
+        ]
+    )
     assert a.isdisjoint({p.generation_id for p in _plan(two, two.targets[1], PROMPTS)})
     # a target renamed with its old model_id keeps its rows; its servers are not part of the key
-    renamed = _cfg(targets=[{"name": "m2", "model_id": "m", "backend": "openai", "model": "served-model",
-                             "base_url": ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]}])
+    renamed = _cfg(
+        targets=[
+            {
+                "name": "m2",
+                "model_id": "m",
+                "backend": "openai",
+                "model": "served-model",
+                "base_url": ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"],
+            }
+        ]
+    )
     assert a == {p.generation_id for p in _plan(renamed, renamed.targets[0], PROMPTS)}
 
 
@@ -63,7 +105,13 @@ def _rows(plan, status_for):
         if status == "error":
             res = GenerationResult.failed(p.generation_id, "ConnectionError: down")
         else:
-            res = GenerationResult.from_text(p.generation_id, "An answer." if status == "ok" else "  ", prompt_tokens=5, completion_tokens=3, latency_ms=1.0)
+            res = GenerationResult.from_text(
+                p.generation_id,
+                "An answer." if status == "ok" else "  ",
+                prompt_tokens=5,
+                completion_tokens=3,
+                latency_ms=1.0,
+            )
         out.append(result_row(p, res, "run-1"))
     return out
 
@@ -71,7 +119,9 @@ def _rows(plan, status_for):
 def test_landing_is_idempotent_and_retries_only_errors(warehouse):
     cfg = _cfg(samples=1, temperatures=[0.1])
     plan = _plan(cfg, cfg.targets[0], PROMPTS)
-    first = land_generations(warehouse, _rows(plan, lambda p: "error" if p.condition == "disability" else "ok"))
+    first = land_generations(
+        warehouse, _rows(plan, lambda p: "error" if p.condition == "disability" else "ok")
+    )
     assert (first.inserted, first.errors) == (2, 1)
     assert landed_keys(warehouse, [p.generation_id for p in plan]) == {plan[0].generation_id}
 
@@ -126,8 +176,13 @@ def test_landing_waits_for_another_process_holding_the_file(warehouse):
 
     connect(warehouse).close()
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}); print('held', flush=True); time.sleep(2)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}); print('held', flush=True); time.sleep(2)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout.readline().strip() == "held"
     start = time.monotonic()
@@ -145,12 +200,19 @@ def test_a_held_file_fails_clearly_after_the_wait(warehouse):
 
     connect(warehouse).close()
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}); print('held', flush=True); time.sleep(5)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}); print('held', flush=True); time.sleep(5)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(RuntimeError, match=rf"held by process {holder.pid} \(.*python.*\).*published copy"):
+        with pytest.raises(
+            RuntimeError, match=rf"held by process {holder.pid} \(.*python.*\).*published copy"
+        ):
             connect(warehouse, wait_s=0.5)
     finally:
         holder.kill()
@@ -159,23 +221,30 @@ def test_a_held_file_fails_clearly_after_the_wait(warehouse):
 def test_filter_subset_keeps_the_neutral_prompt_and_names_unknown_values(tmp_path):
     import duckdb
 
-    from ableaudit.warehouse import ibis_compat
-    from ableaudit.config import ConfigError, Subset
     from ableaudit.audit.planning import filter_subset
+    from ableaudit.config import ConfigError, Subset
+    from ableaudit.warehouse import ibis_compat
 
     path = tmp_path / "p.duckdb"
     con = duckdb.connect(str(path))
-    con.execute("create table prompts as select * from (values ('q1', 'finance', null), ('q1', 'finance', 'hearing'), "
-                "('q1', 'finance', 'vision'), ('q2', 'media', null), ('q2', 'media', 'hearing')) "
-                "as t(query_id, domain, disability_id)")
+    con.execute(
+        "create table prompts as select * from (values ('q1', 'finance', null), ('q1', 'finance', 'hearing'), "
+        "('q1', 'finance', 'vision'), ('q2', 'media', null), ('q2', 'media', 'hearing')) "
+        "as t(query_id, domain, disability_id)"
+    )
     con.close()
     ib = ibis_compat.connect(path, read_only=True)
     try:
         prompts = ib.table("prompts")
-        kept = filter_subset(prompts, Subset(domains=["finance"], disabilities=["hearing"]), "subset").to_pyarrow()
-        assert sorted(zip(kept["query_id"].to_pylist(), kept["disability_id"].to_pylist()),
-                      key=str) == [("q1", "hearing"), ("q1", None)]
-        with pytest.raises(ConfigError, match=r"vision\.subset\.query_ids names unknown values \['q9'\]"):
+        kept = filter_subset(
+            prompts, Subset(domains=["finance"], disabilities=["hearing"]), "subset"
+        ).to_pyarrow()
+        assert sorted(
+            zip(kept["query_id"].to_pylist(), kept["disability_id"].to_pylist()), key=str
+        ) == [("q1", "hearing"), ("q1", None)]
+        with pytest.raises(
+            ConfigError, match=r"vision\.subset\.query_ids names unknown values \['q9'\]"
+        ):
             filter_subset(prompts, Subset(query_ids=["q1", "q9"]), "vision.subset")
     finally:
         ib.disconnect()
@@ -193,30 +262,55 @@ def prompt_tables(tmp_path_factory):
     and 2 categories x 3 scenarios x 2 images (neutral, probe, 2 disability and 2 mitigation prompts) of 'pairs'."""
     path = tmp_path_factory.mktemp("prompts") / "p.duckdb"
     con = duckdb.connect(str(path))
-    con.execute("create table int_prompts (prompt_id varchar, query_set varchar, query_id varchar, domain varchar, "
-                "disability_id varchar, condition varchar, prompt_text varchar)")
-    con.execute("create table int_vision_prompts (prompt_id varchar, query_set varchar, query_id varchar, "
-                "domain varchar, scenario varchar, rel_path varchar, image_sha256 varchar, prompt_kind varchar, "
-                "condition varchar, disability_id varchar, prompt_text varchar)")
+    con.execute(
+        "create table int_prompts (prompt_id varchar, query_set varchar, query_id varchar, domain varchar, "
+        "disability_id varchar, condition varchar, prompt_text varchar)"
+    )
+    con.execute(
+        "create table int_vision_prompts (prompt_id varchar, query_set varchar, query_id varchar, "
+        "domain varchar, scenario varchar, rel_path varchar, image_sha256 varchar, prompt_kind varchar, "
+        "condition varchar, disability_id varchar, prompt_text varchar)"
+    )
     for d in ("education", "finance", "health"):
         for q in range(4):
             qid = f"{d[:3]}_{q}"
-            con.execute("insert into int_prompts values (?, 's', ?, ?, null, 'neutral', ?)",
-                        [f"s:{qid}:neutral", qid, d, f"Q {qid}?"])
+            con.execute(
+                "insert into int_prompts values (?, 's', ?, ?, null, 'neutral', ?)",
+                [f"s:{qid}:neutral", qid, d, f"Q {qid}?"],
+            )
             for dis in ("hearing", "vision"):
-                con.execute("insert into int_prompts values (?, 's', ?, ?, ?, 'disability', ?)",
-                            [f"s:{qid}:{dis}", qid, d, dis, f"Q {qid} as {dis}?"])
-    con.execute("insert into int_prompts values ('o:x:neutral', 'other', 'x', 'education', null, 'neutral', 'X?')")
+                con.execute(
+                    "insert into int_prompts values (?, 's', ?, ?, ?, 'disability', ?)",
+                    [f"s:{qid}:{dis}", qid, d, dis, f"Q {qid} as {dis}?"],
+                )
+    con.execute(
+        "insert into int_prompts values ('o:x:neutral', 'other', 'x', 'education', null, 'neutral', 'X?')"
+    )
     for d in ("occupations", "status"):
         for sc in ("a", "b", "c"):
             for person in ("black_man", "white_woman"):
                 img = f"{d}/{sc}/{person}"
                 kinds = [("neutral", "neutral", None), ("assignment", "neutral", None)]
-                kinds += [(k, "disability", dis) for dis in ("hearing", "speech") for k in ("disability", "mitigation")]
+                kinds += [
+                    (k, "disability", dis)
+                    for dis in ("hearing", "speech")
+                    for k in ("disability", "mitigation")
+                ]
                 for kind, condition, dis in kinds:
-                    con.execute("insert into int_vision_prompts values (?, 'pairs', ?, ?, ?, ?, ?, ?, ?, ?, 'p')",
-                                [f"pairs:{img}:{kind}" + (f":{dis}" if dis else ""), img, d, sc, f"{img}.png",
-                                 "0" * 64, kind, condition, dis])
+                    con.execute(
+                        "insert into int_vision_prompts values (?, 'pairs', ?, ?, ?, ?, ?, ?, ?, ?, 'p')",
+                        [
+                            f"pairs:{img}:{kind}" + (f":{dis}" if dis else ""),
+                            img,
+                            d,
+                            sc,
+                            f"{img}.png",
+                            "0" * 64,
+                            kind,
+                            condition,
+                            dis,
+                        ],
+                    )
     con.close()
     return path
 
@@ -225,7 +319,11 @@ def _select(path, kind, subset=None, **over):
     from ableaudit.audit.planning import select_prompts
 
     if kind == "text":
-        data = {"query_set": "s", "targets": [TEXT_TARGET], **({"subset": subset} if subset else {})}
+        data = {
+            "query_set": "s",
+            "targets": [TEXT_TARGET],
+            **({"subset": subset} if subset else {}),
+        }
     else:
         vision = {"image_set": "pairs", "image_root": ".", **({"subset": subset} if subset else {})}
         data = {"vision": vision, "targets": [VISION_TARGET]}
@@ -237,13 +335,41 @@ def _select(path, kind, subset=None, **over):
 @pytest.mark.parametrize(
     "kind, subset, units",
     [
-        ("text", {"per_domain": 2, "seed": 0}, ["edu_0", "edu_2", "fin_0", "fin_2", "hea_1", "hea_2"]),
-        ("text", {"per_domain": 2, "seed": 5}, ["edu_1", "edu_3", "fin_1", "fin_2", "hea_2", "hea_3"]),
-        ("text", {"per_domain": 1, "seed": 5, "domains": ["finance", "health"], "disabilities": ["hearing"]},
-         ["fin_1", "hea_2"]),
-        ("vision", {"per_domain": 1, "seed": 0, "disabilities": ["speech"]}, ["occupations/a", "status/a"]),
-        ("vision", {"per_domain": 2, "seed": 0}, ["occupations/a", "occupations/c", "status/a", "status/b"]),
-        ("vision", {"per_domain": 1, "seed": 5, "disabilities": ["speech"]}, ["occupations/a", "status/c"]),
+        (
+            "text",
+            {"per_domain": 2, "seed": 0},
+            ["edu_0", "edu_2", "fin_0", "fin_2", "hea_1", "hea_2"],
+        ),
+        (
+            "text",
+            {"per_domain": 2, "seed": 5},
+            ["edu_1", "edu_3", "fin_1", "fin_2", "hea_2", "hea_3"],
+        ),
+        (
+            "text",
+            {
+                "per_domain": 1,
+                "seed": 5,
+                "domains": ["finance", "health"],
+                "disabilities": ["hearing"],
+            },
+            ["fin_1", "hea_2"],
+        ),
+        (
+            "vision",
+            {"per_domain": 1, "seed": 0, "disabilities": ["speech"]},
+            ["occupations/a", "status/a"],
+        ),
+        (
+            "vision",
+            {"per_domain": 2, "seed": 0},
+            ["occupations/a", "occupations/c", "status/a", "status/b"],
+        ),
+        (
+            "vision",
+            {"per_domain": 1, "seed": 5, "disabilities": ["speech"]},
+            ["occupations/a", "status/c"],
+        ),
     ],
 )
 def test_per_domain_keeps_whole_units_chosen_by_the_seed(prompt_tables, kind, subset, units):
@@ -257,25 +383,49 @@ def test_per_domain_keeps_whole_units_chosen_by_the_seed(prompt_tables, kind, su
         per_image = 2 + 2 * len(subset.get("disabilities") or ["hearing", "speech"])
         assert len(rows) == len(got) * 2 * per_image
     assert sorted(got) == units
-    assert {r["disability_id"] for r in rows} - {None} <= set(subset.get("disabilities") or ["hearing", "vision", "speech"])
+    assert {r["disability_id"] for r in rows} - {None} <= set(
+        subset.get("disabilities") or ["hearing", "vision", "speech"]
+    )
 
 
 def test_selection_order_is_the_tasks(prompt_tables):
-    text = [r["prompt_id"] for r in _select(prompt_tables, "text", {"query_ids": ["edu_2", "edu_0"]})]
-    assert text == ["s:edu_0:hearing", "s:edu_0:vision", "s:edu_0:neutral",
-                    "s:edu_2:hearing", "s:edu_2:vision", "s:edu_2:neutral"]
-    vision = [r["prompt_id"] for r in _select(prompt_tables, "vision", {"query_ids": ["status/b/white_woman"],
-                                                                         "disabilities": ["speech"]})]
-    assert vision == [f"pairs:status/b/white_woman:{k}" for k in
-                      ("assignment", "disability:speech", "mitigation:speech", "neutral")]
+    text = [
+        r["prompt_id"] for r in _select(prompt_tables, "text", {"query_ids": ["edu_2", "edu_0"]})
+    ]
+    assert text == [
+        "s:edu_0:hearing",
+        "s:edu_0:vision",
+        "s:edu_0:neutral",
+        "s:edu_2:hearing",
+        "s:edu_2:vision",
+        "s:edu_2:neutral",
+    ]
+    vision = [
+        r["prompt_id"]
+        for r in _select(
+            prompt_tables,
+            "vision",
+            {"query_ids": ["status/b/white_woman"], "disabilities": ["speech"]},
+        )
+    ]
+    assert vision == [
+        f"pairs:status/b/white_woman:{k}"
+        for k in ("assignment", "disability:speech", "mitigation:speech", "neutral")
+    ]
 
 
 def test_selection_errors_name_the_task_keys(prompt_tables, tmp_path):
-    with pytest.raises(ConfigError, match=r"query_set 'nope' is not in .*\['other', 's'\].*import queries"):
+    with pytest.raises(
+        ConfigError, match=r"query_set 'nope' is not in .*\['other', 's'\].*import queries"
+    ):
         _select(prompt_tables, "text", query_set="nope")
-    with pytest.raises(ConfigError, match=r"vision.image_set 'mine' is not in .*\['pairs'\].*import images"):
+    with pytest.raises(
+        ConfigError, match=r"vision.image_set 'mine' is not in .*\['pairs'\].*import images"
+    ):
         _select(prompt_tables, "vision", vision={"image_set": "mine", "image_root": "."})
-    with pytest.raises(ConfigError, match=r"vision\.subset\.domains names unknown values \['sports'\]"):
+    with pytest.raises(
+        ConfigError, match=r"vision\.subset\.domains names unknown values \['sports'\]"
+    ):
         _select(prompt_tables, "vision", {"domains": ["sports"]})
     with pytest.raises(ConfigError, match=r"subset\.query_ids names unknown values \['q9'\]"):
         _select(prompt_tables, "text", {"query_ids": ["q9"]})

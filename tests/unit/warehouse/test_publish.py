@@ -39,16 +39,26 @@ def make_warehouse(path: Path, label: str = "a") -> Path:
         con.execute(f'create table "{mart}" as select 1 as n')
     con.execute("drop table degradation")
     # sum() of integers is a HUGEINT, as in several marts
-    con.execute(f"create table degradation as select '{label}' as label, x % 2 as arm, sum(x) as n_outcome "
-                "from range(7) t(x) group by all")
-    con.execute("create view degradation_overall as select label, sum(n_outcome) as n from degradation group by label")
-    con.create_function("shout", lambda s: s.upper(), [duckdb.sqltype("VARCHAR")], duckdb.sqltype("VARCHAR"))
+    con.execute(
+        f"create table degradation as select '{label}' as label, x % 2 as arm, sum(x) as n_outcome "
+        "from range(7) t(x) group by all"
+    )
+    con.execute(
+        "create view degradation_overall as select label, sum(n_outcome) as n from degradation group by label"
+    )
+    con.create_function(
+        "shout", lambda s: s.upper(), [duckdb.sqltype("VARCHAR")], duckdb.sqltype("VARCHAR")
+    )
     con.execute("create view needs_udf as select shout(label) as loud from degradation")
-    con.execute("insert into raw.runs (run_id, config_json, status) values ('r1', ?, 'completed')",
-                [json.dumps({"targets": [{"name": "m", "api_key_env": MARKER}]})])
-    con.execute("insert into raw.adapters (adapter_id, kind, name, version, base_model, path, data_snapshot, params_json) "
-                "values ('dpo-v1', 'dpo', 'dpo', 1, 'builtin:tiny', 'adapters/dpo-v1', '{}', ?)",
-                [json.dumps({"lr": 1e-4, "note": MARKER})])
+    con.execute(
+        "insert into raw.runs (run_id, config_json, status) values ('r1', ?, 'completed')",
+        [json.dumps({"targets": [{"name": "m", "api_key_env": MARKER}]})],
+    )
+    con.execute(
+        "insert into raw.adapters (adapter_id, kind, name, version, base_model, path, data_snapshot, params_json) "
+        "values ('dpo-v1', 'dpo', 'dpo', 1, 'builtin:tiny', 'adapters/dpo-v1', '{}', ?)",
+        [json.dumps({"lr": 1e-4, "note": MARKER})],
+    )
     con.close()
     return path
 
@@ -72,13 +82,27 @@ def test_copy_is_plain_tables_in_the_default_storage_version(warehouse, tmp_path
     assert out == tmp_path / "published" / "ableaudit.duckdb"
     assert storage_number(out) == STORAGE_NUMBER[publish_module.DEFAULT_STORAGE_VERSION] == 64
     assert read(out, "select count(*) from duckdb_views() where not internal") == [(0,)]
-    kinds = dict(read(out, "select table_schema || '.' || table_name, table_type from information_schema.tables"))
+    kinds = dict(
+        read(
+            out,
+            "select table_schema || '.' || table_name, table_type from information_schema.tables",
+        )
+    )
     assert set(kinds.values()) == {"BASE TABLE"}
-    assert {f"main.{m}" for m in mart_names()} | {"main.degradation_overall", "raw.generations", "publish.relations"} <= set(kinds)
+    assert {f"main.{m}" for m in mart_names()} | {
+        "main.degradation_overall",
+        "raw.generations",
+        "publish.relations",
+    } <= set(kinds)
     # the view was materialised with its rows
     assert read(out, "select label, n from degradation_overall") == [("a", sum(range(7)))]
-    manifest = {(s, n): (k, p, rows) for s, n, k, p, rows in read(
-        out, "select schema_name, relation_name, kind_in_warehouse, published, n_rows from publish.relations")}
+    manifest = {
+        (s, n): (k, p, rows)
+        for s, n, k, p, rows in read(
+            out,
+            "select schema_name, relation_name, kind_in_warehouse, published, n_rows from publish.relations",
+        )
+    }
     assert manifest[("main", "degradation_overall")] == ("view", True, 1)
     assert manifest[("main", "degradation")] == ("table", True, 2)
     assert read(out, "select distinct storage_version from publish.relations") == [("v1.1.0",)]
@@ -86,28 +110,44 @@ def test_copy_is_plain_tables_in_the_default_storage_version(warehouse, tmp_path
 
 def test_a_view_that_needs_the_projects_code_is_left_out_and_said_so(warehouse, tmp_path, caplog):
     out = publish(warehouse, tmp_path / "published")
-    assert ("main", "needs_udf") not in read(out, "select table_schema, table_name from information_schema.tables")
-    [(published, note)] = read(out, "select published, note from publish.relations where relation_name = 'needs_udf'")
+    assert ("main", "needs_udf") not in read(
+        out, "select table_schema, table_name from information_schema.tables"
+    )
+    [(published, note)] = read(
+        out, "select published, note from publish.relations where relation_name = 'needs_udf'"
+    )
     assert not published and "shout" in note
     assert any("needs_udf" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
 
 
 def test_stored_configs_never_reach_the_copy(warehouse, tmp_path):
     out = publish(warehouse, tmp_path / "published")
-    columns = read(out, "select table_schema, table_name, column_name, data_type from information_schema.columns "
-                        "where table_schema <> 'publish'")
+    columns = read(
+        out,
+        "select table_schema, table_name, column_name, data_type from information_schema.columns "
+        "where table_schema <> 'publish'",
+    )
     assert not [c for c in columns if c[2] in ("config_json", "params_json")]
     assert read(out, "select run_id, status from raw.runs") == [("r1", "completed")]
     assert read(out, "select adapter_id from raw.adapters") == [("dpo-v1",)]
     con = duckdb.connect(str(out), read_only=True)
     leaks = [
-        f"{s}.{t}.{c}" for s, t, c, ty in columns if ty == "VARCHAR"
-        and con.execute(f'select count(*) from "{s}"."{t}" where "{c}" like ?', [f"%{MARKER}%"]).fetchone()[0]
+        f"{s}.{t}.{c}"
+        for s, t, c, ty in columns
+        if ty == "VARCHAR"
+        and con.execute(
+            f'select count(*) from "{s}"."{t}" where "{c}" like ?', [f"%{MARKER}%"]
+        ).fetchone()[0]
     ]
     con.close()
     assert leaks == []
-    withheld = dict(read(out, "select relation_name, withheld_columns from publish.relations where schema_name = 'raw' "
-                              "and withheld_columns is not null"))
+    withheld = dict(
+        read(
+            out,
+            "select relation_name, withheld_columns from publish.relations where schema_name = 'raw' "
+            "and withheld_columns is not null",
+        )
+    )
     assert withheld == {"runs": "config_json", "adapters": "params_json"}
 
 
@@ -115,7 +155,9 @@ def test_storage_version_from_argument_environment_and_cli(warehouse, tmp_path, 
     assert storage_number(publish(warehouse, tmp_path / "arg", storage_version="v1.4.0")) == 67
     monkeypatch.setenv(publish_module.STORAGE_VERSION_ENV, "v1.4.0")
     assert storage_number(publish(warehouse, tmp_path / "env")) == 67
-    assert storage_number(publish(warehouse, tmp_path / "both", storage_version="1.2.0")) == 65  # the argument wins
+    assert (
+        storage_number(publish(warehouse, tmp_path / "both", storage_version="1.2.0")) == 65
+    )  # the argument wins
     monkeypatch.delenv(publish_module.STORAGE_VERSION_ENV)
     assert cli(["publish", "--warehouse", str(warehouse), "--storage-version", "v1.2.0"]) == 0
     assert storage_number(warehouse.parent / "published" / "ableaudit.duckdb") == 65
@@ -123,7 +165,9 @@ def test_storage_version_from_argument_environment_and_cli(warehouse, tmp_path, 
 
 def test_unknown_storage_version_is_one_clear_error_and_writes_nothing(warehouse, tmp_path, capsys):
     out = tmp_path / "published"
-    with pytest.raises(ValueError, match=r"storage version 'v9\.9\.9'.*ABLEAUDIT_PUBLISH_STORAGE_VERSION"):
+    with pytest.raises(
+        ValueError, match=r"storage version 'v9\.9\.9'.*ABLEAUDIT_PUBLISH_STORAGE_VERSION"
+    ):
         publish(warehouse, out, storage_version="v9.9.9")
     assert [p.name for p in out.rglob("*") if p.is_file()] == []
     assert cli(["publish", "--warehouse", str(warehouse), "--storage-version", "bogus"]) == 2
@@ -144,9 +188,16 @@ def test_parquet_goes_to_a_folder_per_warehouse(tmp_path, monkeypatch):
         rows = read(a, f"select distinct label from '{folder / 'degradation.parquet'}'")
         assert rows == [(name,)]
         # a HUGEINT count stays an exact integer in Parquet (DuckDB would write a DOUBLE)
-        types = dict(read(a, f"select column_name, column_type from (describe select * from '{folder / 'degradation.parquet'}')"))
+        types = dict(
+            read(
+                a,
+                f"select column_name, column_type from (describe select * from '{folder / 'degradation.parquet'}')",
+            )
+        )
         assert types["n_outcome"] == "BIGINT"
-        assert sorted(read(a, f"select arm, n_outcome from '{folder / 'degradation.parquet'}'")) == [(0, 12), (1, 9)]
+        assert sorted(
+            read(a, f"select arm, n_outcome from '{folder / 'degradation.parquet'}'")
+        ) == [(0, 12), (1, 9)]
 
 
 def test_temporaries_of_killed_publishes_are_removed_and_a_running_ones_kept(warehouse, tmp_path):
@@ -158,11 +209,19 @@ def test_temporaries_of_killed_publishes_are_removed_and_a_running_ones_kept(war
     running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         time.sleep(1.5)  # the running process is older than the file its publish writes now
-        gone = [out / f".ableaudit.{dead.pid}.tmp.duckdb", out / f".ableaudit.{dead.pid}.tmp.duckdb.wal",
-                out / f".other.{dead.pid}.tmp.duckdb", parquet / f".degradation.{dead.pid}.tmp.parquet",
-                parquet / f".refusal_rates.{running.pid}.tmp.parquet"]
-        kept = [out / f".ableaudit.{running.pid}.tmp.duckdb", parquet / f".degradation.{running.pid}.tmp.parquet",
-                out / "notes.txt", out / ".ableaudit.duckdb.backup"]
+        gone = [
+            out / f".ableaudit.{dead.pid}.tmp.duckdb",
+            out / f".ableaudit.{dead.pid}.tmp.duckdb.wal",
+            out / f".other.{dead.pid}.tmp.duckdb",
+            parquet / f".degradation.{dead.pid}.tmp.parquet",
+            parquet / f".refusal_rates.{running.pid}.tmp.parquet",
+        ]
+        kept = [
+            out / f".ableaudit.{running.pid}.tmp.duckdb",
+            parquet / f".degradation.{running.pid}.tmp.parquet",
+            out / "notes.txt",
+            out / ".ableaudit.duckdb.backup",
+        ]
         for path in gone + kept:
             path.write_bytes(b"partial")
         # the pid now names a process started after this file was last written: a reused pid
@@ -181,16 +240,22 @@ def test_a_missing_mart_is_an_error_and_nothing_is_written(warehouse, tmp_path):
     con.execute("drop table data_quality")
     con.close()
     out = tmp_path / "published"
-    with pytest.raises(RuntimeError, match=r"marts \['data_quality'\] are not tables.*ableaudit build"):
+    with pytest.raises(
+        RuntimeError, match=r"marts \['data_quality'\] are not tables.*ableaudit build"
+    ):
         publish(warehouse, out)
     assert [p for p in out.rglob("*") if p.is_file()] == []
 
 
 def test_extra_relations_are_exported_and_required(warehouse, tmp_path, monkeypatch):
-    monkeypatch.setattr(publish_module, "EXTRA_RELATIONS", ("degradation_overall", "raw.generations"))
+    monkeypatch.setattr(
+        publish_module, "EXTRA_RELATIONS", ("degradation_overall", "raw.generations")
+    )
     publish(warehouse, tmp_path / "published")
     folder = tmp_path / "published" / "ableaudit" / "parquet"
-    assert (folder / "degradation_overall.parquet").is_file() and (folder / "raw.generations.parquet").is_file()
+    assert (folder / "degradation_overall.parquet").is_file() and (
+        folder / "raw.generations.parquet"
+    ).is_file()
     monkeypatch.setattr(publish_module, "EXTRA_RELATIONS", ("main.pair_export",))
     with pytest.raises(RuntimeError, match=r"main\.pair_export"):
         publish(warehouse, tmp_path / "again")
