@@ -47,6 +47,8 @@ build: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/dbt parse --target ci >/dev/null
 	$(BIN)/sqlfluff lint models tests/dbt
+	$(BIN)/ruff check ableaudit flows python_models bench tests
+	$(BIN)/ruff format --check ableaudit flows python_models bench tests
 
 # Deployments: a process work pool, the `audit` deployment, and a worker serving it.
 deploy: $(BIN)/.installed

@@ -96,6 +96,12 @@ def audit(
             summary["published"] = tasks.build_warehouse(wh)
             summary["report"] = tasks.render_report(summary["published"])
         status = "completed"
+        get_run_logger().info(
+            "results: warehouse %s; published copy %s; report %s",
+            wh,
+            summary.get("published", "(not built)"),
+            summary.get("report", "(not built)"),
+        )
     except (KeyboardInterrupt, SystemExit):
         status = "interrupted"
         raise

@@ -52,7 +52,9 @@ class AuditTask:
     """What ``subset.per_domain`` counts in a domain; a chosen unit keeps all its prompts
     (text: a query; vision: a scenario, with every image of it)."""
     order_by: tuple[str, ...]
-    """The order prompts are selected and planned in."""
+    """The order prompts are selected and planned in ('-column' sorts descending). A query's (an
+    image's) neutral prompt comes before its other prompts, so the answers land pair by pair and
+    any prefix of a run holds complete pairs."""
     role: str
     """The prompt column that says which side of a pair a prompt is (an arm sends some roles)."""
     arm_roles: Mapping[str, tuple[str, ...]]
@@ -84,7 +86,7 @@ def audit_task(cfg: AuditConfig, kind: str) -> AuditTask:
             "subset": cfg.subset,
             "subset_key": "subset",
             "unit": ("query_id",),
-            "order_by": ("domain", "query_id", "condition", "disability_id"),
+            "order_by": ("domain", "query_id", "-condition", "disability_id"),
             "role": "condition",
             "arm_roles": {"neutral_disability": _PAIR},
             "probe_role": None,
@@ -100,7 +102,7 @@ def audit_task(cfg: AuditConfig, kind: str) -> AuditTask:
             "subset": vision.subset,
             "subset_key": "vision.subset",
             "unit": ("domain", "scenario"),
-            "order_by": ("domain", "query_id", "prompt_kind", "disability_id"),
+            "order_by": ("domain", "query_id", "-prompt_kind", "disability_id"),
             "role": "prompt_kind",
             "arm_roles": {"neutral_disability": _PAIR, "mitigation": ("neutral", "mitigation")},
             "probe_role": "assignment" if vision.probe_disability_assignment else None,
@@ -153,7 +155,8 @@ def select_prompts(
         prompts = filter_subset(prompts, sub, task.subset_key)
         if sub.per_domain:
             prompts = prompts.semi_join(_sample_units(prompts, task.unit, sub), list(task.unit))
-        rows = prompts.order_by(list(task.order_by)).to_pyarrow().to_pylist()
+        order = [ibis.desc(c[1:]) if c.startswith("-") else c for c in task.order_by]
+        rows = prompts.order_by(order).to_pyarrow().to_pylist()
     finally:
         con.disconnect()
     if not rows:

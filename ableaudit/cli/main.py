@@ -41,6 +41,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
         print(f"  {name}: {counts}")
+    if summary.get("published"):
+        from ableaudit.cli.headline import headline
+
+        print(
+            "\nDoes the model answer disabled people worse? Per model, arm and metric (all pairs):\n"
+        )
+        print(headline(summary["published"]))
+        print()
     print(f"Warehouse (live, one writer at a time): {wh}")
     if summary.get("published"):
         print(f"Published copy for BI and ad-hoc SQL:    {summary['published']}")

@@ -392,13 +392,14 @@ def test_selection_order_is_the_tasks(prompt_tables):
     text = [
         r["prompt_id"] for r in _select(prompt_tables, "text", {"query_ids": ["edu_2", "edu_0"]})
     ]
+    # a query's neutral prompt first: answers land pair by pair
     assert text == [
+        "s:edu_0:neutral",
         "s:edu_0:hearing",
         "s:edu_0:vision",
-        "s:edu_0:neutral",
+        "s:edu_2:neutral",
         "s:edu_2:hearing",
         "s:edu_2:vision",
-        "s:edu_2:neutral",
     ]
     vision = [
         r["prompt_id"]
@@ -410,7 +411,7 @@ def test_selection_order_is_the_tasks(prompt_tables):
     ]
     assert vision == [
         f"pairs:status/b/white_woman:{k}"
-        for k in ("assignment", "disability:speech", "mitigation:speech", "neutral")
+        for k in ("neutral", "mitigation:speech", "disability:speech", "assignment")
     ]
 
 
