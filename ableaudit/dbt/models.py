@@ -56,6 +56,11 @@ def after_arm(schema: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def records(relation: Any) -> list[dict[str, Any]]:
+    """The rows of ``relation`` as dicts, nulls as None (for row-wise work such as inference)."""
+    return _relation_arrow(relation).to_pylist()
+
+
 def meta(value: Any, default: Any, cast: type) -> Any:
     """A var read with ``dbt.config.meta_get`` (dbt parses those calls from the model's code, so each
     model makes the call itself), with its default when unset or empty."""

@@ -14,7 +14,7 @@ from ableaudit.adapters.detector.infer import (
     verdict_table,
 )
 from ableaudit.adapters.registry import list_adapters, resolve_adapter
-from ableaudit.warehouse import ibis_compat
+from ableaudit.dbt.models import records
 
 
 def model(dbt, session):
@@ -30,8 +30,8 @@ def model(dbt, session):
     )  # alone on its line: dbt parses these calls
     batch_size = int(configured_batch or 64)
 
-    raw_con = getattr(session, "_cursor", session)
-    adapter = resolve_adapter(list_adapters(con=raw_con, kind="detector"), choice, "detector")
+    # the build's own connection (dbt passes it as `session`) reads the registry
+    adapter = resolve_adapter(list_adapters(con=session, kind="detector"), choice, "detector")
     reason = None
     if adapter is None:
         reason = (
@@ -40,32 +40,25 @@ def model(dbt, session):
             else "no detector adapter registered; run the train-detector flow"
         )
 
-    con = ibis_compat.from_connection(raw_con)
-    where = (dbt.this.database, dbt.this.schema)
-    texts = con.table("int_pair_texts", database=where)
-    pairs = texts.select(
-        *(c for c in PAIR_COLUMNS if c not in ("response_a", "response_b")),
-        response_a=texts.neutral_response_text,
-        response_b=texts.disability_response_text,
-    )
-    columns = pairs.columns
+    texts = dbt.ref("int_pair_texts").set_alias("t")
     if adapter is not None and dbt.is_incremental:
-        this = con.table(dbt.this.identifier, database=where)
-        done = this.filter(
-            (this.adapter_id == adapter.adapter_id) & this.status.isin(list(FINAL_STATUSES))
-        )
-        done = done.select(
-            d_pair_id=done.pair_id,
-            d_neutral=done.neutral_generation_id,
-            d_disability=done.disability_generation_id,
-        )
-        pairs = pairs.anti_join(
+        # pairs already scored for good by this adapter, with the same generations, are skipped
+        done = session.query(
+            f"select pair_id, neutral_generation_id, disability_generation_id from {dbt.this} "
+            f"where adapter_id = '{adapter.adapter_id}' "
+            f"and status in ({', '.join(repr(s) for s in FINAL_STATUSES)})"
+        ).set_alias("d")
+        texts = texts.join(
             done,
-            [
-                pairs.pair_id == done.d_pair_id,
-                pairs.neutral_generation_id.identical_to(done.d_neutral),
-                pairs.disability_generation_id == done.d_disability,
-            ],
-        ).select(*columns)
-    rows = pairs.order_by("pair_id").to_pyarrow().to_pylist()
+            "t.pair_id = d.pair_id "
+            "and t.neutral_generation_id is not distinct from d.neutral_generation_id "
+            "and t.disability_generation_id = d.disability_generation_id",
+            how="anti",
+        )
+    columns = [c for c in PAIR_COLUMNS if c not in ("response_a", "response_b")]
+    pairs = texts.project(
+        ", ".join(columns) + ", neutral_response_text as response_a, "
+        "disability_response_text as response_b"
+    ).order("pair_id")
+    rows = records(pairs)
     return verdict_table(rows, adapter, batch_size=batch_size, no_adapter_reason=reason)
