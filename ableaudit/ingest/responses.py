@@ -138,10 +138,12 @@ def require_columns(
     optional: str,
     error: type[Exception],
 ) -> None:
-    """Refuse a file with no rows, or without a required column, in one message naming what it has."""
+    """Refuse a file with no rows, or without a required column, in one message naming what it has.
+
+    The columns are those of any row: a JSONL object may leave out a key another one has."""
     if not rows:
         raise error(f"{path} holds no rows")
-    columns = set(rows[0])
+    columns = {c for r in rows for c in r}
     missing = [c for c in required if c not in columns]
     if missing:
         raise error(

@@ -20,6 +20,7 @@ from ableaudit.ingest.querysets import (
 )
 from ableaudit.ingest.responses import (
     INT32_MAX,
+    REQUIRED,
     FieldError,
     ResponseImportError,
     changed_texts,
@@ -30,6 +31,7 @@ from ableaudit.ingest.responses import (
     read_numbered,
     refuse_changed,
     refuse_generated_units,
+    require_columns,
     validate_rows,
 )
 from ableaudit.warehouse import connect
@@ -290,3 +292,18 @@ def test_landing_under_a_builtin_name_lands_nothing(warehouse):
     finally:
         con.close()
     assert check_query_set_name(" mine ") == "mine"
+
+
+def test_a_jsonl_column_is_found_in_any_row(tmp_path):
+    path = tmp_path / "r.jsonl"
+    first = {k: v for k, v in _row().items() if k != "response_text"}
+    path.write_text(json.dumps(first) + "\n" + json.dumps(_row(sample_index=1)) + "\n")
+    numbered = read_numbered(path)
+    require_columns(path, [r for _, r in numbered], REQUIRED, "", ResponseImportError)
+    rows = validate_rows(path, numbered, DISABILITIES, PROMPTS)
+    assert [r["status"] for r in rows] == ["empty", "ok"]
+    with pytest.raises(
+        ResponseImportError,
+        match=r"lacks required column\(s\) \['query_id', 'disability', 'response_text'\]",
+    ):
+        require_columns(path, [{"model_id": "m"}], REQUIRED, "", ResponseImportError)
