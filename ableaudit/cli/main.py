@@ -110,17 +110,20 @@ def cmd_import_responses(args: argparse.Namespace) -> int:
     wh = warehouse_path(args.warehouse)
     _require_file(args.file)  # before dbt prepares the prompts, which takes a minute
     _ensure_prompts(wh)
-    report = import_responses(args.file, wh, default_query_set=args.query_set)
+    report = import_responses(args.file, wh, default_query_set=args.query_set, replace=args.replace)
     print(
-        f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.retried} replaced errors"
+        f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.replaced} replaced"
     )
     print("Run `ableaudit build` to score them and refresh the marts.")
     return 0
 
 
 def cmd_import_queries(args: argparse.Namespace) -> int:
-    from ableaudit.ingest.querysets import land_query_set, read_accesseval
+    from ableaudit.ingest.querysets import check_query_set_name, land_query_set, read_accesseval
 
+    check_query_set_name(args.query_set)
+    if args.file is not None:
+        _require_file(args.file)
     wh = warehouse_path(args.warehouse)
     loaded = read_accesseval(args.file, strict=not args.lenient)
     print(loaded.summary())
@@ -342,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path, help="the responses file (columns: see docs/importing.md)")
     p.add_argument(
         "--query-set", default="ableaudit", help="query set of rows without a query_set column"
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace landed rows whose text changed (the old rows go to raw.generation_history)",
     )
     p.set_defaults(func=cmd_import_responses)
     p = imp.add_parser(

@@ -28,6 +28,11 @@ from ableaudit.warehouse.landing import replace_query_set
 
 DEFAULT_HUB_ID = "Srikant86/AccessEval"
 SEEDS_DIR = PROJECT_ROOT / "seeds"
+INT_PROMPTS_SQL = PROJECT_ROOT / "models" / "intermediate" / "int_prompts.sql"
+BUILTIN_QUERY_SETS = ("ableaudit",)
+"""Query sets int_prompts builds from the seeds (``'ableaudit' as query_set``). A landed set
+under one of these names would give every one of its prompt ids twice, and every later
+build would fail on int_prompts' unique test; a test keeps this list in step with the SQL."""
 
 # Normalised header -> role. Headers are compared lower-case with runs of
 # spaces, underscores and hyphens collapsed to one space.
@@ -559,6 +564,20 @@ def read_accesseval(
 # --- landing -------------------------------------------------------------------
 
 
+def check_query_set_name(query_set: str | None) -> str:
+    """The name to land a set under; refuses an empty one and one a built-in set already uses."""
+    name = (query_set or "").strip()
+    if not name:
+        raise QuerySetError("--query-set must be a non-empty name, e.g. --query-set accesseval")
+    if name.lower() in BUILTIN_QUERY_SETS:
+        raise QuerySetError(
+            f"query set {name!r} is built in (seeds/queries.csv); landing another set under it "
+            "would duplicate its prompts and break every later build. Choose another name, "
+            "e.g. --query-set accesseval"
+        )
+    return name
+
+
 def land_query_set(
     warehouse: str | Path | None,
     loaded: LoadedQuerySet,
@@ -573,8 +592,7 @@ def land_query_set(
     leaves the previous version of the set in place, and reloading is idempotent.
     Rows are written under ``query_set`` whatever their own ``query_set`` key says.
     """
-    if not query_set:
-        raise QuerySetError("query_set must be a non-empty name")
+    query_set = check_query_set_name(query_set)
     keys = Counter((r.get("query_id"), r.get("disability_id")) for r in loaded.rows)
     dupes = [k for k, n in keys.items() if n > 1]
     if dupes:

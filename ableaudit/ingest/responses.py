@@ -1,69 +1,134 @@
 """Land responses made elsewhere (another harness, a hosted batch API, a colleague).
 
 The file is validated whole before anything lands: a missing column, an unknown
-query or disability, or a duplicate row stops the import with one message that
-lists what is wrong, and the warehouse is left as it was.
+query or disability, a value the marts cannot hold (a task other than text or
+vision, a negative or infinite temperature, a sample index past int32, a
+response that is not text) or a duplicate row stops the import with one message
+that lists, per field, the rows that are wrong and how to fix them, and the
+warehouse is left as it was. Every later `dbt build` reads what lands here, so a
+row the dbt tests would refuse must never land.
+
+Two more rules keep the marts honest. A row whose text differs from the one
+landed under the same key is refused unless the caller asks to replace it (the
+old row is kept in raw.generation_history); otherwise a corrected file would be
+silently ignored. And an imported row may not fall on a unit an audit already
+generated (same task, model, arm, query, disability, temperature and sample),
+because both would then count as pairs of that unit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import LandingReport, land_generations
+from ableaudit.warehouse.landing import land_imported_generations
 
 REQUIRED = ("model_id", "query_id", "disability", "response_text")
-OPTIONAL = ("arm", "sample_index", "temperature", "query_set", "task")
+OPTIONAL = ("arm", "sample_index", "temperature", "query_set", "task", "condition", "domain")
+TASKS = ("text", "vision")
+CONDITIONS = ("neutral", "disability")
+INT32_MAX = 2**31 - 1
+ROWS_SHOWN = 5
+"""Rows named per problem, and changed texts shown, before '... and N more'."""
+TEXT_SHOWN = 60
+"""Characters of an old or new text shown in a diff summary."""
 
 
 class ResponseImportError(ValueError):
     """The file cannot be imported; the message says what to fix."""
 
 
+class FieldError(ValueError):
+    """One value of one row is wrong; the message is the fix, shared by every row it applies to."""
+
+
+@dataclass
+class ImportReport:
+    """What one import did to raw.generations."""
+
+    inserted: int = 0
+    """Rows landed for the first time."""
+    unchanged: int = 0
+    """Rows already landed with the same text, left as they were."""
+    replaced: int = 0
+    """Landed rows whose text the import replaced (``replace=True``); the old rows are in
+    raw.generation_history."""
+
+
+# --------------------------------------------------------------------------- reading
+
+
 def read_table(path: str | Path) -> list[dict[str, Any]]:
-    """CSV, JSONL/NDJSON or Parquet, every column as text (types are checked below)."""
+    """CSV, JSONL/NDJSON or Parquet as one dict per row (CSV cells as text; types checked below)."""
+    return [row for _, row in read_numbered(path)]
+
+
+def read_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """(row number a user finds in the file, row): the CSV line (the header is line 1), the
+    JSONL line, or the Parquet row counted from 1.
+
+    JSONL is parsed line by line rather than through DuckDB, so a value keeps the JSON
+    type it was written with (an object stays an object and is refused, instead of
+    being coerced into a string column).
+    """
     p = Path(path)
     if not p.is_file():
-        raise ResponseImportError(f"{p} does not exist")
+        raise ResponseImportError(f"{p} does not exist or is not a file; check the path")
     suffix = p.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return _read_jsonl(p)
     con = duckdb.connect()
     try:
         if suffix == ".csv":
             rel = con.sql(f"select * from read_csv({_lit(p)}, header = true, all_varchar = true)")
-        elif suffix in (".jsonl", ".ndjson", ".json"):
-            rel = con.sql(f"select * from read_json({_lit(p)}, format = 'newline_delimited')")
+            first = 2
         elif suffix == ".parquet":
             rel = con.sql(f"select * from read_parquet({_lit(p)})")
+            first = 1
         else:
             raise ResponseImportError(
                 f"{p}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet"
             )
-        return rel.to_arrow_table().to_pylist()
+        return list(enumerate(rel.to_arrow_table().to_pylist(), start=first))
     except duckdb.Error as err:
         raise ResponseImportError(f"{p} could not be read: {err}") from None
     finally:
         con.close()
 
 
+def _read_jsonl(p: Path) -> list[tuple[int, dict[str, Any]]]:
+    rows: list[tuple[int, dict[str, Any]]] = []
+    with open(p, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ResponseImportError(
+                    f"{p} could not be read: line {line_no} is not valid JSON ({err.msg}); "
+                    "write one JSON object per line"
+                ) from None
+            if not isinstance(obj, dict):
+                raise ResponseImportError(
+                    f"{p} could not be read: line {line_no} holds a {type(obj).__name__}, "
+                    "not a JSON object; write one object per line"
+                )
+            rows.append((line_no, obj))
+    return rows
+
+
 def _lit(p: Path) -> str:
     return "'" + str(p).replace("'", "''") + "'"
-
-
-def _disability_lookup(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """id, display name and short name (case-insensitive) -> disability id."""
-    lookup: dict[str, str] = {}
-    for did, display, short in con.execute(
-        "select disability_id, display_name, short_name from main.stg_seeds__disabilities"
-    ).fetchall():
-        for name in (did, display, short):
-            if name:
-                lookup[name.strip().lower()] = did
-    return lookup
 
 
 def require_columns(
@@ -73,10 +138,12 @@ def require_columns(
     optional: str,
     error: type[Exception],
 ) -> None:
-    """Refuse a file with no rows, or without a required column, in one message naming what it has."""
+    """Refuse a file with no rows, or without a required column, in one message naming what it has.
+
+    The columns are those of any row: a JSONL object may leave out a key another one has."""
     if not rows:
         raise error(f"{path} holds no rows")
-    columns = set(rows[0])
+    columns = {c for r in rows for c in r}
     missing = [c for c in required if c not in columns]
     if missing:
         raise error(
@@ -85,75 +152,204 @@ def require_columns(
         )
 
 
-def import_responses(
+# --------------------------------------------------------------------------- field checks
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def parse_task(value: Any) -> str:
+    """'text' when empty; else one of TASKS (what stg_raw__generations accepts)."""
+    if _blank(value):
+        return "text"
+    task = str(value).strip().lower() if isinstance(value, str) else None
+    if task not in TASKS:
+        raise FieldError("must be 'text' or 'vision' (empty means 'text')")
+    return task
+
+
+def parse_temperature(value: Any) -> float | None:
+    """None when empty (unknown); else a finite number >= 0."""
+    if _blank(value):
+        return None
+    fix = "must be a finite number >= 0 (e.g. 0.7), or empty when unknown"
+    if isinstance(value, bool):
+        raise FieldError(fix)
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        raise FieldError(fix) from None
+    if not math.isfinite(t) or t < 0:
+        raise FieldError(fix)
+    return t
+
+
+def parse_sample_index(value: Any) -> int:
+    """0 when empty; else a whole number from 0 to 2^31 - 1 (the column is an int32)."""
+    if _blank(value):
+        return 0
+    fix = f"must be a whole number from 0 to {INT32_MAX} (empty means 0)"
+    if isinstance(value, bool):
+        raise FieldError(fix)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise FieldError(fix)
+        value = int(value)
+    try:
+        n = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise FieldError(fix) from None
+    if not 0 <= n <= INT32_MAX:
+        raise FieldError(fix)
+    return n
+
+
+def parse_response_text(value: Any) -> str:
+    """The text as given ('' when null: an empty answer); anything but a string is refused,
+    since storing an object's repr would score a dict as if it were an answer."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FieldError(
+            "must be a string (the answer's text) or null; serialise structured output to "
+            "text first"
+        )
+    return value
+
+
+def parse_name(value: Any, default: str | None, what: str) -> str:
+    """A non-empty name (model_id, arm, query_set); ``default`` when empty, if there is one."""
+    if _blank(value):
+        if default is None:
+            raise FieldError(f"must name the {what}; it is empty")
+        return default
+    if isinstance(value, (dict, list)):
+        raise FieldError(f"must be a name (text), not a {type(value).__name__}")
+    return str(value).strip()
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class Problems:
+    """Every bad value of a file, grouped by (field, fix) so one line names all rows it covers."""
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+
+    def add(self, field: str, row: int, value: Any, fix: str) -> None:
+        self.groups.setdefault((field, fix), []).append((row, _shown(value)))
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def rows(self) -> set[int]:
+        return {r for found in self.groups.values() for r, _ in found}
+
+    def message(self, path: str | Path) -> str:
+        lines = []
+        for (field, fix), found in self.groups.items():
+            shown = ", ".join(f"row {r} ({v})" for r, v in found[:ROWS_SHOWN])
+            more = f" and {len(found) - ROWS_SHOWN} more" if len(found) > ROWS_SHOWN else ""
+            lines.append(f"{field}: {shown}{more}: {fix}")
+        return (
+            f"{path}: {len(self.rows())} row(s) cannot be imported; nothing was landed:\n  "
+            + "\n  ".join(lines)
+        )
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_rows(
     path: str | Path,
-    warehouse: str | Path,
+    numbered: Sequence[tuple[int, dict[str, Any]]],
+    disabilities: dict[str, str],
+    prompts: dict[tuple[str, str, str | None], tuple[str, str, str]],
     default_query_set: str = "ableaudit",
     run_id: str | None = None,
-) -> LandingReport:
-    rows = read_table(path)
-    require_columns(path, rows, REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError)
-    con = connect(warehouse)
-    try:
-        tables = {
-            r[0]
-            for r in con.execute(
-                "select table_name from information_schema.tables where table_schema = 'main'"
-            ).fetchall()
-        }
-        if not {"int_prompts", "stg_seeds__disabilities"} <= tables:
-            raise ResponseImportError(
-                f"the warehouse {warehouse} has no prompts yet; run `ableaudit build` once, then import"
-            )
-        lookup = _disability_lookup(con)
-        prompts = {
-            (qs, qid, did): (pid, domain, text)
-            for pid, qs, qid, did, domain, text in con.execute(
-                "select prompt_id, query_set, query_id, disability_id, domain, prompt_text from main.int_prompts"
-            ).fetchall()
-        }
-    finally:
-        con.close()
+) -> list[dict[str, Any]]:
+    """Turn the file's rows into raw.generations rows, or raise one ResponseImportError
+    listing every problem.
 
-    problems: list[str] = []
+    ``disabilities``: id, display name and short name (lower case) -> disability id.
+    ``prompts``: (query_set, query_id, disability_id or None) -> (prompt_id, domain, text).
+    Pure, so every rule is testable without a warehouse.
+    """
+    problems = Problems()
     landing: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
-    for i, r in enumerate(rows, start=2 if str(path).lower().endswith(".csv") else 1):
-        where = f"row {i}"
-        raw_dis = (r.get("disability") or "").strip()
+    for i, r in numbered:
+        before = len(problems.rows())
+
+        def check(field: str, parse: Callable[..., Any], *args: Any, row: dict = r, n: int = i):
+            try:
+                return parse(row.get(field), *args)
+            except FieldError as err:
+                problems.add(field, n, row.get(field), str(err))
+                return None
+
+        model_id = check("model_id", parse_name, None, "model")
+        arm = check("arm", parse_name, "baseline", "arm")
+        query_set = check("query_set", parse_name, default_query_set, "query set")
+        task_name = check("task", parse_task)
+        temperature = check("temperature", parse_temperature)
+        sample_index = check("sample_index", parse_sample_index)
+        text = check("response_text", parse_response_text)
+        bad = len(problems.rows()) > before
+
+        raw_dis = r.get("disability")
+        raw_dis = "" if raw_dis is None else str(raw_dis).strip()
         disability_id = None
         if raw_dis:
-            disability_id = lookup.get(raw_dis.lower())
+            disability_id = disabilities.get(raw_dis.lower())
             if disability_id is None:
-                problems.append(
-                    f"{where}: unknown disability {raw_dis!r} (use an id such as 'hearing' or a display name)"
+                problems.add(
+                    "disability",
+                    i,
+                    raw_dis,
+                    "unknown disability; use an id such as 'hearing', a display name, or "
+                    "leave it empty for the neutral query",
                 )
-                continue
-        query_set = (r.get("query_set") or default_query_set).strip()
+                bad = True
+        condition = "disability" if disability_id else "neutral"
+        given_condition = r.get("condition")
+        if not _blank(given_condition) and not bad:
+            if str(given_condition).strip().lower() != condition:
+                problems.add(
+                    "condition",
+                    i,
+                    given_condition,
+                    "must agree with disability: 'neutral' when disability is empty, "
+                    "'disability' otherwise (or drop the column)",
+                )
+                bad = True
+        if bad:
+            continue
         query_id = str(r.get("query_id") or "").strip()
         prompt = prompts.get((query_set, query_id, disability_id))
         if prompt is None:
-            problems.append(
-                f"{where}: no prompt for query_set={query_set!r} query_id={query_id!r} disability={raw_dis or '(neutral)'!r}"
+            problems.add(
+                "query_id",
+                i,
+                f"{query_set}:{query_id}:{disability_id or 'neutral'}",
+                "no such prompt; use a query id of the query set (e.g. 'edu_001' of "
+                "'ableaudit'), or land the set first with `ableaudit import queries`",
             )
             continue
-        model_id = str(r.get("model_id") or "").strip()
-        if not model_id:
-            problems.append(f"{where}: empty model_id")
-            continue
-        try:
-            sample_index = int(r.get("sample_index") or 0)
-            temperature = (
-                float(r["temperature"]) if r.get("temperature") not in (None, "") else None
-            )
-        except (TypeError, ValueError):
-            problems.append(f"{where}: sample_index must be an integer and temperature a number")
-            continue
-        text = r.get("response_text")
-        text = "" if text is None else str(text)
-        arm = (r.get("arm") or "baseline").strip()
-        task_name = (r.get("task") or "text").strip()
         prompt_id, domain, prompt_text = prompt
+        given_domain = r.get("domain")
+        if not _blank(given_domain) and str(given_domain).strip().lower() != domain:
+            problems.add(
+                "domain",
+                i,
+                given_domain,
+                "must be the query's own domain in the taxonomy (or drop the column)",
+            )
+            continue
         identity = {
             "source": "import",
             "task": task_name,
@@ -165,8 +361,12 @@ def import_responses(
         }
         key = content_key(identity)
         if key in seen:
-            problems.append(
-                f"{where}: duplicates row {seen[key]} (same model_id, arm, query, disability, temperature, sample_index)"
+            problems.add(
+                "row",
+                i,
+                f"{query_set}:{query_id}",
+                f"duplicates row {seen[key]} (same model_id, arm, query, disability, "
+                "temperature, sample_index); keep one, or give them distinct sample_index values",
             )
             continue
         seen[key] = i
@@ -185,7 +385,7 @@ def import_responses(
                 "query_id": query_id,
                 "domain": domain,
                 "disability_id": disability_id,
-                "condition": "disability" if disability_id else "neutral",
+                "condition": condition,
                 "prompt_id": prompt_id,
                 "system_prompt": None,
                 "prompt_text": prompt_text,
@@ -203,12 +403,162 @@ def import_responses(
                 "completion_tokens": None,
                 "latency_ms": None,
                 "source": "imported",
+                "_row": i,
             }
         )
     if problems:
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise ResponseImportError(problems.message(path))
+    return landing
+
+
+UNIT = ("task", "model_id", "arm", "query_set", "query_id", "disability_id", "temperature")
+
+
+def _unit(r: dict[str, Any]) -> tuple:
+    return (*(r[c] for c in UNIT), r["sample_index"])
+
+
+def _rows_named(rows: Sequence[dict[str, Any]]) -> str:
+    shown = ", ".join(str(r["_row"]) for r in rows[:ROWS_SHOWN])
+    more = f" and {len(rows) - ROWS_SHOWN} more" if len(rows) > ROWS_SHOWN else ""
+    return f"{shown}{more}"
+
+
+def refuse_generated_units(
+    path: str | Path, landing: Sequence[dict[str, Any]], generated: set[tuple]
+) -> None:
+    """Refuse rows on a unit an audit generated: both rows would form a pair of that unit."""
+    clash = [r for r in landing if _unit(r) in generated]
+    if clash:
+        models = sorted({r["model_id"] for r in clash})
         raise ResponseImportError(
-            f"{path}: {len(problems)} row(s) cannot be imported; nothing was landed:\n  {shown}{more}"
+            f"{path}: {len(clash)} row(s) cannot be imported; nothing was landed:\n  "
+            f"model_id: rows {_rows_named(clash)}: an audit already generated responses for "
+            f"the same unit (task, model_id {', '.join(map(repr, models))}, arm, query, "
+            "disability, temperature, sample_index), so both would be counted; import under "
+            f"a distinct model_id (e.g. {models[0] + '-imported'!r})"
         )
-    return land_generations(warehouse, landing)
+
+
+def _clip(text: str | None) -> str:
+    if text is None:
+        return "null"
+    text = text.replace("\n", " ")
+    return repr(text if len(text) <= TEXT_SHOWN else text[: TEXT_SHOWN - 3] + "...")
+
+
+def changed_texts(
+    landing: Sequence[dict[str, Any]], landed: dict[str, str | None]
+) -> list[tuple[dict[str, Any], str | None]]:
+    """(incoming row, landed text) for every row whose key is landed with another text."""
+    return [
+        (r, landed[r["generation_id"]])
+        for r in landing
+        if r["generation_id"] in landed and (landed[r["generation_id"]] or "") != r["response_text"]
+    ]
+
+
+def refuse_changed(path: str | Path, changed: Sequence[tuple[dict[str, Any], str | None]]) -> None:
+    """One message summarising the texts a re-import would change, and how to replace them."""
+    lines = [
+        f"row {r['_row']} [{r['generation_id'][:12]} {r['model_id']} {r['prompt_id']} "
+        f"sample {r['sample_index']}]: landed {_clip(old)} -> file {_clip(r['response_text'])}"
+        for r, old in changed[:ROWS_SHOWN]
+    ]
+    more = [f"... and {len(changed) - ROWS_SHOWN} more"] if len(changed) > ROWS_SHOWN else []
+    raise ResponseImportError(
+        f"{path}: {len(changed)} row(s) are already landed with a different response_text; "
+        "nothing was landed:\n  "
+        + "\n  ".join(lines + more)
+        + "\nRe-run with --replace to supersede the landed texts (the old rows are kept in "
+        "raw.generation_history), or fix the file if the landed texts are right."
+    )
+
+
+# --------------------------------------------------------------------------- the import
+
+
+def _disability_lookup(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """id, display name and short name (case-insensitive) -> disability id."""
+    lookup: dict[str, str] = {}
+    for did, display, short in con.execute(
+        "select disability_id, display_name, short_name from main.stg_seeds__disabilities"
+    ).fetchall():
+        for name in (did, display, short):
+            if name:
+                lookup[name.strip().lower()] = did
+    return lookup
+
+
+def import_responses(
+    path: str | Path,
+    warehouse: str | Path,
+    default_query_set: str = "ableaudit",
+    run_id: str | None = None,
+    replace: bool = False,
+) -> ImportReport:
+    """Validate the whole file against the warehouse's prompts, then land it, or land nothing.
+
+    ``replace``: rows already landed under the same key with another text supersede
+    the landed row (kept in raw.generation_history) instead of being refused.
+    """
+    numbered = read_numbered(path)
+    require_columns(
+        path, [r for _, r in numbered], REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError
+    )
+    con = connect(warehouse)
+    try:
+        tables = {
+            r[0]
+            for r in con.execute(
+                "select table_name from information_schema.tables where table_schema = 'main'"
+            ).fetchall()
+        }
+        if not {"int_prompts", "stg_seeds__disabilities"} <= tables:
+            raise ResponseImportError(
+                f"the warehouse {warehouse} has no prompts yet; run `ableaudit build` once, then import"
+            )
+        disabilities = _disability_lookup(con)
+        prompts = {
+            (qs, qid, did): (pid, domain, text)
+            for pid, qs, qid, did, domain, text in con.execute(
+                "select prompt_id, query_set, query_id, disability_id, domain, prompt_text "
+                "from main.int_prompts"
+            ).fetchall()
+        }
+        landing = validate_rows(path, numbered, disabilities, prompts, default_query_set, run_id)
+        con.register(
+            "import_keys",
+            pa.table(
+                {
+                    "generation_id": pa.array([r["generation_id"] for r in landing], pa.string()),
+                    "model_id": pa.array([r["model_id"] for r in landing], pa.string()),
+                }
+            ),
+        )
+        landed = dict(
+            con.execute(
+                "select g.generation_id, g.response_text from raw.generations g "
+                "join import_keys using (generation_id)"
+            ).fetchall()
+        )
+        generated = set(
+            con.execute(
+                f"select distinct {', '.join('g.' + c for c in UNIT)}, g.sample_index "
+                "from raw.generations g "
+                "where g.source = 'generated' "
+                "and g.model_id in (select distinct model_id from import_keys)"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+
+    refuse_generated_units(path, landing, generated)
+    changed = changed_texts(landing, landed)
+    if changed and not replace:
+        refuse_changed(path, changed)
+    rows = [{k: v for k, v in r.items() if k != "_row"} for r in landing]
+    report, replaced = land_imported_generations(
+        warehouse, rows, supersede=[r["generation_id"] for r, _ in changed]
+    )
+    return ImportReport(inserted=report.inserted, unchanged=report.unchanged, replaced=replaced)

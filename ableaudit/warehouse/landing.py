@@ -6,7 +6,9 @@ and runs in one transaction, so a failure lands nothing of its batch.
 Generations and verdicts are append-only and idempotent: a row is keyed by a
 content hash; a landed result is never replaced, a landed error is replaced by
 a later attempt (every failed generation attempt is also kept in
-raw.generation_errors), so errors are retried but never cached as results.
+raw.generation_errors), so errors are retried but never cached as results. The
+one exception is an import the user asked to replace (``import responses
+--replace``): the landed row is copied into raw.generation_history first.
 Reference data (query sets, image sets, annotations, adapters, runs) is
 validated by its ingest module first and written here.
 """
@@ -179,6 +181,49 @@ def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> L
             "and run_id in (select distinct run_id from incoming)",
         ],
     )
+
+
+def land_imported_generations(
+    warehouse: str | Path, rows: Sequence[dict[str, Any]], supersede: Iterable[str] = ()
+) -> tuple[LandingReport, int]:
+    """Land imported generation rows in one transaction; returns the report and how many
+    landed rows were superseded.
+
+    A new key is inserted and a landed one is left as it is, except the keys in
+    ``supersede``: the user re-imported them with a corrected text and asked to
+    replace, so the landed row is first copied into raw.generation_history and
+    then overwritten by the incoming one (the key stays, so later re-imports find it).
+    """
+    if not rows:
+        return LandingReport(), 0
+    replace = sorted(set(supersede))
+    cols = ", ".join(GENERATION_COLUMNS)
+    updates = ", ".join(f"{c} = i.{c}" for c in GENERATION_COLUMNS if c != "generation_id")
+    with writing(warehouse) as con:
+        con.register("incoming", _arrow(rows, GENERATION_COLUMNS))
+        (present,) = con.execute(
+            "select count(*) from raw.generations join incoming using (generation_id)"
+        ).fetchone()
+        con.execute(
+            f"insert into raw.generations ({cols}) select {cols} from incoming "
+            "on conflict (generation_id) do nothing"
+        )
+        if replace:
+            con.register("superseded", pa.table({"generation_id": pa.array(replace, pa.string())}))
+            con.execute(
+                "insert into raw.generation_history (generation_id, run_id, status, response_text, "
+                "source, landed_at, replaced_by_run_id) "
+                "select g.generation_id, g.run_id, g.status, g.response_text, g.source, "
+                "g.created_at, i.run_id from raw.generations g "
+                "join incoming i using (generation_id) join superseded using (generation_id)"
+            )
+            con.execute(
+                f"update raw.generations as g set {updates}, created_at = now() from incoming i "
+                "where g.generation_id = i.generation_id "
+                "and g.generation_id in (select generation_id from superseded)"
+            )
+    report = LandingReport(inserted=len(rows) - present, unchanged=present - len(replace))
+    return report, len(replace)
 
 
 # --------------------------------------------------------------------------- judgments

@@ -153,6 +153,21 @@ TABLES: tuple[Table, ...] = (
         ),
     ),
     Table(
+        "generation_history",
+        "One row per superseded generation: the landed row an `ableaudit import responses --replace` "
+        "replaced with a corrected text, kept as it was so no answer is lost.",
+        (
+            _c("generation_id", "varchar", "The generation whose text was replaced.", True),
+            _c("run_id", "varchar", "The run (or import) that had landed the old row."),
+            _c("status", "varchar", "The old row's status.", True),
+            _c("response_text", "varchar", "The old text."),
+            _c("source", "varchar", "The old row's source ('generated' | 'imported').", True),
+            _c("landed_at", "timestamp", "When the old row had landed."),
+            _c("replaced_by_run_id", "varchar", "The import that replaced it, if it had a run id."),
+            _c("created_at", "timestamp", "When it was superseded.", True, _NOW),
+        ),
+    ),
+    Table(
         "external_queries",
         "Query sets landed from files (e.g. the published AccessEval CSV), one row per prompt. Unique on "
         "(query_set, query_id, disability_id): a primary key cannot hold the neutral row's null disability, "

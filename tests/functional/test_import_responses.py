@@ -13,6 +13,7 @@ import pytest
 from ableaudit.cli import main
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.ingest.responses import ResponseImportError, import_responses
+from ableaudit.warehouse.landing import land_generations
 
 pytestmark = pytest.mark.slow
 
@@ -174,3 +175,151 @@ def test_cli_exports_an_annotation_sample_and_imports_it_back(wh, tmp_path, caps
     finally:
         con.close()
     assert got == [(3.0,), (7.0,)]
+
+
+def _csv(tmp_path: Path, rows: list[dict], name: str = "r.csv") -> Path:
+    path = tmp_path / name
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_values_the_marts_cannot_hold_land_nothing(wh, tmp_path, capsys):
+    bad = [
+        dict(ROWS[0], task="banana"),
+        dict(ROWS[1], temperature="-5"),
+        dict(ROWS[2], sample_index="99999999999"),
+        dict(ROWS[3], temperature="nan"),
+    ]
+    path = _csv(tmp_path, bad, "bad.csv")
+    assert main(["import", "responses", str(path), "--warehouse", str(wh)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: 4 row(s) cannot be imported; nothing was landed" in err
+    assert "task: row 2 ('banana'): must be 'text' or 'vision'" in err
+    assert "temperature: row 3 ('-5'), row 5 ('nan'): must be a finite number >= 0" in err
+    assert "sample_index: row 4 ('99999999999'): must be a whole number from 0 to" in err
+    assert _count(wh) == 0
+
+
+def test_an_object_as_response_text_is_refused(wh, tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps(dict(ROWS[1], response_text={"a": 1})))
+    with pytest.raises(ResponseImportError, match=r"response_text: row 2 \(\{'a': 1\}\)"):
+        import_responses(path, wh)
+    assert _count(wh) == 0
+
+
+def _history(wh: Path) -> list[tuple]:
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        return con.execute("select response_text from raw.generation_history").fetchall()
+    finally:
+        con.close()
+
+
+def _texts(wh: Path) -> list[str]:
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        return [
+            t
+            for (t,) in con.execute(
+                "select response_text from raw.generations order by response_text"
+            ).fetchall()
+        ]
+    finally:
+        con.close()
+
+
+def test_a_corrected_file_is_refused_until_replace(wh, tmp_path, capsys):
+    first = _csv(tmp_path, ROWS[:2], "first.csv")
+    assert main(["import", "responses", str(first), "--warehouse", str(wh)]) == 0
+    fixed = _csv(tmp_path, [ROWS[0], dict(ROWS[1], response_text="Use live captions.")], "fix.csv")
+    capsys.readouterr()
+    assert main(["import", "responses", str(fixed), "--warehouse", str(wh)]) == 2
+    err = capsys.readouterr().err
+    assert "1 row(s) are already landed with a different response_text" in err
+    assert "row 3 [" in err and "ableaudit:edu_001:hearing" in err
+    assert "landed 'Use captions.' -> file 'Use live captions.'" in err and "--replace" in err
+    assert _texts(wh) == ["Make a weekly schedule.", "Use captions."]
+
+    assert main(["import", "responses", str(fixed), "--warehouse", str(wh), "--replace"]) == 0
+    assert "0 new, 1 already present, 1 replaced" in capsys.readouterr().out
+    assert _texts(wh) == ["Make a weekly schedule.", "Use live captions."]
+    assert _history(wh) == [("Use captions.",)]
+
+    again = import_responses(fixed, wh)
+    assert (again.inserted, again.unchanged, again.replaced) == (0, 2, 0) and _count(wh) == 2
+
+
+def test_rows_on_an_audited_unit_are_refused(wh, tmp_path):
+    land_generations(
+        wh,
+        [
+            {
+                "generation_id": "generated-1",
+                "task": "text",
+                "target": "audited",
+                "model_id": "audited",
+                "backend": "llamacpp",
+                "arm": "baseline",
+                "query_set": "ableaudit",
+                "query_id": "edu_001",
+                "disability_id": "hearing",
+                "condition": "disability",
+                "prompt_id": "ableaudit:edu_001:hearing",
+                "prompt_text": "x",
+                "temperature": None,
+                "sample_index": 0,
+                "status": "ok",
+                "response_text": "y",
+                "source": "generated",
+            }
+        ],
+    )
+    rows = [dict(r, model_id="audited") for r in ROWS]
+    with pytest.raises(ResponseImportError) as err:
+        import_responses(_csv(tmp_path, rows), wh)
+    msg = str(err.value)
+    assert "model_id: rows 3: an audit already generated" in msg
+    assert "import under a distinct model_id (e.g. 'audited-imported')" in msg
+    assert _count(wh) == 1
+    renamed = [dict(r, model_id="audited-imported") for r in ROWS]
+    assert import_responses(_csv(tmp_path, renamed, "ok.csv"), wh).inserted == 4
+
+
+def test_import_queries_refuses_the_builtin_name_and_a_missing_file(wh, tmp_path, capsys):
+    sample = Path(__file__).resolve().parents[1] / "data" / "accesseval_sample.csv"
+    args = ["import", "queries", str(sample), "--warehouse", str(wh)]
+    assert main(args + ["--query-set", "ableaudit"]) == 2
+    assert "'ableaudit' is built in" in capsys.readouterr().err
+    missing = tmp_path / "missing.csv"
+    assert main(["import", "queries", str(missing), "--warehouse", str(wh)]) == 2
+    assert f"{missing} does not exist" in capsys.readouterr().err
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("select count(*) from raw.external_queries").fetchone()[0] == 0
+    finally:
+        con.close()
+
+
+def test_an_accepted_import_keeps_the_build_green(wh, tmp_path):
+    """Every optional column at its edge, then the dbt tests on what the import feeds."""
+    rows = [
+        dict(
+            r,
+            task="text",
+            arm="baseline",
+            temperature="0",
+            sample_index="2147483647",
+            condition="neutral" if not r["disability"] else "disability",
+            domain="education",
+        )
+        for r in ROWS
+    ]
+    assert import_responses(_csv(tmp_path, rows), wh).inserted == 4
+    run_dbt(["build", "--select", "stg_raw__generations", "int_pairs"], wh)
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        pairs = con.execute("select count(*) from main.int_pairs").fetchone()[0]
+    finally:
+        con.close()
+    assert pairs == 3
