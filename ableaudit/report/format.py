@@ -85,10 +85,12 @@ def threshold(value: Any) -> str:
     return NA if missing(value) else f"{float(value):g}"
 
 
-def interval(low: Any, high: Any, digits: int = 2) -> str:
-    """A confidence interval as '[low, high]'."""
+def interval(low: Any, high: Any, digits: int = 2, sign: bool = True) -> str:
+    """A confidence interval as '[low, high]' (with signs for a shift, without for a rate)."""
     if missing(low) or missing(high):
         return NA
+    if not sign:
+        return f"[{float(low):.{digits}f}, {float(high):.{digits}f}]"
     return f"[{signed(low, digits)}, {signed(high, digits)}]"
 
 

@@ -178,8 +178,9 @@ def headline(ctx: Context) -> Section:
     section.data_statement = data_statement(m, "degradation", {"slice": "overall"})
     section.blocks.append(
         Paragraph(
-            "The degradation mart gives each rate its count of pairs but no interval; the interval shown is the "
-            "bootstrap interval of the mean shift (significance mart), resampling whole queries. 'Significant' means "
+            "Each rate carries its 95 % Wilson interval (degradation mart, pairs taken as independent); the shift's "
+            "interval is the bootstrap interval of the mean shift (significance mart), resampling whole queries. "
+            "'Significant' means "
             f"Holm-adjusted p < {ALPHA} for the paired t-test over that model, arm and metric's slices."
         )
     )
@@ -219,6 +220,15 @@ def headline(ctx: Context) -> Section:
                         link_label=f"{r.model_id}, {r.arm}, {_metric_label(r.metric)}: {fmt.pct(r.degradation_pct)} % "
                         f"of {fmt.count(r.n_pairs)} pairs degraded; show the pairs",
                     ),
+                    _ci_cell(
+                        r,
+                        "degradation_ci_low_pct",
+                        "degradation_ci_high_pct",
+                        "degradation",
+                        k,
+                        1,
+                        sign=False,
+                    ),
                     fmt.fig(fmt.count(r.n_pairs), src("n_pairs")),
                     fmt.fig(fmt.count(r.n_excluded), src("n_excluded")),
                     fmt.fig(fmt.signed(s.mean_diff), ssrc("mean_diff"))
@@ -254,6 +264,7 @@ def headline(ctx: Context) -> Section:
                     "Arm",
                     "Metric",
                     "Degradation rate (%)",
+                    "95 % CI of the rate",
                     "Pairs counted",
                     "Pairs excluded",
                     "Mean shift",
@@ -273,13 +284,19 @@ def headline(ctx: Context) -> Section:
 
 
 def _ci_cell(
-    row: Any, low: str, high: str, relation: str, key: dict | None, digits: int = 2
+    row: Any,
+    low: str,
+    high: str,
+    relation: str,
+    key: dict | None,
+    digits: int = 2,
+    sign: bool = True,
 ) -> Cell:
     """An interval cell; its two ends each carry their provenance (low in source, high in ``note`` source)."""
     if key is None or fmt.missing(row[low]) or fmt.missing(row[high]):
         return fmt.label(fmt.NA)
     return Cell(
-        text=fmt.interval(row[low], row[high], digits),
+        text=fmt.interval(row[low], row[high], digits, sign),
         numeric=True,
         source=Source(relation, f"{low}|{high}", key),
     )

@@ -3,7 +3,8 @@
     is degraded (macro is_degraded, under var('degradation_rule'), recorded in
     degradation_rule), per task, model, arm, query set and metric, overall and by
     domain, disability and their cross (macro slice_pairs). Each rubric judge is
-    its own metric, 'judge_score:<judge_name>'. Only included pairs count (n_pairs);
+    its own metric, 'judge_score:<judge_name>'. Each rate has its 95 % Wilson
+    interval (macro wilson_bound). Only included pairs count (n_pairs);
     excluded ones are counted beside them (n_excluded) and explained in
     data_quality.
 #}
@@ -61,6 +62,8 @@ final as (
         n_degraded,
         -- null, not 0, when no pair could be judged: "no evidence" is not "no degradation"
         100.0 * cast(n_degraded as double) / nullif(n_pairs, 0) as degradation_pct,
+        {{ wilson_bound('n_degraded', 'n_pairs', -1) }} as degradation_ci_low_pct,
+        {{ wilson_bound('n_degraded', 'n_pairs', 1) }} as degradation_ci_high_pct,
         n_excluded,
         threshold,
         degradation_rule

@@ -1092,3 +1092,17 @@ def test_data_quality_equals_pandas_counts(built, pairs):
     regard = dq[(dq.area == "rate") & (dq.metric == "regard")]
     assert "included" not in set(regard.status) and regard.n_rows.sum() == pair_rows.sum()
     assert regard.status.str.contains("unavailable").any()
+
+
+def test_degradation_rate_interval_equals_statsmodels_wilson(built):
+    from statsmodels.stats.proportion import proportion_confint
+
+    deg = read(
+        built,
+        "select n_pairs, n_degraded, degradation_ci_low_pct, degradation_ci_high_pct from degradation",
+    )
+    counted = deg[deg.n_pairs > 0]
+    assert len(counted) > 0 and deg[deg.n_pairs == 0].degradation_ci_low_pct.isna().all()
+    low, high = proportion_confint(counted.n_degraded, counted.n_pairs, alpha=0.05, method="wilson")
+    assert np.allclose(counted.degradation_ci_low_pct, 100 * low, atol=1e-9)
+    assert np.allclose(counted.degradation_ci_high_pct, 100 * high, atol=1e-9)
