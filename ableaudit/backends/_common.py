@@ -21,6 +21,19 @@ _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
+# `scheme://user:password@` at the start of a URL: the credentials stripped before it is stored or logged.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+
+
+def strip_url_credentials(text: str) -> str:
+    """``text`` with the userinfo (``user:key@``) of every URL in it removed, the rest kept.
+
+    A key written into a ``base_url`` must reach the server, but never the warehouse,
+    a log line or an error message: whatever is stored or shown goes through here.
+    """
+    return _URL_USERINFO.sub(r"\g<scheme>", text)
+
+
 def openai_messages(request: GenerationRequest) -> list[dict[str, Any]]:
     """Chat messages in OpenAI wire format; images attach to the last user message.
 
