@@ -55,7 +55,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._common import is_local_url, normalize_finish_reason, openai_messages
+from ._common import (
+    is_local_url,
+    normalize_finish_reason,
+    openai_messages,
+    strip_url_credentials,
+)
 from .base import (
     Backend,
     BackendError,
@@ -92,7 +97,8 @@ class _Server:
 
     @property
     def where(self) -> str:
-        return self.url or "the OpenAI API"
+        """The server as messages and logs name it: its URL without credentials."""
+        return strip_url_credentials(self.url) if self.url else "the OpenAI API"
 
 
 class OpenAIBackend(Backend):
@@ -121,7 +127,11 @@ class OpenAIBackend(Backend):
         urls = target.base_urls or [os.environ.get("OPENAI_BASE_URL") or None]
         key = os.environ.get(target.api_key_env)
         if not key:
-            remote = [u or "the OpenAI API" for u in urls if u is None or not is_local_url(u)]
+            remote = [
+                strip_url_credentials(u) if u else "the OpenAI API"
+                for u in urls
+                if u is None or not is_local_url(u)
+            ]
             if remote:
                 raise BackendError(
                     f"no API key: env var {target.api_key_env} is unset for {', '.join(remote)}; "
@@ -263,6 +273,15 @@ class OpenAIBackend(Backend):
         if not resp.choices:
             return GenerationResult.failed(req.key, "server reply has no choices", latency_ms=ms)
         choice = resp.choices[0]
+        content = choice.message.content
+        if content is None and not getattr(choice.message, "refusal", None):
+            # no text and no refusal: a server fault, not an empty answer; retried next run
+            return GenerationResult.failed(
+                req.key,
+                f"no content: {server.where} returned a null message content "
+                f"(finish_reason {choice.finish_reason!r})",
+                latency_ms=ms,
+            )
         served = getattr(resp, "model", None)
         fp = getattr(resp, "system_fingerprint", None)
         reported = (f"{served}@{fp}" if fp else served) if served else None
@@ -283,7 +302,7 @@ class OpenAIBackend(Backend):
         usage = resp.usage
         return GenerationResult.from_text(
             req.key,
-            choice.message.content or "",
+            content or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),
