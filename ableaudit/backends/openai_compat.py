@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._common import (
+    basic_auth_header,
     is_local_url,
     normalize_finish_reason,
     openai_messages,
@@ -141,18 +142,7 @@ class OpenAIBackend(Backend):
         self.max_tokens_field = opts.get("max_tokens_field", "max_tokens")
         self.send_seed = bool(opts.get("send_seed", True))
         self.extra_body = dict(opts.get("extra_body") or {})
-        self.servers = [
-            _Server(
-                u,
-                openai.OpenAI(
-                    base_url=u,
-                    api_key=key,
-                    max_retries=int(opts.get("max_retries", 4)),
-                    timeout=float(opts.get("timeout_s", 600)),
-                ),
-            )
-            for u in urls
-        ]
+        self.servers = [_Server(u, self._client(u, key, opts)) for u in urls]
         self.concurrency = self.batch_size * len(self.servers)
         self._lock = threading.Lock()
         self._warned_mixed = False
@@ -162,6 +152,18 @@ class OpenAIBackend(Backend):
                     server,
                     f" (server {i + 1} of {len(self.servers)})" if len(self.servers) > 1 else "",
                 )
+
+    def _client(self, url: str | None, key: str, opts: dict[str, Any]) -> Any:
+        """The client of one server; credentials in its URL go as the header they stand for, so
+        the URL the HTTP client logs carries none."""
+        auth = basic_auth_header(url) if url else None
+        return self._openai.OpenAI(
+            base_url=strip_url_credentials(url) if auth else url,
+            api_key=key,
+            max_retries=int(opts.get("max_retries", 4)),
+            timeout=float(opts.get("timeout_s", 600)),
+            default_headers={"Authorization": auth} if auth else None,
+        )
 
     @property
     def model_revision(self) -> str:
