@@ -16,7 +16,7 @@ from ableaudit.audit.runs import (
 )
 from ableaudit.config import parse_config
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import land_generations
+from ableaudit.warehouse.landing import land_generations, land_judgments
 from tests.fixtures.warehouse import synthetic_generations
 
 
@@ -106,3 +106,25 @@ def test_run_failures_count_this_runs_errors_by_kind(warehouse):
     assert message.startswith("3 generations failed (2 HTTP 500, 1 ValueError)")
     assert "run the same command again: only the failed requests are sent" in message
     assert not run_failures(warehouse, "no-such-run")
+
+
+def test_run_failures_count_failed_judge_calls(warehouse):
+    base = {
+        "judge_kind": "rubric",
+        "judge_name": "j",
+        "judge_model": "m",
+        "prompt_version": "v",
+        "subject_hash": "h",
+        "source": "judged",
+        "run_id": "this",
+    }
+    land_judgments(
+        warehouse,
+        [
+            {**base, "judgment_id": "a", "call_status": "error", "error_message": "HTTP 429: slow"},
+            {**base, "judgment_id": "b", "call_status": "ok", "parse_status": "parsed"},
+        ],
+    )
+    failures = run_failures(warehouse, "this")
+    assert dict(failures.judgments) == {"HTTP 429": 1} and not failures.generations
+    assert str(AuditIncomplete(failures)).startswith("1 judge calls failed (1 HTTP 429)")
