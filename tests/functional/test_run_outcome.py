@@ -58,6 +58,23 @@ def _query(wh, sql: str) -> list[tuple]:
         con.close()
 
 
+def _read_all(path) -> str:
+    """Every value of a DuckDB file or Parquet file as text (strings may be stored compressed)."""
+    con = (
+        duckdb.connect(str(path), read_only=True) if path.suffix == ".duckdb" else duckdb.connect()
+    )
+    try:
+        if path.suffix == ".parquet":
+            return str(con.execute("select * from read_parquet(?)", [str(path)]).fetchall())
+        tables = con.execute(
+            "select table_schema, table_name from information_schema.tables "
+            "where table_type = 'BASE TABLE'"
+        ).fetchall()
+        return str([con.execute(f'select * from "{s}"."{t}"').fetchall() for s, t in tables])
+    finally:
+        con.close()
+
+
 def test_failed_requests_fail_the_run_and_a_rerun_fills_the_gaps(tmp_path, servers, capsys):
     """3 requests answered 500 (no client retries) and 1 with a null content: the flow lands all
     it can, then fails naming both kinds; the CLI exits 3 while any remain; a healthy re-run asks
@@ -97,8 +114,9 @@ def test_failed_requests_fail_the_run_and_a_rerun_fills_the_gaps(tmp_path, serve
 def test_no_credential_reaches_any_output(tmp_path, servers, monkeypatch, capfd, caplog):
     """Canaries in every place a key can be written: the env var api_key_env names, a base_url's
     userinfo, a replica's userinfo, option and extra_body fields named like secrets. A run with
-    failing replicas (their URLs land in error messages) and a healthy re-run leave none of them
-    in the warehouse's files, the logs or the terminal."""
+    failing replicas (their URLs land in error messages), a healthy re-run and a build leave none
+    of them in the warehouse's files, the published copy, its Parquet files, the report, the logs
+    or the terminal."""
     caplog.set_level(logging.DEBUG)
     canary = {
         where: f"canary{i}{secrets.token_hex(8)}"
@@ -135,6 +153,10 @@ def test_no_credential_reaches_any_output(tmp_path, servers, monkeypatch, capfd,
     messages = [m for (m,) in _query(wh, "select error_message from raw.generation_errors")]
     assert any("all 2 servers failed" in m for m in messages)
     assert main(["audit", "--config", config, "--warehouse", str(wh)]) == 0
+    # the build publishes a copy, Parquet files and the report beside the warehouse
+    monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp_path / "no-regard-model-here"))
+    assert main(["build", "--warehouse", str(wh)]) == 0
+    assert list((wh.parent / "published").rglob("*.parquet"))
     # the servers got the URLs' credentials (as the Basic header they stand for), as written
     basic = "Basic " + base64.b64encode(f"user:{canary['url']}".encode()).decode()
     assert {h["authorization"] for h in a.headers} == {basic}
@@ -154,6 +176,12 @@ def test_no_credential_reaches_any_output(tmp_path, servers, monkeypatch, capfd,
     outputs |= {
         str(p): p.read_bytes().decode("latin-1") for p in wh.parent.rglob("*") if p.is_file()
     }
+    outputs |= {
+        f"{p} (read)": _read_all(p)
+        for p in wh.parent.rglob("*")
+        if p.suffix in (".duckdb", ".parquet") and p.is_file()
+    }
+    assert "all 2 servers failed" in outputs[f"{wh} (read)"]  # the reads see the values
     for where, value in canary.items():
         leaked = [name for name, text in outputs.items() if value in text]
         assert not leaked, f"the {where} canary is in {leaked}"
