@@ -7,6 +7,7 @@ not a silently ignored setting.
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ableaudit import PROJECT_ROOT
+from ableaudit.backends._common import strip_url_credentials
 from ableaudit.backends.registry import backend_class, backend_names, backends_where
 
 logger = logging.getLogger(__name__)
@@ -39,6 +41,28 @@ ASSIGNMENT_ARM = "disability_assignment"
 
 class ConfigError(ValueError):
     """The audit config is wrong; the message names the field and the fix."""
+
+
+# What an environment variable's name may be; an api_key_env outside it is a pasted key.
+ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _looks_like_key(value: str) -> bool:
+    """A value of api_key_env that is a key rather than a variable's name.
+
+    Keys start with a vendor prefix (``sk-``), hold characters no name can, or are long
+    strings of short random pieces: a name splits into words (``AzureOpenAIKeyProduction``,
+    ``OPENAI_API_KEY``), a key into fragments of one or two characters (``xW9qT3bZ``).
+    """
+    if value.startswith(_KEY_PREFIXES) or not ENV_VAR_NAME.match(value):
+        return True
+    pieces = _NAME_PIECES.findall(value)
+    return len(value) >= 20 and sum(map(len, pieces)) / max(len(pieces), 1) < 3
+
+
+# Prefixes of vendors' API keys; `_NAME_PIECES` splits a name into its words and numbers.
+_KEY_PREFIXES = ("sk-", "sk_", "pk-", "rk-", "hf_", "gsk_", "xai-", "ghp_", "github_pat_")
+_NAME_PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
 
 
 class _Strict(BaseModel):
@@ -103,6 +127,17 @@ class Target(_Strict):
             raise ValueError(f"unknown backend {v!r}; use one of {', '.join(backend_names())}")
         return v
 
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env_is_a_name(cls, v: str) -> str:
+        if _looks_like_key(v):
+            raise ValueError(
+                "api_key_env must name an environment variable (letters, digits and '_', not "
+                "starting with a digit), not hold the key itself: put the key in an env var, e.g. "
+                "`export MY_API_KEY=...`, and set `api_key_env: MY_API_KEY`"
+            )
+        return v
+
     @field_validator("base_url")
     @classmethod
     def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
@@ -114,7 +149,8 @@ class Target(_Strict):
                 "base_url must be a URL or a non-empty list of URLs (replicas serving the same model)"
             )
         if len(set(urls)) != len(urls):
-            raise ValueError(f"base_url lists a server twice: {urls}; list each replica once")
+            shown = [strip_url_credentials(u) for u in urls]
+            raise ValueError(f"base_url lists a server twice: {shown}; list each replica once")
         return v
 
     @model_validator(mode="after")

@@ -22,7 +22,12 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ableaudit.audit import tasks  # noqa: E402
 from ableaudit.audit.planning import audit_task, plan_task  # noqa: E402
-from ableaudit.audit.runs import finish_run, start_run  # noqa: E402
+from ableaudit.audit.runs import (  # noqa: E402
+    AuditIncomplete,
+    finish_run,
+    run_failures,
+    start_run,
+)
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
@@ -67,7 +72,12 @@ def audit_targets(
 def audit(
     config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None
 ) -> dict[str, Any]:
-    """Audit every target of the config on the selected prompts; land, judge, build, publish."""
+    """Audit every target of the config on the selected prompts; land, judge, build, publish.
+
+    Requests that failed (error rows of this run) fail the flow after the build, so what
+    succeeded is published and a scheduler still sees the run as failed
+    (``AuditIncomplete``, naming the kinds of error and how to retry).
+    """
     cfg = load_config(tasks.resolve_config_path(config))
     wh = str(warehouse_path(warehouse))
     run_id = _run_id()
@@ -95,13 +105,16 @@ def audit(
         if cfg.build if build is None else build:
             summary["published"] = tasks.build_warehouse(wh)
             summary["report"] = tasks.render_report(summary["published"])
-        status = "completed"
         get_run_logger().info(
             "results: warehouse %s; published copy %s; report %s",
             wh,
             summary.get("published", "(not built)"),
             summary.get("report", "(not built)"),
         )
+        failures = run_failures(wh, run_id)
+        if failures:
+            raise AuditIncomplete(failures)
+        status = "completed"
     except (KeyboardInterrupt, SystemExit):
         status = "interrupted"
         raise

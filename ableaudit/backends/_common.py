@@ -6,12 +6,14 @@ an environment where the heavy local-inference stack is absent or slow to load.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from ableaudit.media import image_bytes, image_data_url
 
@@ -19,6 +21,32 @@ from .base import GenerationRequest
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+# `scheme://user:password@` at the start of a URL: the credentials stripped before it is stored or logged.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+
+
+def strip_url_credentials(text: str) -> str:
+    """``text`` with the userinfo (``user:key@``) of every URL in it removed, the rest kept.
+
+    A key written into a ``base_url`` must reach the server, but never the warehouse,
+    a log line or an error message: whatever is stored or shown goes through here.
+    """
+    return _URL_USERINFO.sub(r"\g<scheme>", text)
+
+
+def basic_auth_header(url: str) -> str | None:
+    """The ``Authorization`` header a URL's userinfo stands for (None without one).
+
+    An HTTP client turns ``http://user:key@host`` into this header and logs the URL whole;
+    sending the header with the URL stripped reaches the server the same way and logs no key.
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return None
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode()
 
 
 def openai_messages(request: GenerationRequest) -> list[dict[str, Any]]:

@@ -55,7 +55,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._common import is_local_url, normalize_finish_reason, openai_messages
+from ._common import (
+    basic_auth_header,
+    is_local_url,
+    normalize_finish_reason,
+    openai_messages,
+    strip_url_credentials,
+)
 from .base import (
     Backend,
     BackendError,
@@ -92,7 +98,8 @@ class _Server:
 
     @property
     def where(self) -> str:
-        return self.url or "the OpenAI API"
+        """The server as messages and logs name it: its URL without credentials."""
+        return strip_url_credentials(self.url) if self.url else "the OpenAI API"
 
 
 class OpenAIBackend(Backend):
@@ -121,7 +128,11 @@ class OpenAIBackend(Backend):
         urls = target.base_urls or [os.environ.get("OPENAI_BASE_URL") or None]
         key = os.environ.get(target.api_key_env)
         if not key:
-            remote = [u or "the OpenAI API" for u in urls if u is None or not is_local_url(u)]
+            remote = [
+                strip_url_credentials(u) if u else "the OpenAI API"
+                for u in urls
+                if u is None or not is_local_url(u)
+            ]
             if remote:
                 raise BackendError(
                     f"no API key: env var {target.api_key_env} is unset for {', '.join(remote)}; "
@@ -131,18 +142,7 @@ class OpenAIBackend(Backend):
         self.max_tokens_field = opts.get("max_tokens_field", "max_tokens")
         self.send_seed = bool(opts.get("send_seed", True))
         self.extra_body = dict(opts.get("extra_body") or {})
-        self.servers = [
-            _Server(
-                u,
-                openai.OpenAI(
-                    base_url=u,
-                    api_key=key,
-                    max_retries=int(opts.get("max_retries", 4)),
-                    timeout=float(opts.get("timeout_s", 600)),
-                ),
-            )
-            for u in urls
-        ]
+        self.servers = [_Server(u, self._client(u, key, opts)) for u in urls]
         self.concurrency = self.batch_size * len(self.servers)
         self._lock = threading.Lock()
         self._warned_mixed = False
@@ -152,6 +152,18 @@ class OpenAIBackend(Backend):
                     server,
                     f" (server {i + 1} of {len(self.servers)})" if len(self.servers) > 1 else "",
                 )
+
+    def _client(self, url: str | None, key: str, opts: dict[str, Any]) -> Any:
+        """The client of one server; credentials in its URL go as the header they stand for, so
+        the URL the HTTP client logs carries none."""
+        auth = basic_auth_header(url) if url else None
+        return self._openai.OpenAI(
+            base_url=strip_url_credentials(url) if auth else url,
+            api_key=key,
+            max_retries=int(opts.get("max_retries", 4)),
+            timeout=float(opts.get("timeout_s", 600)),
+            default_headers={"Authorization": auth} if auth else None,
+        )
 
     @property
     def model_revision(self) -> str:
@@ -263,6 +275,15 @@ class OpenAIBackend(Backend):
         if not resp.choices:
             return GenerationResult.failed(req.key, "server reply has no choices", latency_ms=ms)
         choice = resp.choices[0]
+        content = choice.message.content
+        if content is None and not getattr(choice.message, "refusal", None):
+            # no text and no refusal: a server fault, not an empty answer; retried next run
+            return GenerationResult.failed(
+                req.key,
+                f"no content: {server.where} returned a null message content "
+                f"(finish_reason {choice.finish_reason!r})",
+                latency_ms=ms,
+            )
         served = getattr(resp, "model", None)
         fp = getattr(resp, "system_fingerprint", None)
         reported = (f"{served}@{fp}" if fp else served) if served else None
@@ -283,7 +304,7 @@ class OpenAIBackend(Backend):
         usage = resp.usage
         return GenerationResult.from_text(
             req.key,
-            choice.message.content or "",
+            content or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
             prompt_tokens=getattr(usage, "prompt_tokens", None),
             completion_tokens=getattr(usage, "completion_tokens", None),

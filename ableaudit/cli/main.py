@@ -1,7 +1,9 @@
 """`ableaudit`: the command line.
 
 Every command takes --warehouse (default: $ABLEAUDIT_WAREHOUSE, else
-warehouse/ableaudit.duckdb). Errors a user can cause print one message and exit 2.
+warehouse/ableaudit.duckdb). Exit status: 0 done; 1 a crash (a traceback); 2 an error a
+user can fix (one message); 3 an audit that ran to its end but left some requests failed
+(the message counts them; running the same command again sends only those).
 """
 
 from __future__ import annotations
@@ -29,14 +31,23 @@ order by degradation_pct desc;
 select * from data_quality;
 """
 
+# Exit statuses (see docs/running.md): a fixable error; an audit that left failed requests.
+EXIT_USAGE = 2
+EXIT_INCOMPLETE = 3
+
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from ableaudit.audit.flow import audit as flow
+    from ableaudit.audit.runs import AuditIncomplete
 
     wh = warehouse_path(args.warehouse)
-    summary = flow(
-        config=str(args.config), warehouse=str(wh), build=False if args.no_build else None
-    )
+    try:
+        summary = flow(
+            config=str(args.config), warehouse=str(wh), build=False if args.no_build else None
+        )
+    except AuditIncomplete as err:
+        print(f"ableaudit: audit incomplete: {err}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     print()
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
@@ -402,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         # ConfigError, ResponseImportError, QuerySetError, BackendError, dbt failures
         print(f"ableaudit: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

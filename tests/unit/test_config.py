@@ -215,3 +215,45 @@ def test_a_pairs_tree_is_found_under_the_image_root(tmp_path):
     (tmp_path / "data" / "status").mkdir(parents=True)
     v = VisionSettings(image_set="pairs", image_root=str(tmp_path))
     assert v.images_folder() == (tmp_path / "data").resolve()
+
+
+@pytest.mark.parametrize(
+    "name", ["OPENAI_API_KEY", "HF_TOKEN", "TOGETHER_API_KEY_2", "AzureOpenAIKeyProduction01", "_K"]
+)
+def test_api_key_env_takes_a_variable_name(name):
+    cfg = parse_config(
+        {"targets": [{"name": "m", "backend": "openai", "model": "x", "api_key_env": name}]}
+    )
+    assert cfg.targets[0].api_key_env == name
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "sk-proj-abc123def456",
+        "hf_AbCdEfGhIjKlMnOpQrStUv",
+        "Tqk57ui6xWJEid_uAv9B4Ux_XnlH7Po4",  # long and random
+        "7644555acb85c52765f6e9b3a3cd8beb",  # hex: starts with a digit
+        "abc.def-ghi",  # characters a name cannot hold
+        "my key",
+    ],
+)
+def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(pasted):
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"targets": [{"name": "m", "backend": "openai", "model": "x", "api_key_env": pasted}]}
+        )
+    message = str(err.value)
+    assert "targets.0.api_key_env" in message
+    assert "must name an environment variable" in message and "export" in message
+    assert pasted not in message
+
+
+def test_a_repeated_replica_is_named_without_its_credentials():
+    url = "http://user:s3cr3t-canary@127.0.0.1:8000/v1"
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {"targets": [{"name": "m", "backend": "openai", "model": "x", "base_url": [url, url]}]}
+        )
+    assert "lists a server twice" in str(err.value) and "s3cr3t-canary" not in str(err.value)
+    assert "http://127.0.0.1:8000/v1" in str(err.value)

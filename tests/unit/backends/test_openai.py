@@ -464,3 +464,34 @@ def test_structured_output_is_sent_as_response_format(server):
         p for p in server.payloads if "free text please" in json.dumps(p)
     )
     b.close()
+
+
+def test_null_content_is_an_error_and_an_empty_string_stays_empty(server):
+    """A reply whose content is null (no refusal either) is a server fault: an error, retried next
+    run; an empty string is the model's answer."""
+    b = make_backend(_target(server.base_url, batch_size=1))
+    server.null_content_next = 1
+    (null,) = b.generate([_req("a", "hello")])
+    assert null.status == "error"
+    assert null.error.startswith("no content: ") and server.base_url in null.error
+    (ok,) = b.generate([_req("a", "hello")])
+    assert ok.status == "ok" and ok.text == "echo: hello"
+    (empty,) = b.generate([_req("b", "hello", max_new_tokens=0)])
+    assert empty.status == "empty"
+
+
+def test_credentials_in_a_base_url_reach_the_server_but_no_message(server):
+    """The URL is used as written; errors and messages name it without its userinfo."""
+    secret = "canary-" + "x9Q2" * 4
+    url = server.base_url.replace("http://", f"http://user:{secret}@")
+    dead = "http://user:" + secret + "@127.0.0.1:9/v1"
+    b = make_backend(_target([url, dead], batch_size=1, options={"check_server": False}))
+    assert b.servers[0].url == url
+    (res,) = b.generate([_req("a", "hello")])
+    assert res.status == "ok"
+    assert all(secret not in s.where for s in b.servers)
+    with pytest.raises(BackendError) as err:
+        make_backend(
+            _target("http://user:" + secret + "@127.0.0.1:9/v1", options={"max_retries": 0})
+        )
+    assert secret not in str(err.value) and "127.0.0.1:9" in str(err.value)
