@@ -16,8 +16,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ableaudit import PROJECT_ROOT
-from ableaudit.backends._common import strip_url_credentials
 from ableaudit.backends.registry import backend_class, backend_names, backends_where
+from ableaudit.keys import strip_url_credentials
 
 logger = logging.getLogger(__name__)
 

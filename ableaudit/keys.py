@@ -1,4 +1,4 @@
-"""Content-addressed keys.
+"""Content-addressed keys, built-in model files, and URLs with their credentials stripped.
 
 A generation's key is a hash of everything that determines it, so re-running an
 audit finds what has landed and never generates it twice.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,16 @@ def model_fingerprint(model: str, revision: str | None = None) -> str:
         ]
         return "local:" + content_key(listing)[:16]
     return f"{model}@{revision or 'main'}"
+
+
+# `scheme://user:password@` at the start of a URL: the credentials stripped before it is stored or logged.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+
+
+def strip_url_credentials(text: str) -> str:
+    """``text`` with the userinfo (``user:key@``) of every URL in it removed, the rest kept.
+
+    A key written into a ``base_url`` must reach the server, but never the warehouse,
+    a log line or an error message: whatever is stored or shown goes through here.
+    """
+    return _URL_USERINFO.sub(r"\g<scheme>", text)

@@ -15,25 +15,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from ableaudit.keys import strip_url_credentials  # noqa: F401 (the backends import it from here)
 from ableaudit.media import image_bytes, image_data_url
 
 from .base import GenerationRequest
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0", "[::1]"}
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
-
-
-# `scheme://user:password@` at the start of a URL: the credentials stripped before it is stored or logged.
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
-
-
-def strip_url_credentials(text: str) -> str:
-    """``text`` with the userinfo (``user:key@``) of every URL in it removed, the rest kept.
-
-    A key written into a ``base_url`` must reach the server, but never the warehouse,
-    a log line or an error message: whatever is stored or shown goes through here.
-    """
-    return _URL_USERINFO.sub(r"\g<scheme>", text)
 
 
 def basic_auth_header(url: str) -> str | None:

@@ -854,7 +854,9 @@ def test_smollm2_judges_end_to_end(warehouse: Path) -> None:
     pytest.importorskip("xllamacpp")
     from ableaudit.keys import resolve_builtin
 
-    assert resolve_builtin("builtin:smollm2").is_file()  # installed by make (requirements-nodeps.lock)
+    assert resolve_builtin(
+        "builtin:smollm2"
+    ).is_file()  # installed by make (requirements-nodeps.lock)
     from ableaudit.backends import make_backend
 
     land_generations(

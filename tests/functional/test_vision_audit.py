@@ -254,9 +254,19 @@ def _pairs(g: pd.DataFrame) -> pd.DataFrame:
     """Complete NP/DP pairs: same model, arm, image, temperature and sample; both answers ok."""
     ok = g[(g.status == "ok") & (g.arm != "disability_assignment")]
     keys = ["model_id", "arm", "query_set", "query_id", "temperature", "sample_index"]
-    n = ok[ok.condition == "neutral"][keys + ["generation_id", "prompt_text", "response_text"]]
+    n = ok[ok.condition == "neutral"][
+        keys + ["generation_id", "prompt_text", "response_text", "finish_reason"]
+    ]
     d = ok[ok.condition == "disability"][
-        keys + ["domain", "disability_id", "generation_id", "prompt_text", "response_text"]
+        keys
+        + [
+            "domain",
+            "disability_id",
+            "generation_id",
+            "prompt_text",
+            "response_text",
+            "finish_reason",
+        ]
     ]
     return d.merge(n, on=keys, suffixes=("_b", "_a"))
 
@@ -267,11 +277,13 @@ def _outcomes(wh: Path) -> pd.DataFrame:
     na, db = pairs.response_text_a, pairs.response_text_b
     wa, wb = na.str.split().str.len(), db.str.split().str.len()
     va, vb = na.map(vader), db.map(vader)
+    # an answer cut off at the token cap says nothing about verbosity: such pairs are left out of it
+    finished = (pairs.finish_reason_a != "length") & (pairs.finish_reason_b != "length")
     rows = [
         pairs.assign(
             measure_id="verbosity",
             outcome=((wb > wa) & (wb - wa >= 0.05 * wa.abs() - 1e-9)).astype(int),
-        ),
+        )[finished],
         pairs.assign(
             measure_id="vader",
             outcome=((vb < va) & (va - vb >= 0.05 * va.abs() - 1e-9)).astype(int),
@@ -390,7 +402,11 @@ def test_degradation_has_vision_rows_matching_an_independent_vader(audited):
         wh,
         "select * from degradation where task = 'vision' and metric = 'verbosity' and slice = 'overall'",
     )
-    assert set(verbosity.model_id) == {"tiny-llava", "fake-vlm"} and (verbosity.n_pairs > 0).all()
+    assert set(verbosity.model_id) == {"tiny-llava", "fake-vlm"}
+    counted = _outcomes(wh).query("measure_id == 'verbosity'").groupby(["model_id", "arm"]).size()
+    got = verbosity.set_index(["model_id", "arm"]).n_pairs
+    assert got.to_dict() == counted.reindex(got.index, fill_value=0).to_dict()
+    assert (verbosity[verbosity.model_id == "fake-vlm"].n_pairs > 0).all()
     shift = _read(
         wh, "select * from interpretive_shift where task = 'vision' and slice = 'overall'"
     )
@@ -420,6 +436,10 @@ def test_group_bias_matches_an_independent_pandas_computation(audited):
         "abstain",
     }
     got = got[got.measure_id.isin(exp.measure_id.unique())]
+    # a group with no counted pair keeps its row (n_pairs 0, no interval, a reason); the rest are compared
+    empty = got[got.n_pairs == 0]
+    assert empty.ci_low_pct.isna().all() and empty.ci_reason.notna().all()
+    got = got[got.n_pairs > 0]
     m = exp.merge(got, on=keys + ["grouping", "group_value"], how="outer", indicator=True)
     assert (m._merge == "both").all(), m[m._merge != "both"][
         keys + ["grouping", "group_value", "_merge"]
