@@ -12,7 +12,6 @@ pandas. It never reads the SQL under test.
 from __future__ import annotations
 
 import csv
-import hashlib
 import random
 import re
 from pathlib import Path
@@ -26,7 +25,7 @@ import yaml
 from ableaudit import PROJECT_ROOT
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.warehouse import connect
-from tests.fixtures.warehouse import DISABILITIES, land, read
+from tests.fixtures.warehouse import DISABILITIES, imported_row, land, read
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
@@ -355,37 +354,16 @@ def synthetic_generations(seed: int = 11) -> list[dict]:
                         status, text = "empty", " "
                     elif r < 0.14:
                         text = shared
-                    rows.append(_row(model, arm, query_id, domain, disability, status, text))
+                    rows.append(
+                        imported_row(model, arm, query_id, domain, disability, status, text)
+                    )
     for i, (text, _) in enumerate(TRICKY):
         rows.append(
-            _row("tricky", "baseline", f"tricky_{i:02d}", "education", "hearing", "ok", text)
+            imported_row(
+                "tricky", "baseline", f"tricky_{i:02d}", "education", "hearing", "ok", text
+            )
         )
     return rows
-
-
-def _row(model, arm, query_id, domain, disability, status, text) -> dict:
-    return dict(
-        generation_id=hashlib.sha256(f"{model}|{arm}|{query_id}|{disability}".encode()).hexdigest(),
-        run_id=f"run-{model}",
-        task="text",
-        target=model,
-        model_id=model,
-        backend="import",
-        arm=arm,
-        query_set="ableaudit",
-        query_id=query_id,
-        domain=domain,
-        disability_id=disability,
-        condition="neutral" if disability is None else "disability",
-        prompt_id=f"ableaudit:{query_id}:{disability or 'neutral'}",
-        prompt_text=f"prompt {query_id} {disability}",
-        temperature=0.1,
-        sample_index=0,
-        status=status,
-        response_text=text,
-        error_message="boom" if status == "error" else None,
-        source="imported",
-    )
 
 
 SELECT = [
@@ -637,7 +615,7 @@ def test_rebuild_matches_only_new_texts_and_a_synonym_edit_rematches_all(built, 
         wh,
         "select text_hash, technology_id, scorer_version, scored_at from response_assistive_tech",
     )
-    new = _row(
+    new = imported_row(
         "model-c",
         "baseline",
         "edu_001",
