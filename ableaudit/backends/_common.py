@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ableaudit.keys import strip_url_credentials  # noqa: F401 (the backends import it from here)
 from ableaudit.media import image_bytes, image_data_url
 
 from .base import GenerationRequest

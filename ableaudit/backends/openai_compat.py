@@ -55,12 +55,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ableaudit.keys import strip_url_credentials
+
 from ._common import (
     basic_auth_header,
     is_local_url,
     normalize_finish_reason,
     openai_messages,
-    strip_url_credentials,
 )
 from .base import (
     Backend,
