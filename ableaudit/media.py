@@ -28,9 +28,15 @@ def resolve_under(root: str | Path, path: str | Path) -> tuple[Path, str]:
     and symbolic links it must lie inside the (resolved) root, else
     ImageSetError: an image set must not read files elsewhere on the machine.
     """
-    base = Path(root).expanduser().resolve()
-    p = Path(path).expanduser()
-    full = (p if p.is_absolute() else base / p).resolve()
+    try:
+        base = Path(root).expanduser().resolve()
+        p = Path(path).expanduser()
+        full = (p if p.is_absolute() else base / p).resolve()
+    except (OSError, RuntimeError, ValueError) as err:  # a link loop, a name too long
+        raise ImageSetError(
+            f"image path {str(path)!r} cannot be resolved ({err}); name a plain file "
+            "inside image_root"
+        ) from None
     try:
         rel = full.relative_to(base)
     except ValueError:
@@ -91,11 +97,11 @@ def image_mime(data: bytes) -> str:
 
 
 def image_dimensions(data: bytes) -> tuple[int, int] | None:
-    """(width, height) from the header of a PNG, JPEG or GIF; None when it cannot be read."""
+    """(width, height) from the header of a PNG, JPEG, GIF or WebP; None when it cannot be read."""
     fmt = image_format(data)
     try:
         if fmt == "png":
-            if data[12:16] != b"IHDR":
+            if data[12:16] != b"IHDR" or len(data) < 24:
                 return None
             w, h = struct.unpack(">II", data[16:24])
             return int(w), int(h)
@@ -131,8 +137,72 @@ def image_dimensions(data: bytes) -> tuple[int, int] | None:
                     h, w = struct.unpack(">HH", data[i + 5 : i + 9])
                     return int(w), int(h)
                 i += 2 + length
+        if fmt == "webp":
+            chunk = data[12:16]
+            if chunk == b"VP8X":
+                w = int.from_bytes(data[24:27], "little") + 1
+                h = int.from_bytes(data[27:30], "little") + 1
+                return w, h
+            if chunk == b"VP8L" and len(data) >= 25:
+                bits = int.from_bytes(data[21:25], "little")
+                return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+            if chunk == b"VP8 " and len(data) >= 30:
+                w, h = struct.unpack("<HH", data[26:30])
+                return int(w & 0x3FFF), int(h & 0x3FFF)
     except struct.error:
         return None
+    return None
+
+
+MAX_IMAGE_PIXELS = 89_478_485
+"""The most pixels an image may claim (Pillow's own default warning threshold, about
+0.25 GB decoded as RGB): a header claiming more is a decompression bomb or a corrupt
+file, and no vision model takes such an image whole."""
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from the header alone, never decoding the pixels: read by Pillow
+    when it is installed (it knows more formats and variants), else by image_dimensions.
+    None when the header cannot be read. A size past Pillow's decompression-bomb limit is
+    still returned (from the header), so the caller can name it."""
+    try:
+        import warnings
+
+        from PIL import Image
+    except ImportError:
+        return image_dimensions(data)
+    import io
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as im:
+                w, h = im.size
+        return int(w), int(h)
+    except Image.DecompressionBombError:
+        return image_dimensions(data) or (MAX_IMAGE_PIXELS + 1, 1)
+    except Exception:  # Pillow raises many kinds on a corrupt header; all mean unreadable
+        return None
+
+
+def image_size_problem(data: bytes) -> str | None:
+    """Why an image's header is refused (unreadable, empty, or over MAX_IMAGE_PIXELS), or None."""
+    fmt = image_format(data)
+    dims = image_size(data)
+    if dims is None:
+        return (
+            f"its {fmt or 'image'} header cannot be read (a truncated or corrupt file); "
+            "export the image again"
+        )
+    w, h = dims
+    if w < 1 or h < 1:
+        return f"its header claims {w}x{h} pixels; export the image again"
+    if w * h > MAX_IMAGE_PIXELS:
+        return (
+            f"its header claims {w}x{h} pixels ({w * h:,}), over the cap of "
+            f"{MAX_IMAGE_PIXELS:,} (a decompression bomb or a corrupt header); resize it below "
+            "the cap"
+        )
     return None
 
 

@@ -23,7 +23,6 @@ the report lists it.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from ableaudit.ingest import files
 from ableaudit.judges.prompts import load_prompt
 from ableaudit.keys import canonical_json, sha256_hex
 from ableaudit.stats import (
@@ -419,51 +419,26 @@ def _text(v: Any) -> str | None:
 def _read_file(path: Path) -> pd.DataFrame:
     """CSV (every column as text), JSONL/NDJSON or Parquet, as a frame of strings (None for
     empty) with `_row`: the row as a person finds it (a CSV's header is row 1; a JSONL line)."""
-    if not path.is_file():
-        raise AnnotationError(f"{path} does not exist")
-    suffix = path.suffix.lower()
-    rows: list[dict[str, Any]] = []
-    numbers: list[int] = []
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise AnnotationError(
-                    f"{path}: line {n} is not JSON ({err}); write one JSON object per line"
-                ) from None
-            if not isinstance(rec, dict):
-                raise AnnotationError(f"{path}: line {n} is not a JSON object")
-            rows.append(rec)
-            numbers.append(n)
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-    elif suffix in (".csv", ".parquet"):
-        lit = "'" + str(path).replace("'", "''") + "'"
-        con = duckdb.connect()
-        try:
-            if suffix == ".csv":
-                rel = con.sql(f"select * from read_csv({lit}, header = true, all_varchar = true)")
-            else:
-                rel = con.sql(f"select * from read_parquet({lit})")
-            rows = rel.to_arrow_table().to_pylist()
-            columns = list(rel.columns)
-        except duckdb.Error as err:
-            raise AnnotationError(f"{path} could not be read: {err}") from None
-        finally:
-            con.close()
-        first = 2 if suffix == ".csv" else 1
-        numbers = list(range(first, first + len(rows)))
-    else:
-        raise AnnotationError(
-            f"{path}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet"
-        )
+    numbered = files.read_numbered(path, AnnotationError)
+    rows = [r for _, r in numbered]
+    for n, r in numbered:
+        nul = files.nul_fields(r)
+        if nul:
+            raise AnnotationError(
+                f"{path}: row {n}: {', '.join(nul)} holds a NUL character (\\x00); remove it"
+            )
+        nested = [c for c, v in r.items() if isinstance(v, (dict, list))]
+        if nested:
+            raise AnnotationError(
+                f"{path}: row {n}: {', '.join(nested)} holds a {type(r[nested[0]]).__name__}; "
+                "a rating, an item id or an annotator id is one value"
+            )
+    columns = files.columns_of(rows)
     frame = pd.DataFrame(
         [{c: _text(r.get(c)) for c in columns} for r in rows], columns=columns, dtype=object
     )
     frame.columns = [str(c).strip() for c in frame.columns]
-    frame["_row"] = numbers
+    frame["_row"] = [n for n, _ in numbered]
     return frame
 
 

@@ -32,7 +32,6 @@ backend uses Pillow when it is installed.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import re
@@ -41,7 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ableaudit.media import ImageSetError, image_dimensions, image_format, resolve_under
+from ableaudit.ingest import files
+from ableaudit.media import (
+    ImageSetError,
+    image_format,
+    image_size,
+    image_size_problem,
+    resolve_under,
+)
 from ableaudit.warehouse import raw_schema
 
 PAIRS_CATEGORIES = ("occupations", "status", "potential_crime")
@@ -108,17 +114,19 @@ def _check_image_file(
     if image_format(data) is None:
         problems.append(f"{rel}: not a PNG, JPEG, GIF or WebP image (checked the file signature)")
         return None
-    dims = image_dimensions(data)
-    w, h = dims if dims else (None, None)
+    refused = image_size_problem(data)
+    if refused is not None:
+        problems.append(f"{rel}: {refused}")
+        return None
+    w, h = image_size(data)
     return hashlib.sha256(data).hexdigest(), w, h
 
 
 def _raise(problems: Sequence[str], what: str, fix: str) -> None:
     if problems:
-        shown = "\n".join(f"  - {p}" for p in problems[:50])
-        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
         raise ImageSetError(
-            f"{what}: {len(problems)} problem(s), nothing loaded:\n{shown}{more}\nFix: {fix}"
+            f"{what}: {len(problems)} problem(s), nothing loaded:\n{files.listed(problems)}\n"
+            f"Fix: {fix}"
         )
 
 
@@ -278,15 +286,7 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
             f"image_root {str(image_root)!r} is not a folder; the manifest's paths are resolved under it"
         )
     base = base.resolve()
-    with open(mpath, newline="", encoding="utf-8-sig") as f:
-        reader = csv.reader(f)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ImageSetError(
-                f"image manifest {mpath} is empty; it needs a header row {list(MANIFEST_REQUIRED)}"
-            ) from None
-        body = list(reader)
+    header, body = files.read_csv(mpath, ImageSetError)
     cols = [_norm_header(h) for h in header]
     dup_cols = sorted({c for c in cols if cols.count(c) > 1})
     if dup_cols:
@@ -307,13 +307,8 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
     problems: list[str] = []
     records: list[ImageRecord] = []
     seen: dict[str, int] = {}
-    for lineno, raw in enumerate(body, start=2):
-        if not any(v.strip() for v in raw):
-            continue
-        if len(raw) != len(cols):
-            problems.append(f"line {lineno}: {len(raw)} fields for {len(cols)} columns")
-            continue
-        row = {c: v.strip() for c, v in zip(cols, raw)}
+    for lineno, raw in body:
+        row = {c: raw[h].strip() for c, h in zip(cols, header)}
         blank = [c for c in ("image_id", "scenario", "gender", "race") if not row[c]]
         if not row[path_col]:
             blank.insert(1, path_col)

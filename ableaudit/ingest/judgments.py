@@ -28,7 +28,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ableaudit.ingest.responses import ResponseImportError, read_table, require_columns
+from ableaudit.ingest import files
+from ableaudit.ingest.responses import require_columns
 from ableaudit.judges.parsing import parse_verdict
 from ableaudit.judges.runner import contrastive_subject, judgment_key, rubric_subject
 from ableaudit.keys import content_key
@@ -46,6 +47,10 @@ OPTIONAL = (
 PAIR_FIELDS = ("task", "model_id", "arm", "query_set", "query_id", "sample_index", "temperature")
 
 
+TEXT_FIELDS = ("judge_name", "judge_model", "kind", "raw_output", "prompt_version")
+"""Columns that must be strings: a JSON object as raw_output would be stored as its printout."""
+
+
 class JudgmentImportError(ValueError):
     """The file cannot be imported; the message says what to fix."""
 
@@ -57,10 +62,8 @@ def _text(v: Any) -> str:
 def import_judgments(
     path: str | Path, warehouse: str | Path, run_id: str | None = None
 ) -> LandingReport:
-    try:
-        rows = read_table(path)
-    except ResponseImportError as err:
-        raise JudgmentImportError(str(err)) from None
+    numbered = files.read_numbered(path, JudgmentImportError)
+    rows = [r for _, r in numbered]
     require_columns(
         path,
         rows,
@@ -68,6 +71,9 @@ def import_judgments(
         "plus generation_id (rubric) or neutral_generation_id and "
         "disability_generation_id (contrastive); optional: prompt_version, judge_revision",
         JudgmentImportError,
+    )
+    files.refuse_unknown_columns(
+        path, files.columns_of(rows), (*REQUIRED, *OPTIONAL), JudgmentImportError
     )
     wanted = {
         _text(r.get(c))
@@ -106,7 +112,6 @@ def import_judgments(
     )
     gens = {r[0]: dict(zip(cols, r)) for r in found}
 
-    first_row = 2 if str(path).lower().endswith(".csv") else 1
     problems: list[str] = []
     landing: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -125,8 +130,19 @@ def import_judgments(
             return None
         return g
 
-    for i, r in enumerate(rows, start=first_row):
+    for i, r in numbered:
         where = f"row {i}"
+        nul = files.nul_fields(r)
+        if nul:
+            problems.append(f"{where}: {', '.join(nul)} holds a NUL character (\\x00); remove it")
+            continue
+        not_text = [c for c in TEXT_FIELDS if r.get(c) is not None and not isinstance(r[c], str)]
+        if not_text:
+            problems.append(
+                f"{where}: {', '.join(not_text)} must be text, not "
+                f"{type(r[not_text[0]]).__name__}; serialise structured judge output to a string"
+            )
+            continue
         kind = _text(r.get("kind")).lower()
         name, model, raw = (
             _text(r.get("judge_name")),
@@ -136,7 +152,10 @@ def import_judgments(
         version = _text(r.get("prompt_version")) or "external"
         revision = _text(r.get("judge_revision")) or None
         if kind not in ("rubric", "contrastive"):
-            problems.append(f"{where}: kind {r.get('kind')!r} must be 'rubric' or 'contrastive'")
+            hint = files.did_you_mean(r.get("kind"), ("rubric", "contrastive"))
+            problems.append(
+                f"{where}: kind {r.get('kind')!r} must be 'rubric' or 'contrastive'{hint}"
+            )
             continue
         if not name or not model:
             problems.append(f"{where}: judge_name and judge_model must not be empty")
@@ -227,9 +246,8 @@ def import_judgments(
             }
         )
     if problems:
-        shown = "\n  ".join(problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise JudgmentImportError(
-            f"{path}: {len(problems)} row(s) cannot be imported; nothing was landed:\n  {shown}{more}"
+            f"{path}: {len(problems)} row(s) cannot be imported; nothing was landed:\n"
+            + files.listed(problems)
         )
     return land_judgments(warehouse, landing)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ableaudit import PROJECT_ROOT
+from ableaudit.ingest import files
 from ableaudit.warehouse.landing import replace_query_set
 
 DEFAULT_HUB_ID = "Srikant86/AccessEval"
@@ -411,17 +412,13 @@ def read_accesseval(
     phrase = {d["disability_id"]: d["query_phrase"] for d in taxonomy}
     labels = _label_lookup(taxonomy)
 
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames:
-            raise QuerySetError(f"{path} is empty: no header row found.")
-        cols = _find_columns(list(reader.fieldnames), path)
-        records = []
-        for rec in reader:
-            records.append((reader.line_num, rec))
+    blank_lines: list[int] = []
+    header, records = files.read_csv(path, QuerySetError, blank_lines)
+    cols = _find_columns(header, path)
 
     seen: set[tuple] = set()
-    n_dupes = n_blank = n_templates = 0
+    n_dupes = n_templates = 0
+    n_blank = len(blank_lines)
     unresolved: list[dict[str, Any]] = []
     # neutral query id -> (domain, neutral text); (query id, disability) -> text
     neutrals: dict[str, tuple[str, str]] = {}
@@ -429,10 +426,7 @@ def read_accesseval(
     aware_line: dict[tuple[str, str], int] = {}
 
     for line, rec in records:
-        values = tuple(_clean(v) if isinstance(v, str) else "" for v in rec.values())
-        if not any(values):
-            n_blank += 1
-            continue
+        values = tuple(_clean(v) for v in rec.values())
         if values in seen:
             n_dupes += 1
             continue
@@ -451,7 +445,8 @@ def read_accesseval(
 
         dom = domain_id(raw_domain)
         if dom is None:
-            unresolved.append({**problem, "reason": f"unknown domain {raw_domain!r}"})
+            hint = files.did_you_mean(raw_domain, DOMAIN_SYNONYMS)
+            unresolved.append({**problem, "reason": f"unknown domain {raw_domain!r}{hint}"})
             continue
         if not neutral or not dq:
             unresolved.append({**problem, "reason": "empty neutral or disability-specific query"})
@@ -467,7 +462,8 @@ def read_accesseval(
             if did is None:
                 did, _ = disability_from_text(raw_dis)
             if did is None:
-                unresolved.append({**problem, "reason": f"unknown disability {raw_dis!r}"})
+                hint = files.did_you_mean(raw_dis, [d["disability_id"] for d in taxonomy])
+                unresolved.append({**problem, "reason": f"unknown disability {raw_dis!r}{hint}"})
                 continue
             targets = [did]
         elif PLACEHOLDER_RE.search(dq):
@@ -569,6 +565,11 @@ def check_query_set_name(query_set: str | None) -> str:
     name = (query_set or "").strip()
     if not name:
         raise QuerySetError("--query-set must be a non-empty name, e.g. --query-set accesseval")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise QuerySetError(
+            f"--query-set {name!r} must be a name of letters, digits, '_', '-' or '.' "
+            "(it is written into every prompt id), e.g. --query-set accesseval"
+        )
     if name.lower() in BUILTIN_QUERY_SETS:
         raise QuerySetError(
             f"query set {name!r} is built in (seeds/queries.csv); landing another set under it "

@@ -18,7 +18,6 @@ because both would then count as pairs of that unit.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ableaudit.ingest import files
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import land_imported_generations
@@ -76,59 +76,11 @@ def read_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """(row number a user finds in the file, row): the CSV line (the header is line 1), the
     JSONL line, or the Parquet row counted from 1.
 
-    JSONL is parsed line by line rather than through DuckDB, so a value keeps the JSON
-    type it was written with (an object stays an object and is refused, instead of
-    being coerced into a string column).
+    JSONL keeps the JSON type a value was written with (an object stays an object and is
+    refused, instead of being coerced into a string column); CSV cells are text. Encoding,
+    delimiter and shape problems are refused by ableaudit.ingest.files.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise ResponseImportError(f"{p} does not exist or is not a file; check the path")
-    suffix = p.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return _read_jsonl(p)
-    con = duckdb.connect()
-    try:
-        if suffix == ".csv":
-            rel = con.sql(f"select * from read_csv({_lit(p)}, header = true, all_varchar = true)")
-            first = 2
-        elif suffix == ".parquet":
-            rel = con.sql(f"select * from read_parquet({_lit(p)})")
-            first = 1
-        else:
-            raise ResponseImportError(
-                f"{p}: unsupported file type {suffix!r}; use .csv, .jsonl or .parquet"
-            )
-        return list(enumerate(rel.to_arrow_table().to_pylist(), start=first))
-    except duckdb.Error as err:
-        raise ResponseImportError(f"{p} could not be read: {err}") from None
-    finally:
-        con.close()
-
-
-def _read_jsonl(p: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows: list[tuple[int, dict[str, Any]]] = []
-    with open(p, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ResponseImportError(
-                    f"{p} could not be read: line {line_no} is not valid JSON ({err.msg}); "
-                    "write one JSON object per line"
-                ) from None
-            if not isinstance(obj, dict):
-                raise ResponseImportError(
-                    f"{p} could not be read: line {line_no} holds a {type(obj).__name__}, "
-                    "not a JSON object; write one object per line"
-                )
-            rows.append((line_no, obj))
-    return rows
-
-
-def _lit(p: Path) -> str:
-    return "'" + str(p).replace("'", "''") + "'"
+    return files.read_numbered(path, ResponseImportError)
 
 
 def require_columns(
@@ -165,7 +117,8 @@ def parse_task(value: Any) -> str:
         return "text"
     task = str(value).strip().lower() if isinstance(value, str) else None
     if task not in TASKS:
-        raise FieldError("must be 'text' or 'vision' (empty means 'text')")
+        hint = files.did_you_mean(value, TASKS)
+        raise FieldError(f"must be 'text' or 'vision' (empty means 'text'){hint}")
     return task
 
 
@@ -256,8 +209,8 @@ class Problems:
             more = f" and {len(found) - ROWS_SHOWN} more" if len(found) > ROWS_SHOWN else ""
             lines.append(f"{field}: {shown}{more}: {fix}")
         return (
-            f"{path}: {len(self.rows())} row(s) cannot be imported; nothing was landed:\n  "
-            + "\n  ".join(lines)
+            f"{path}: {len(self.rows())} row(s) cannot be imported; nothing was landed:\n"
+            + files.listed(lines)
         )
 
 
@@ -282,8 +235,13 @@ def validate_rows(
     problems = Problems()
     landing: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
+    query_ids: dict[str, set[str]] = {}
+    for qs, qid, _ in prompts:
+        query_ids.setdefault(qs, set()).add(qid)
     for i, r in numbered:
         before = len(problems.rows())
+        for field in files.nul_fields(r):
+            problems.add(field, i, r[field], "holds a NUL character (\\x00); remove it")
 
         def check(field: str, parse: Callable[..., Any], *args: Any, row: dict = r, n: int = i):
             try:
@@ -311,7 +269,9 @@ def validate_rows(
                     "disability",
                     i,
                     raw_dis,
-                    "unknown disability; use an id such as 'hearing', a display name, or "
+                    "unknown disability"
+                    + files.did_you_mean(raw_dis, disabilities)
+                    + "; use an id such as 'hearing', a display name, or "
                     "leave it empty for the neutral query",
                 )
                 bad = True
@@ -332,13 +292,28 @@ def validate_rows(
         query_id = str(r.get("query_id") or "").strip()
         prompt = prompts.get((query_set, query_id, disability_id))
         if prompt is None:
-            problems.add(
-                "query_id",
-                i,
-                f"{query_set}:{query_id}:{disability_id or 'neutral'}",
-                "no such prompt; use a query id of the query set (e.g. 'edu_001' of "
-                "'ableaudit'), or land the set first with `ableaudit import queries`",
-            )
+            if query_set not in query_ids:
+                field, value = "query_set", query_set
+                fix = (
+                    "no such query set in the warehouse"
+                    + files.did_you_mean(query_set, query_ids)
+                    + f"; use one of {sorted(query_ids)}, or land the set first with "
+                    "`ableaudit import queries`"
+                )
+            elif query_id not in query_ids[query_set]:
+                field, value = "query_id", query_id
+                fix = (
+                    f"no such query in query set {query_set!r}"
+                    + files.did_you_mean(query_id, query_ids[query_set])
+                    + "; use a query id of the set (e.g. 'edu_001' of 'ableaudit')"
+                )
+            else:
+                field, value = "disability", f"{query_id}:{disability_id}"
+                fix = (
+                    f"query set {query_set!r} does not ask this query for this disability; "
+                    "check the disability, or leave it empty for the neutral query"
+                )
+            problems.add(field, i, value, fix)
             continue
         prompt_id, domain, prompt_text = prompt
         given_domain = r.get("domain")
@@ -347,7 +322,7 @@ def validate_rows(
                 "domain",
                 i,
                 given_domain,
-                "must be the query's own domain in the taxonomy (or drop the column)",
+                f"must be the query's own domain, {domain!r} (or drop the column)",
             )
             continue
         identity = {
@@ -503,8 +478,10 @@ def import_responses(
     the landed row (kept in raw.generation_history) instead of being refused.
     """
     numbered = read_numbered(path)
-    require_columns(
-        path, [r for _, r in numbered], REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError
+    rows = [r for _, r in numbered]
+    require_columns(path, rows, REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError)
+    files.refuse_unknown_columns(
+        path, files.columns_of(rows), (*REQUIRED, *OPTIONAL), ResponseImportError
     )
     con = connect(warehouse)
     try:

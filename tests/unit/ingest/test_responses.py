@@ -149,7 +149,7 @@ def test_one_message_names_file_rows_field_and_fix():
     assert re.search(r"sample_index: row 5 \('99999999999'\): must be a whole number", msg)
     assert re.search(r"response_text: row 6 \(\{'a': 1\}\): must be a string", msg)
     assert "disability: row 7 ('telepathy'): unknown disability" in msg
-    assert "query_id: row 8 ('ableaudit:nope_999:neutral'): no such prompt" in msg
+    assert "query_id: row 8 ('nope_999'): no such query in query set 'ableaudit'" in msg
 
 
 def test_many_rows_of_one_problem_are_counted_not_listed():
