@@ -191,7 +191,7 @@ def image_size_problem(data: bytes) -> str | None:
     dims = image_size(data)
     if dims is None:
         return (
-            f"its {fmt or 'image'} header cannot be read (a truncated or corrupt file); "
+            f"its {(fmt or 'image').upper()} header cannot be read (a truncated or corrupt file); "
             "export the image again"
         )
     w, h = dims

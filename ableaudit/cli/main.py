@@ -116,10 +116,10 @@ def _require_file(path: Path) -> None:
 
 
 def cmd_import_responses(args: argparse.Namespace) -> int:
-    from ableaudit.ingest.responses import import_responses
+    from ableaudit.ingest.responses import import_responses, read_checked
 
     wh = warehouse_path(args.warehouse)
-    _require_file(args.file)  # before dbt prepares the prompts, which takes a minute
+    read_checked(args.file)  # the file's own faults, before dbt prepares the prompts (a minute)
     _ensure_prompts(wh)
     report = import_responses(args.file, wh, default_query_set=args.query_set, replace=args.replace)
     print(

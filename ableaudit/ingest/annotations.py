@@ -576,7 +576,8 @@ def import_annotations(
             if have is None:
                 unknown.append(
                     f"row {rec['_row']}: item_id {rec['item_id']!r} is neither a generation_id "
-                    "(raw.generations) nor a pair_id (int_pairs)"
+                    "(raw.generations) nor a pair_id (int_pairs); copy item_id from the "
+                    "exported sample unchanged"
                 )
             elif have != want:
                 mismatch.append(

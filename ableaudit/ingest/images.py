@@ -328,7 +328,7 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
         if not full.is_file():
             problems.append(f"line {lineno}: {row[path_col]!r} is not a file under {base}")
             continue
-        checked = _check_image_file(full, rel, problems)
+        checked = _check_image_file(full, f"line {lineno}: {rel}", problems)
         if checked is None:
             continue
         sha, w, h = checked

@@ -83,6 +83,19 @@ def read_numbered(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     return files.read_numbered(path, ResponseImportError)
 
 
+def read_checked(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """The file's numbered rows, or ResponseImportError when the file itself is wrong (its
+    encoding, its shape, a missing or unknown column): checks that need no warehouse, so the
+    command line runs them before it spends a minute preparing the prompts."""
+    numbered = read_numbered(path)
+    rows = [r for _, r in numbered]
+    require_columns(path, rows, REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError)
+    files.refuse_unknown_columns(
+        path, files.columns_of(rows), (*REQUIRED, *OPTIONAL), ResponseImportError
+    )
+    return numbered
+
+
 def require_columns(
     path: str | Path,
     rows: list[dict],
@@ -477,12 +490,7 @@ def import_responses(
     ``replace``: rows already landed under the same key with another text supersede
     the landed row (kept in raw.generation_history) instead of being refused.
     """
-    numbered = read_numbered(path)
-    rows = [r for _, r in numbered]
-    require_columns(path, rows, REQUIRED, f"optional: {list(OPTIONAL)}", ResponseImportError)
-    files.refuse_unknown_columns(
-        path, files.columns_of(rows), (*REQUIRED, *OPTIONAL), ResponseImportError
-    )
+    numbered = read_checked(path)
     con = connect(warehouse)
     try:
         tables = {

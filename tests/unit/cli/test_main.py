@@ -52,3 +52,24 @@ def test_a_missing_responses_file_is_named_in_seconds(tmp_path, capsys):
     assert code == 2 and time.monotonic() - start < 5
     assert "missing.csv does not exist" in capsys.readouterr().err
     assert not (tmp_path / "wh.duckdb").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (bytes(range(256)), "line 1 holds a NUL byte"),
+        (b"model_id;query_id;disability;response_text\nm;edu_001;;A.\n", "separated by semicolons"),
+        (b"model_id,query_id,disability,respons_text\nm,edu_001,,A.\n", "lacks required column"),
+    ],
+)
+def test_a_broken_responses_file_is_named_before_the_prompts_are_built(
+    tmp_path, capsys, content, fragment
+):
+    path = tmp_path / "answers.csv"
+    path.write_bytes(content)
+    start = time.monotonic()
+    code = main(["import", "responses", str(path), "--warehouse", str(tmp_path / "wh.duckdb")])
+    assert code == 2 and time.monotonic() - start < 5
+    err = capsys.readouterr().err
+    assert f"{path}" in err and fragment in err and "Traceback" not in err
+    assert not (tmp_path / "wh.duckdb").exists()

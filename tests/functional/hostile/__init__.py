@@ -1,0 +1,1 @@
+"""The hostile-input corpus of `ableaudit import`."""
