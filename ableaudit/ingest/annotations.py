@@ -452,6 +452,10 @@ def _long_frame(raw: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, str, int]:
             f"column per dimension ({', '.join(SCALES)})"
         )
     if {"dimension", "value"} <= cols:
+        known = ["item_id", "dimension", "annotator_id", "value", *sorted(CONTEXT_COLUMNS)]
+        files.refuse_unknown_columns(
+            path, [c for c in raw.columns if c != "_row"], known, AnnotationError
+        )
         long = raw[["item_id", "dimension", "annotator_id", "value", "_row"]].copy()
         blank = long["value"].isna()
         return long[~blank].reset_index(drop=True), "long", int(blank.sum())

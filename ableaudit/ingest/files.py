@@ -94,7 +94,10 @@ def read_text(path: str | Path, error: type[Exception]) -> str:
 
 
 def read_csv(
-    path: str | Path, error: type[Exception], blank_lines: list[int] | None = None
+    path: str | Path,
+    error: type[Exception],
+    blank_lines: list[int] | None = None,
+    unnamed: bool = False,
 ) -> tuple[list[str], Numbered]:
     """(header, numbered rows) of a comma-separated UTF-8 file, every cell as text.
 
@@ -102,7 +105,9 @@ def read_csv(
     or vertical bar (another delimiter); an empty or repeated column name; a broken quote;
     rows with more or fewer fields than the header (the first few listed by line).
     Blank lines (and lines of empty cells) are skipped, their numbers appended to
-    ``blank_lines`` when given; an empty cell is ''.
+    ``blank_lines`` when given; an empty cell is ''. ``unnamed``: a column with an empty
+    name is kept as ``column_<position>`` instead of refused (for a published file whose
+    reader picks its columns by name, such as one written with a pandas index).
     """
     p = Path(path)
     text = read_text(p, error)
@@ -133,7 +138,9 @@ def read_csv(
                     f"is separated by {name}, not commas; export it as comma-separated CSV"
                 )
     blank = [i + 1 for i, h in enumerate(header) if not h]
-    if blank:
+    if blank and unnamed:
+        header = [h or f"column_{i + 1}" for i, h in enumerate(header)]
+    elif blank:
         raise error(
             f"{p}: line {header_line} (the header) has an empty column name at position(s) "
             f"{blank}; name every column or delete the empty ones"

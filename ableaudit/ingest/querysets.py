@@ -413,7 +413,7 @@ def read_accesseval(
     labels = _label_lookup(taxonomy)
 
     blank_lines: list[int] = []
-    header, records = files.read_csv(path, QuerySetError, blank_lines)
+    header, records = files.read_csv(path, QuerySetError, blank_lines, unnamed=True)
     cols = _find_columns(header, path)
 
     seen: set[tuple] = set()

@@ -576,6 +576,11 @@ CASES: list[Case] = [
         ("line 2 is not UTF-8",),
     ),
     Case(
+        "queries-utf16",
+        queries("accesseval.csv", (QUERY_HEADER + "\n" + GOOD_QUERY + "\n").encode("utf-16")),
+        ("accesseval.csv is encoded as UTF-16",),
+    ),
+    Case(
         "queries-missing-domain-column",
         queries_csv("Q?,Q {disability}?", header="Neutral Query,Disability-Specific Query"),
         ("missing required column(s) 'Domain'",),
@@ -644,6 +649,24 @@ CASES: list[Case] = [
         "images-jpeg-truncated",
         manifest({"a.jpg": b"\xff\xd8\xff"}, "a,a.jpg,chef,man,black"),
         ("a.jpg: its JPEG header cannot be read",),
+    ),
+    Case(
+        "images-webp-huge-canvas",
+        manifest(
+            {"a.webp": b"RIFF\x00\x00\x00\x00WEBPVP8X" + b"\x00" * 8 + b"\xff\x3f\x00" * 2},
+            "a,a.webp,chef,man,black",
+        ),
+        ("line 2: a.webp: its header claims 16384x16384 pixels", "over the cap"),
+    ),
+    Case(
+        "images-empty-file",
+        manifest({"a.png": b""}, "a,a.png,chef,man,black"),
+        ("a.png: not a PNG, JPEG, GIF or WebP image",),
+    ),
+    Case(
+        "images-path-is-a-folder",
+        manifest({"sub/a.png": OK_PNG}, "a,sub,chef,man,black"),
+        ("line 2: 'sub' is not a file under",),
     ),
     Case(
         "images-not-an-image",
@@ -795,6 +818,16 @@ CASES: list[Case] = [
         ("no int_pairs yet", "run `ableaudit build` first"),
     ),
     Case(
+        "annotations-long-misspelt-column",
+        annotations(
+            "ratings.csv",
+            lambda w: (
+                f"item_id,dimension,annotator_id,value,coments\n{w.neutral_id},judge_score,a,5,x\n"
+            ),
+        ),
+        ("column(s) 'coments' (did you mean 'comments'?)",),
+    ),
+    Case(
         "annotations-binary",
         annotations("ratings.csv", lambda w: BINARY),
         ("ratings.csv: line 1 holds a NUL byte",),
@@ -903,6 +936,34 @@ CASES: list[Case] = [
             ),
         ),
         ("row 2: neutral_generation_id must be a neutral generation",),
+    ),
+    Case(
+        "judgments-parquet-corrupt",
+        judgments("verdicts.parquet", lambda w: b"PAR1" + BINARY),
+        ("verdicts.parquet is not a readable Parquet file",),
+    ),
+    Case(
+        "judgments-parquet-number-output",
+        lambda d, w: [
+            "import",
+            "judgments",
+            str(
+                parquet(
+                    d,
+                    "verdicts.parquet",
+                    pa.table(
+                        {
+                            "judge_name": ["j"],
+                            "judge_model": ["q"],
+                            "kind": ["rubric"],
+                            "generation_id": [w.neutral_id],
+                            "raw_output": pa.array([7], pa.int64()),
+                        }
+                    ),
+                )
+            ),
+        ],
+        ("verdicts.parquet", "row 1: raw_output must be text, not int"),
     ),
     Case(
         "judgments-binary",

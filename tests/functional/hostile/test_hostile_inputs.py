@@ -36,6 +36,7 @@ from tests.functional.hostile.cases import (
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
 CLI = sys.modules["ableaudit.cli.main"]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(capsys: pytest.CaptureFixture, argv: list[str], warehouse: Path) -> tuple[int, str]:
@@ -142,6 +143,11 @@ def test_the_corpus_covers_every_import_command():
     assert set(counts) == {"responses", "queries", "images", "annotations", "judgments"}
     assert len(CASES) >= 60
     assert len({c.id for c in CASES}) == len(CASES)
+    # docs/testing.md lists the corpus; its counts follow the table
+    page = " ".join((ROOT / "docs" / "testing.md").read_text().split())
+    assert f"the import cases, {len(CASES)} of them" in page
+    for command, n in counts.items():
+        assert f"{command} {n}" in page, (command, n)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

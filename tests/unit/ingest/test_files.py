@@ -78,3 +78,12 @@ def test_image_sizes_come_from_the_header_with_or_without_pillow(monkeypatch, pi
     side = int(MAX_IMAGE_PIXELS**0.5)
     assert image_size_problem(png(side, side)) is None
     assert "over the cap" in image_size_problem(png(side + 1, side + 1))
+
+
+def test_an_unnamed_column_is_refused_unless_the_reader_picks_columns_by_name(tmp_path):
+    path = tmp_path / "f.csv"
+    path.write_text(",a,b\n0,1,2\n")
+    with pytest.raises(Refused, match=r"empty column name at position\(s\) \[1\]"):
+        files.read_csv(path, Refused)
+    header, rows = files.read_csv(path, Refused, unnamed=True)
+    assert header == ["column_1", "a", "b"] and rows[0][1]["a"] == "1"

@@ -188,6 +188,16 @@ def test_column_names_are_matched_case_and_space_insensitively(tmp_path):
     assert loaded.report["n_neutral"] == 1 and loaded.report["n_disability_rows"] == 9
 
 
+def test_a_pandas_index_column_without_a_name_is_read_past(tmp_path):
+    path = write_csv(
+        tmp_path / "indexed.csv",
+        ["", "Neutral Query", "Disability-Specific Query", "Domain"],
+        [["0", "How do I budget?", "How do I budget with {disability}?", "Finance"]],
+    )
+    loaded = read_accesseval(path)
+    assert loaded.report["n_neutral"] == 1 and loaded.report["n_disability_rows"] == 9
+
+
 def test_missing_column_names_found_and_expected(tmp_path):
     path = write_csv(
         tmp_path / "bad.csv",
