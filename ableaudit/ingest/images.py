@@ -13,7 +13,8 @@ Two ways in, one table out:
   ``extra_json``).
 
 Either way every problem is collected first (a badly named file, a missing
-file, a path escaping the image root, a file that is not an image, a duplicate
+file, a path escaping the image root, a file that is not an image, a header that
+cannot be read or claims more than ableaudit.media.MAX_IMAGE_PIXELS, a duplicate
 id) and reported together in one ``ImageSetError``; nothing is guessed and
 nothing lands. ``land_images`` then makes ``raw.images`` hold exactly the
 loaded set, in one transaction, and is idempotent: loading the same files

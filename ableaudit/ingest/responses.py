@@ -1,11 +1,13 @@
 """Land responses made elsewhere (another harness, a hosted batch API, a colleague).
 
-The file is validated whole before anything lands: a missing column, an unknown
-query or disability, a value the marts cannot hold (a task other than text or
-vision, a negative or infinite temperature, a sample index past int32, a
-response that is not text) or a duplicate row stops the import with one message
-that lists, per field, the rows that are wrong and how to fix them, and the
-warehouse is left as it was. Every later `dbt build` reads what lands here, so a
+The file is validated whole before anything lands. The file itself is read by
+ableaudit.ingest.files (encoding, delimiter, shape); a missing column, or one this
+import does not read, is refused with the closest known name. Then an unknown
+query, query set or disability (with a did-you-mean), a value the marts cannot
+hold (a task other than text or vision, a negative or infinite temperature, a
+sample index past int32, a response that is not text, a NUL character) or a
+duplicate row stops the import with one message that lists, per field, the rows
+that are wrong and how to fix them, and the warehouse is left as it was. Every later `dbt build` reads what lands here, so a
 row the dbt tests would refuse must never land.
 
 Two more rules keep the marts honest. A row whose text differs from the one
