@@ -576,3 +576,62 @@ def load_config(path: str | Path) -> AuditConfig:
     except yaml.YAMLError as err:
         raise ConfigError(f"audit config {p} is not valid YAML: {err}") from None
     return parse_config(data or {}, str(p))
+
+
+# The one-line endpoint audit (`ableaudit audit --model NAME --base-url URL`): neutral queries per
+# domain, as configs/default.yaml (2 x 6 domains x (1 neutral + 9 disability prompts) = 120 requests).
+ENDPOINT_PER_DOMAIN = 2
+
+
+def _slug(model: str) -> str:
+    """A target name from a model name: its last path part, lower case, safe in any table or file."""
+    tail = model.rstrip("/").rsplit("/", 1)[-1] or model
+    return re.sub(r"[^a-z0-9._-]+", "-", tail.lower()).strip("-") or "model"
+
+
+def endpoint_config(
+    model: str,
+    base_url: str | list[str] | None = None,
+    *,
+    backend: str = "openai",
+    per_domain: int | None = ENDPOINT_PER_DOMAIN,
+    api_key_env: str | None = None,
+    judge_model: str | None = None,
+    judge_base_url: str | list[str] | None = None,
+) -> dict[str, Any]:
+    """The config of the paper's audit of one model (its temperature, system prompt and token
+    budget, the baseline arm, the built-in query set), ``per_domain`` neutral queries per domain
+    (None: all of them), judged by ``judge_model`` when given (on ``judge_base_url``, else the
+    target's server). A plain dict, in the order a config file is written."""
+    target: dict[str, Any] = {"name": _slug(model), "backend": backend, "model": model}
+    if model != target["name"]:
+        target["model_id"] = model
+    if base_url:
+        target["base_url"] = base_url
+    if api_key_env:
+        target["api_key_env"] = api_key_env
+    data: dict[str, Any] = {
+        "name": target["name"],
+        "query_set": "ableaudit",
+        "subset": {"per_domain": per_domain, "seed": 0} if per_domain else {},
+        "samples": 1,
+        "temperatures": [PAPER_TEMPERATURE],
+        "arms": [{"name": "baseline"}],
+        "targets": [target],
+    }
+    if judge_model:
+        url = judge_base_url or base_url
+        judge: dict[str, Any] = {
+            "name": _slug(judge_model),
+            "backend": "openai" if url else backend,
+            "model": judge_model,
+            "decoding": {"temperature": 0.0},
+        }
+        if url:
+            judge["base_url"] = url
+        if api_key_env:
+            judge["api_key_env"] = api_key_env
+        data["judges"] = [
+            {"name": judge["name"], "kinds": ["rubric", "contrastive"], "target": judge}
+        ]
+    return data

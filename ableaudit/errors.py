@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
 from typing import ClassVar
 
 
@@ -40,3 +41,16 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest choice, or ``""`` when none is close."""
     hits = close_matches(value, choices, n=1)
     return f"; did you mean {hits[0]!r}?" if hits else ""
+
+
+class InputFileError(AbleauditError, FileNotFoundError):
+    """A file the command was given does not exist."""
+
+
+def require_file(path: str | Path, what: str = "input file") -> Path:
+    """``path`` when it is a file; else InputFileError naming it, before any slow step starts."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        why = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise InputFileError(f"{what} {path} {why}; check the path")
+    return p
