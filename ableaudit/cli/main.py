@@ -43,6 +43,10 @@ EXIT_INCOMPLETE = 3
 DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"
 # Flags that describe the model of a one-line endpoint audit (they need --model, not --config).
 ENDPOINT_FLAGS = ("base_url", "backend", "api_key_env", "subset", "judge_model", "judge_base_url")
+ENDPOINT_HEADER = (
+    "The paper's audit of one served model, made by `ableaudit audit --model`; "
+    "run it again with `ableaudit audit --config THIS_FILE`."
+)
 
 
 def _per_domain(value: str) -> int | str:
@@ -60,23 +64,24 @@ def _per_domain(value: str) -> int | str:
     return n
 
 
-def _audit_config(args: argparse.Namespace, scratch: Path) -> Path:
-    """The config file the audit runs: --config, or the one-line endpoint audit's, written out.
-
-    ``--print-config`` alone prints it and sets ``args.printed`` (nothing runs);
-    ``--print-config PATH`` writes it there, and the audit runs as without it.
-    """
+def _audit_config(args: argparse.Namespace, scratch: Path) -> Path | None:
+    """The config file the audit runs: --config, or the one-line endpoint audit's, written out
+    (to ``scratch`` unless --print-config names a file). None: --print-config alone printed it,
+    and nothing runs."""
     from ableaudit.audit.preflight import config_yaml
     from ableaudit.config import ENDPOINT_PER_DOMAIN, endpoint_config, load_config, parse_config
 
     given = [f"--{f.replace('_', '-')}" for f in ENDPOINT_FLAGS if getattr(args, f) is not None]
+    to_file = args.print_config not in (None, "-")
     if args.model is None:
         if given:
             raise UsageError(f"{', '.join(given)} describe the model to audit: add --model NAME")
-        path = Path(args.config or DEFAULT_CONFIG)
+        run_from = Path(args.config or DEFAULT_CONFIG)
         if not args.print_config:
-            return path
-        text = config_yaml(load_config(path).model_dump(mode="json", exclude_unset=True))
+            return run_from
+        if to_file and Path(args.print_config).resolve() == run_from.resolve():
+            raise UsageError(f"--print-config {args.print_config} would overwrite the config")
+        text = config_yaml(load_config(run_from).model_dump(mode="json", exclude_unset=True))
     else:
         if args.config is not None:
             raise UsageError(
@@ -93,24 +98,17 @@ def _audit_config(args: argparse.Namespace, scratch: Path) -> Path:
             judge_base_url=_one_or_list(args.judge_base_url),
         )
         parse_config(data, "the command line's --model audit")
-        path = scratch / "endpoint.yaml"
         text = f"# {ENDPOINT_HEADER}\n{config_yaml(data)}"
+        run_from = Path(args.print_config) if to_file else scratch / "endpoint.yaml"
     if args.print_config == "-":
         print(text, end="")
-        args.printed = True
-        return path
-    out = Path(args.print_config) if args.print_config else path
+        return None
+    out = Path(args.print_config) if to_file else run_from
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
-    if args.print_config:
+    if to_file:
         print(f"Config written to {out}", file=sys.stderr)
-    return out if args.model is not None else path
-
-
-ENDPOINT_HEADER = (
-    "The paper's audit of one served model, made by `ableaudit audit --model`; "
-    "run it again with `ableaudit audit --config THIS_FILE`."
-)
+    return run_from
 
 
 def _one_or_list(urls: list[str] | None) -> str | list[str] | None:
@@ -124,7 +122,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     wh = warehouse_path(args.warehouse)
     with tempfile.TemporaryDirectory(prefix="ableaudit-config-") as scratch:
         config = _audit_config(args, Path(scratch))
-        if getattr(args, "printed", False):
+        if config is None:
             return 0
         # Before Prefect or dbt start: a mistake in the config surfaces in seconds.
         config, _ = preflight(config, wh)

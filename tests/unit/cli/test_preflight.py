@@ -377,6 +377,15 @@ def test_print_config_to_a_path_writes_it_and_the_audit_runs_from_it(
             "base_url is for backend openai",
         ),
         (["--model", "m", "--base-url", "{closed}"], "target 'm': cannot reach {closed}"),
+        (
+            [
+                "--config",
+                str(ROOT / "configs" / "default.yaml"),
+                "--print-config",
+                str(ROOT / "configs" / "default.yaml"),
+            ],
+            "would overwrite the config",
+        ),
     ],
 )
 def test_endpoint_flags_are_checked_before_anything_starts(argv, fragment, no_flow, capsys):
