@@ -345,6 +345,12 @@ def probe_server(probe: Probe, timeout_s: float = REACH_TIMEOUT_S) -> str | None
                 f"{probe.who}: {shown} rejected the API key (HTTP {err.code}); check the env var "
                 "the target's `api_key_env:` names"
             )
+        if err.code == 404 and not urlsplit(shown).path.rstrip("/").endswith("/v1"):
+            return (
+                f"{probe.who}: {shown} has no /models (HTTP 404); OpenAI-compatible servers "
+                f"answer under /v1: did you mean base_url {shown.rstrip('/')}/v1? (options."
+                "check_server: false skips this check)"
+            )
         return None  # some servers have no /models; the chat calls will tell
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)

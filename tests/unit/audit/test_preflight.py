@@ -82,6 +82,12 @@ def test_a_server_without_a_model_listing_passes(answering, code, body):
     assert probe_server(Probe("target 'm'", answering(code, body), "m", None)) is None
 
 
+def test_a_base_url_without_v1_gets_a_suggestion(answering):
+    url = answering(404, b"not found").removesuffix("/v1")
+    said = probe_server(Probe("target 'm'", url, "m", None))
+    assert f"{url} has no /models (HTTP 404)" in said and f"did you mean base_url {url}/v1?" in said
+
+
 def test_a_listing_that_serves_the_model_passes(answering):
     url = answering(200, b'{"data": [{"id": "other"}, {"id": "m"}]}')
     assert probe_server(Probe("target 'm'", url, "m", None)) is None
