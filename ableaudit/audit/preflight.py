@@ -98,14 +98,10 @@ def _unknown_names(
     for name in wanted:
         if name in ids:
             continue
-        near = close_matches(name, labels, n=1)
-        if near:
-            label = "" if near[0] == labels[near[0]] else f" ({near[0]})"
-            hint = f"; did you mean {labels[near[0]]!r}{label}?"
-        elif name in labels:
-            hint = f"; write its id {labels[name]!r}"
-        else:
-            hint = ""
+        hint = ""
+        for near in close_matches(name, labels, n=1):  # a display name leads to its id
+            label = "" if near == labels[near] else f" ({near})"
+            hint = f"; did you mean {labels[near]!r}{label}?"
         problems.append(f"{field}: unknown {what} {name!r}; use ids, one of {', '.join(ids)}{hint}")
     return problems
 
