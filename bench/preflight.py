@@ -13,6 +13,7 @@ after the Prefect server and the dbt build (45-97 s reported on 2 cores).
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import statistics
 import subprocess
@@ -39,20 +40,22 @@ CASES = {
     ),
     "missing GGUF path": ("targets:\n  - {name: m, backend: llamacpp, model: /nowhere/m.gguf}\n"),
     "unreachable base_url (port closed)": (
-        "targets:\n  - {{name: m, backend: openai, model: m, "
-        "base_url: 'http://127.0.0.1:{port}/v1'}}\n"
+        "targets:\n  - {name: m, backend: openai, model: m, base_url: 'http://127.0.0.1:PORT/v1'}\n"
     ),
-    "unreachable base_url (no answer: the 2 s timeout)": (
-        "targets:\n  - {name: m, backend: openai, model: m, base_url: 'http://10.255.255.1:8000/v1'}\n"
+    "server that never answers (the 2 s timeout)": (
+        "targets:\n  - {name: m, backend: openai, model: m, base_url: 'http://127.0.0.1:SILENT/v1'}\n"
     ),
 }
 
 
 def time_command(argv: list[str]) -> tuple[float, float, int, str]:
     """(seconds to the first stderr line, seconds to exit, exit status, its stderr)."""
+    # a placeholder key, so the unanswered remote server is probed rather than refused for its key
+    env = dict(os.environ, OPENAI_API_KEY=os.environ.get("OPENAI_API_KEY", "bench-placeholder"))
+    env.pop("OPENAI_BASE_URL", None)
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     )
     first = proc.stderr.readline()
     first_s = time.perf_counter() - start
@@ -73,10 +76,15 @@ def main() -> None:
     base = statistics.median(baseline)
     print(f"baseline: a fresh interpreter importing the command line: {base:.2f} s\n")
     print(f"{'case':<52} {'first message':>14} {'exit':>8} {'x baseline':>11}  status")
-    with tempfile.TemporaryDirectory() as tmp:
+    # a socket that listens and never answers: connections open, then nothing comes back
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)
+    with silent, tempfile.TemporaryDirectory() as tmp:
         for name, text in CASES.items():
             path = Path(tmp) / "audit.yaml"
-            path.write_text(text.format(port=closed_port()) if "{port}" in text else text)
+            text = text.replace("PORT", str(closed_port()))
+            path.write_text(text.replace("SILENT", str(silent.getsockname()[1])))
             argv = [sys.executable, "-m", "ableaudit.cli", "audit", "--config", str(path)]
             argv += ["--warehouse", str(Path(tmp) / "wh.duckdb")]
             runs = [time_command(argv) for _ in range(args.repeat)]

@@ -4,6 +4,7 @@ server probe tells an unreachable server, a rejected key and a server without /m
 from __future__ import annotations
 
 import re
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -103,3 +104,13 @@ def test_each_server_is_asked_once(answering):
     url = closed_port_url()
     probes = [Probe("target 'm'", url, "m", None)] * 3
     assert len(check_servers(probes)) == 1
+
+
+def test_a_server_that_never_answers_is_unreachable_after_the_timeout():
+    with socket.socket() as silent:  # listens, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        said = probe_server(Probe("judge 'j'", url, "m", None), timeout_s=0.5)
+    assert said.startswith(f"judge 'j': cannot reach {url} (GET /models: ")
+    assert "timed out" in said and "Start the server (e.g. `vllm serve m --port" in said
