@@ -88,6 +88,8 @@ def _audit_config(args: argparse.Namespace, scratch: Path) -> Path | None:
                 "--config and --model are two ways to say what to audit: give one "
                 "(--print-config shows the config --model makes)"
             )
+        if args.judge_base_url and not args.judge_model:
+            raise UsageError("--judge-base-url is the judge's server: add --judge-model NAME")
         data = endpoint_config(
             args.model,
             _one_or_list(args.base_url),

@@ -372,6 +372,8 @@ def test_print_config_to_a_path_writes_it_and_the_audit_runs_from_it(
         ),
         (["--model", "m", "--config", "configs/default.yaml"], "--config and --model are two ways"),
         (["--model", "m", "--base-url", "banana"], "base_url 'banana' is not a URL"),
+        (["--model", "m", "--judge-base-url", "http://h/v1"], "add --judge-model NAME"),
+        (["--model", "m", "--backend", "llama-cpp"], "did you mean 'llamacpp'"),
         (
             ["--model", "m", "--backend", "llamacpp", "--base-url", "http://h/v1"],
             "base_url is for backend openai",
