@@ -13,8 +13,7 @@ import duckdb
 import pytest
 
 from ableaudit.cli.main import main
-from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
-from tests.unit.cli.test_preflight import closed_port_url
+from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer, closed_port_url
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ import pytest
 
 from ableaudit.audit.preflight import Probe, check_servers, probe_server
 from ableaudit.backends.registry import backend_entry
-from tests.unit.cli.test_preflight import closed_port_url
+from tests.fixtures.openai_server import closed_port_url
 
 BACKENDS = Path(__file__).resolve().parents[3] / "ableaudit" / "backends"
 

@@ -3,7 +3,6 @@ the field and the fix, with exit status 2, no traceback, and no flow started."""
 
 from __future__ import annotations
 
-import socket
 import sys
 import types
 from pathlib import Path
@@ -13,7 +12,7 @@ import yaml
 
 from ableaudit.cli.main import main
 from ableaudit.config import endpoint_config, load_config, parse_config
-from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer, closed_port_url
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -38,14 +37,6 @@ def no_flow(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("ABLEAUDIT_VLLM_PYTHON", raising=False)
     monkeypatch.delenv("ABLEAUDIT_TEST_UNSET_KEY", raising=False)
-
-
-def closed_port_url() -> str:
-    """A URL on 127.0.0.1 where nothing listens (the port was just free)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 GGUF = "  - {name: m, backend: llamacpp, model: builtin:smollm2}\n"
