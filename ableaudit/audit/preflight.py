@@ -371,9 +371,7 @@ def probe_server(probe: Probe, timeout_s: float = REACH_TIMEOUT_S) -> str | None
 def check_servers(probes: list[Probe]) -> list[str]:
     """Every server at once: N unreachable servers cost one timeout, not N."""
     unique = list(dict.fromkeys(probes))
-    if not unique:
-        return []
-    with ThreadPoolExecutor(max_workers=min(16, len(unique))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(unique)))) as pool:
         return [p for p in pool.map(probe_server, unique) if p]
 
 
@@ -396,30 +394,37 @@ def check(
     ``reach``: also ask each server for its models. ``judges_only``: the judges run alone
     (``ableaudit judge``), so only their models are checked.
     """
-    taxonomy = load_taxonomy()
-    problems: list[str] = []
-    if cfg.text_targets and not judges_only:
-        from ableaudit.ingest.querysets import BUILTIN_QUERY_SETS
+    models = _targets(cfg, judges_only)
+    probes = [
+        Probe(who, url, target.model, os.environ.get(target.api_key_env))
+        for who, target in models
+        if reach
+        and target.backend == "openai"
+        and target.options.get("check_server", True) is not False
+        for url in _server_urls(target)
+        if url
+    ]
+    # the servers are asked first, so their answers come while the rest is checked
+    with ThreadPoolExecutor(max_workers=max(1, min(16, len(probes)))) as pool:
+        answers = pool.map(probe_server, list(dict.fromkeys(probes)))
+        taxonomy = load_taxonomy()
+        problems: list[str] = []
+        if cfg.text_targets and not judges_only:
+            from ableaudit.ingest.querysets import BUILTIN_QUERY_SETS
 
-        problems += check_query_set(cfg, warehouse)
-        problems += check_subset(
-            cfg.subset, "subset", taxonomy, builtin_set=cfg.query_set in BUILTIN_QUERY_SETS
-        )
-    problems += check_arms(cfg)
-    problems += check_vision(cfg, taxonomy)
-    arm_adapters = [a.adapter for a in cfg.arms if a.adapter]
-    probes = []
-    for who, target in _targets(cfg, judges_only):
-        problems += check_requirements(who, target)
-        problems += check_options(who, target)
-        problems += check_model_files(who, target, arm_adapters)
-        problems += check_api_key(who, target)
-        if target.backend == "openai" and target.options.get("check_server", True) is not False:
-            key = os.environ.get(target.api_key_env)
-            probes += [Probe(who, u, target.model, key) for u in _server_urls(target) if u]
-    if reach:
-        problems += check_servers(probes)
-    return problems
+            problems += check_query_set(cfg, warehouse)
+            problems += check_subset(
+                cfg.subset, "subset", taxonomy, builtin_set=cfg.query_set in BUILTIN_QUERY_SETS
+            )
+        problems += check_arms(cfg)
+        problems += check_vision(cfg, taxonomy)
+        arm_adapters = [a.adapter for a in cfg.arms if a.adapter]
+        for who, target in models:
+            problems += check_requirements(who, target)
+            problems += check_options(who, target)
+            problems += check_model_files(who, target, arm_adapters)
+            problems += check_api_key(who, target)
+        return problems + [answer for answer in answers if answer]
 
 
 def preflight(
