@@ -7,16 +7,29 @@ not a silently ignored setting.
 from __future__ import annotations
 
 import logging
+import math
 import re
+import types
+import typing
 import warnings
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.backends.registry import backend_class, backend_names, backends_where
+from ableaudit.errors import AbleauditError, close_matches, did_you_mean
 from ableaudit.keys import strip_url_credentials
 
 logger = logging.getLogger(__name__)
@@ -39,8 +52,21 @@ VISION_BACKENDS = backend_names("vision")
 ASSIGNMENT_ARM = "disability_assignment"
 
 
-class ConfigError(ValueError):
+class ConfigError(AbleauditError, ValueError):
     """The audit config is wrong; the message names the field and the fix."""
+
+
+def _temperature(v: float) -> float:
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(
+            f"temperature {v} is out of range: it must be a finite number >= 0 (0 is greedy; "
+            f"the paper uses {PAPER_TEMPERATURE})"
+        )
+    return v
+
+
+Temperature = Annotated[float, AfterValidator(_temperature)]
+"""A sampling temperature: finite and >= 0 (a backend would send a negative one as 0)."""
 
 
 # What an environment variable's name may be; an api_key_env outside it is a pasted key.
@@ -70,8 +96,8 @@ class _Strict(BaseModel):
 
 
 class Decoding(_Strict):
-    temperature: float | None = None  # None: use the audit's temperatures
-    top_p: float = 1.0
+    temperature: Temperature | None = None  # None: use the audit's temperatures
+    top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens: int = Field(PAPER_MAX_NEW_TOKENS, ge=1)
     seed: int | None = 0
 
@@ -93,7 +119,7 @@ class Target(_Strict):
         None  # openai backend; a list: replicas of one model; else OPENAI_BASE_URL
     )
     api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key
-    params_b: float | None = None  # parameter count in billions, for the scaling mart
+    params_b: float | None = Field(None, gt=0)  # parameter count in billions, for the scaling mart
     options: dict[str, Any] = {}  # backend-specific (device, dtype, n_ctx, n_threads, ...)
 
     @model_validator(mode="before")
@@ -124,7 +150,10 @@ class Target(_Strict):
     @classmethod
     def _registered_backend(cls, v: str) -> str:
         if v not in backend_names():
-            raise ValueError(f"unknown backend {v!r}; use one of {', '.join(backend_names())}")
+            raise ValueError(
+                f"unknown backend {v!r}; use one of {', '.join(backend_names())}"
+                f"{did_you_mean(v, backend_names())}"
+            )
         return v
 
     @field_validator("api_key_env")
@@ -151,6 +180,8 @@ class Target(_Strict):
         if len(set(urls)) != len(urls):
             shown = [strip_url_credentials(u) for u in urls]
             raise ValueError(f"base_url lists a server twice: {shown}; list each replica once")
+        for url in urls:
+            _check_url(url)
         return v
 
     @model_validator(mode="after")
@@ -276,7 +307,7 @@ class VisionSettings(_Strict):
     """A manifest CSV for an image set other than PAIRS; without it image_root is read as a PAIRS tree."""
     subset: Subset = Subset()
     """Which images and categories to use (per_domain: scenarios per category; query_ids: image ids)."""
-    temperatures: list[float] = [VISION_TEMPERATURE]
+    temperatures: list[Temperature] = [VISION_TEMPERATURE]
     """The sampling temperatures of vision targets; a target's own decoding.temperature wins."""
     probe_disability_assignment: bool = False
     """Also ask each vision target which of the nine categories the pictured person might have."""
@@ -333,7 +364,7 @@ class AuditConfig(_Strict):
     query_set: str = "ableaudit"
     subset: Subset = Subset()
     samples: int = Field(1, ge=1)
-    temperatures: list[float] = [PAPER_TEMPERATURE]
+    temperatures: list[Temperature] = [PAPER_TEMPERATURE]
     arms: list[Arm] = [Arm(name="baseline")]
     targets: list[Target]
     judges: list[Judge] = []  # run after generation, inside the audit flow
@@ -417,11 +448,93 @@ class AuditConfig(_Strict):
         return [t for t in self.targets if t.task == "vision"]
 
 
-def _format_validation(err: ValidationError, source: str) -> str:
+def _check_url(url: str) -> None:
+    """A base_url is an http(s) URL with a host: ``banana`` is a mistake about the URL, not the key."""
+    shown = strip_url_credentials(url)
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"base_url {shown!r} is not a URL: write the server's address with its scheme and "
+            "path, e.g. http://127.0.0.1:8000/v1 (what `vllm serve` listens on)"
+        )
+
+
+def _model_class(tp: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X``, ``list[X]``, ``X | None``), if any."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return tp
+    if typing.get_origin(tp) in (list, typing.Union, types.UnionType, Annotated):
+        for arg in typing.get_args(tp):
+            found = _model_class(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _keys_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose keys are allowed at ``loc`` (the place a key sits in the config)."""
+    model: type[BaseModel] | None = AuditConfig
+    for part in loc:
+        if model is None:
+            return None
+        if isinstance(part, int):
+            continue
+        field_info = model.model_fields.get(str(part))
+        model = _model_class(field_info.annotation) if field_info else None
+    return model
+
+
+def _unknown_key(loc: tuple[Any, ...]) -> str:
+    """What to say about an unknown key: the near miss, the block it belongs in, or the keys allowed."""
+    key, model = str(loc[-1]), _keys_at(loc[:-1])
+    if model is None:
+        return "unknown key"
+    allowed = list(model.model_fields)
+    hint = did_you_mean(key, allowed)
+    if hint:
+        return f"unknown key {key!r}{hint}"
+    for name, field_info in model.model_fields.items():
+        nested = _model_class(field_info.annotation)
+        if nested is not None and key in nested.model_fields:
+            return f"unknown key {key!r} here; it belongs under `{name}:`"
+        near = close_matches(key, nested.model_fields if nested is not None else [], n=1)
+        if near:
+            return f"unknown key {key!r}; did you mean {near[0]!r} under `{name}:`?"
+    return f"unknown key {key!r}; the keys allowed here are {', '.join(allowed)}"
+
+
+def _where(loc: tuple[Any, ...], data: Any) -> str:
+    """A config place: its dotted path, then the names of the entries on the way, e.g.
+    ``targets.0.decoding.temperature (target 'smollm2')``."""
+    names, node, parent = [], data, ""
+    for part in loc:
+        if isinstance(part, int):
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
+            if isinstance(node, dict) and isinstance(node.get("name"), str):
+                names.append(f"{parent.removesuffix('s')} {node['name']!r}")
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+            parent = str(part)
+    dotted = ".".join(str(p) for p in loc) or "(top level)"
+    return f"{dotted} ({', '.join(names)})" if names else dotted
+
+
+def _format_validation(err: ValidationError, source: str, data: Any = None) -> str:
     lines = [f"invalid audit config ({source}):"]
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        lines.append(f"  - {loc}: {e['msg']}")
+        loc = tuple(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = _unknown_key(loc)
+        elif msg.startswith("Input should be") and "input" in e:
+            ranged = e["type"].startswith(("greater_than", "less_than"))
+            said = "is out of range: it must be" if ranged else "is wrong: it must be"
+            msg = f"{e['input']!r} {said}{msg.removeprefix('Input should be')}"
+        lines.append(f"  - {_where(loc, data)}: {msg}")
     lines.append("Fix the fields above; see configs/default.yaml for a complete example.")
     return "\n".join(lines)
 
@@ -434,17 +547,91 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> AuditConfig:
     try:
         return AuditConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_validation(err, source)) from None
+        raise ConfigError(_format_validation(err, source, data)) from None
+
+
+def resolve_config_path(config: str | Path) -> Path:
+    """A config path as given, else relative to the project (deployments run from elsewhere)."""
+    path = Path(config)
+    if not path.is_absolute() and not path.exists():
+        path = PROJECT_ROOT / path
+    return path
 
 
 def load_config(path: str | Path) -> AuditConfig:
     p = Path(path)
     if not p.is_file():
+        found = (
+            close_matches(p.name, [c.name for c in p.parent.glob("*.y*ml")])
+            if p.parent.is_dir()
+            else []
+        )
+        hint = f"; did you mean {str(p.parent / found[0])!r}?" if found else ""
         raise ConfigError(
-            f"audit config {p} does not exist; pass --config with a YAML file (e.g. configs/default.yaml)"
+            f"audit config {p} does not exist{hint}; pass --config with a YAML file "
+            "(e.g. configs/default.yaml)"
         )
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as err:
         raise ConfigError(f"audit config {p} is not valid YAML: {err}") from None
     return parse_config(data or {}, str(p))
+
+
+# The one-line endpoint audit (`ableaudit audit --model NAME --base-url URL`): neutral queries per
+# domain, as configs/default.yaml (2 x 6 domains x (1 neutral + 9 disability prompts) = 120 requests).
+ENDPOINT_PER_DOMAIN = 2
+
+
+def _slug(model: str) -> str:
+    """A target name from a model name: its last path part, lower case, safe in any table or file."""
+    tail = model.rstrip("/").rsplit("/", 1)[-1] or model
+    return re.sub(r"[^a-z0-9._-]+", "-", tail.lower()).strip("-") or "model"
+
+
+def endpoint_config(
+    model: str,
+    base_url: str | list[str] | None = None,
+    *,
+    backend: str = "openai",
+    per_domain: int | None = ENDPOINT_PER_DOMAIN,
+    api_key_env: str | None = None,
+    judge_model: str | None = None,
+    judge_base_url: str | list[str] | None = None,
+) -> dict[str, Any]:
+    """The config of the paper's audit of one model (its temperature, system prompt and token
+    budget, the baseline arm, the built-in query set), ``per_domain`` neutral queries per domain
+    (None: all of them), judged by ``judge_model`` when given (on ``judge_base_url``, else the
+    target's server). A plain dict, in the order a config file is written."""
+    target: dict[str, Any] = {"name": _slug(model), "backend": backend, "model": model}
+    if model != target["name"]:
+        target["model_id"] = model
+    if base_url:
+        target["base_url"] = base_url
+    if api_key_env:
+        target["api_key_env"] = api_key_env
+    data: dict[str, Any] = {
+        "name": target["name"],
+        "query_set": "ableaudit",
+        "subset": {"per_domain": per_domain, "seed": 0} if per_domain else {},
+        "samples": 1,
+        "temperatures": [PAPER_TEMPERATURE],
+        "arms": [{"name": "baseline"}],
+        "targets": [target],
+    }
+    if judge_model:
+        url = judge_base_url or base_url
+        judge: dict[str, Any] = {
+            "name": _slug(judge_model),
+            "backend": "openai" if url else backend,
+            "model": judge_model,
+            "decoding": {"temperature": 0.0},
+        }
+        if url:
+            judge["base_url"] = url
+        if api_key_env:
+            judge["api_key_env"] = api_key_env
+        data["judges"] = [
+            {"name": judge["name"], "kinds": ["rubric", "contrastive"], "target": judge}
+        ]
+    return data

@@ -164,9 +164,6 @@ def render_report(published: str) -> str:
 
 def resolve_config_path(config: str | Path) -> Path:
     """A config path as given, else relative to the project (deployments run from elsewhere)."""
-    from ableaudit import PROJECT_ROOT
+    from ableaudit.config import resolve_config_path as resolve
 
-    path = Path(config)
-    if not path.is_absolute() and not path.exists():
-        path = PROJECT_ROOT / path
-    return path
+    return resolve(config)

@@ -21,10 +21,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ableaudit.errors import AbleauditError
 from ableaudit.records import GenerationRequest, GenerationResult
 
 
-class BackendError(RuntimeError):
+class BackendError(AbleauditError, RuntimeError):
     """A backend cannot be used at all: the message says what to fix.
 
     ``transient`` marks a failure that may pass on its own (a server still

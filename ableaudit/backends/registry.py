@@ -15,8 +15,8 @@ Config validation reads the names from here.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .base import Backend, BackendError
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 TASKS = ("text", "vision")
 
 Loader = Callable[[], type[Backend]]
+OptionType = type | tuple[type, ...]
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class BackendEntry:
     """How to install them (said when one is missing)."""
     loader: Loader
     """Imports the backend's module and returns its class."""
+    options: Mapping[str, OptionType] | None = field(default=None)
+    """The keys a target's ``options:`` may hold, each with the type its value must have; None:
+    not declared (any key passes)."""
 
     def load(self) -> type[Backend]:
         """The backend class, checked against its registration (a mismatch is a bug in the backend module)."""
@@ -81,11 +85,14 @@ def backend(
     tasks: tuple[str, ...] = ("text",),
     requires: tuple[str, ...] = (),
     install: str = "",
+    options: Mapping[str, OptionType] | None = None,
 ) -> Callable[[Loader], Loader]:
     """Register the decorated loader as backend ``name`` for ``tasks``.
 
     The loader imports the backend's module and returns its class; it runs
     when a target first needs the class, so registering costs no import.
+    ``options`` declares the keys of a target's ``options:`` the backend reads
+    (with their value types), so the config check names a misspelt one.
     """
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
@@ -96,7 +103,12 @@ def backend(
             if (name, task) in _REGISTRY:
                 raise ValueError(f"backend {name!r} is registered twice for task {task}")
             _REGISTRY[(name, task)] = BackendEntry(
-                name, task, tuple(requires), install or f"install {', '.join(requires)}", loader
+                name,
+                task,
+                tuple(requires),
+                install or f"install {', '.join(requires)}",
+                loader,
+                None if options is None else dict(options),
             )
         return loader
 

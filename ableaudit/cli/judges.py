@@ -49,7 +49,13 @@ def import_judgments_command(file: str | Path, warehouse: str | Path | None = No
 
 
 def cmd_judge(args: argparse.Namespace) -> int:
-    counts = judge_command(args.config, getattr(args, "warehouse", None))
+    from ableaudit.audit.preflight import preflight
+
+    # the judges' models and servers, checked before dbt builds what they read
+    config, _ = preflight(
+        args.config, warehouse_path(getattr(args, "warehouse", None)), judges_only=True
+    )
+    counts = judge_command(config, getattr(args, "warehouse", None))
     for judge, kinds in counts.items():
         for kind, c in kinds.items():
             print(
@@ -65,6 +71,9 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
 
 def cmd_import_judgments(args: argparse.Namespace) -> int:
+    from ableaudit.errors import require_file
+
+    require_file(args.file, "verdicts file")
     report = import_judgments_command(args.file, getattr(args, "warehouse", None))
     print(
         f"Landed judgments from {args.file}: {report.inserted} new, {report.unchanged} already present, "

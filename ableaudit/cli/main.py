@@ -2,8 +2,9 @@
 
 Every command takes --warehouse (default: $ABLEAUDIT_WAREHOUSE, else
 warehouse/ableaudit.duckdb). Exit status: 0 done; 1 a crash (a traceback); 2 an error a
-user can fix (one message); 3 an audit that ran to its end but left some requests failed
-(the message counts them; running the same command again sends only those).
+user can fix (one message; --debug adds its traceback); 3 an audit that ran to its end but
+left some requests failed (the message counts them; running the same command again sends
+only those).
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT, __version__
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
+from ableaudit.errors import AbleauditError, UsageError, require_file
 from ableaudit.warehouse import warehouse_path
 
 EXAMPLE_QUERIES = """\
@@ -36,14 +40,104 @@ EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 
 
+DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"
+# Flags that describe the model of a one-line endpoint audit (they need --model, not --config).
+ENDPOINT_FLAGS = ("base_url", "backend", "api_key_env", "subset", "judge_model", "judge_base_url")
+ENDPOINT_HEADER = (
+    "The paper's audit of one served model, made by `ableaudit audit --model`; "
+    "run it again with `ableaudit audit --config THIS_FILE`."
+)
+
+
+def _per_domain(value: str) -> int | str:
+    """--subset: a number of neutral queries per domain, or 'all'."""
+    if value.strip().lower() == "all":
+        return "all"
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give a number of neutral queries per domain (1 or more) or 'all'"
+        )
+    return n
+
+
+def _audit_config(args: argparse.Namespace, scratch: Path) -> Path | None:
+    """The config file the audit runs: --config, or the one-line endpoint audit's, written out
+    (to ``scratch`` unless --print-config names a file). None: --print-config alone printed it,
+    and nothing runs."""
+    from ableaudit.audit.preflight import config_yaml
+    from ableaudit.config import ENDPOINT_PER_DOMAIN, endpoint_config, load_config, parse_config
+
+    given = [f"--{f.replace('_', '-')}" for f in ENDPOINT_FLAGS if getattr(args, f) is not None]
+    to_file = args.print_config not in (None, "-")
+    if args.model is None:
+        if given:
+            raise UsageError(f"{', '.join(given)} describe the model to audit: add --model NAME")
+        run_from = Path(args.config or DEFAULT_CONFIG)
+        if not args.print_config:
+            return run_from
+        if to_file and Path(args.print_config).resolve() == run_from.resolve():
+            raise UsageError(f"--print-config {args.print_config} would overwrite the config")
+        text = config_yaml(load_config(run_from).model_dump(mode="json", exclude_unset=True))
+    else:
+        if args.config is not None:
+            raise UsageError(
+                "--config and --model are two ways to say what to audit: give one "
+                "(--print-config shows the config --model makes)"
+            )
+        if args.judge_base_url and not args.judge_model:
+            raise UsageError("--judge-base-url is the judge's server: add --judge-model NAME")
+        data = endpoint_config(
+            args.model,
+            _one_or_list(args.base_url),
+            backend=args.backend or "openai",
+            per_domain={None: ENDPOINT_PER_DOMAIN, "all": None}.get(args.subset, args.subset),
+            api_key_env=args.api_key_env,
+            judge_model=args.judge_model,
+            judge_base_url=_one_or_list(args.judge_base_url),
+        )
+        parse_config(data, "the command line's --model audit")
+        text = f"# {ENDPOINT_HEADER}\n{config_yaml(data)}"
+        run_from = Path(args.print_config) if to_file else scratch / "endpoint.yaml"
+    if args.print_config == "-":
+        print(text, end="")
+        return None
+    out = Path(args.print_config) if to_file else run_from
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    if to_file:
+        print(f"Config written to {out}", file=sys.stderr)
+    return run_from
+
+
+def _one_or_list(urls: list[str] | None) -> str | list[str] | None:
+    """A repeated URL flag: one server, or replicas of one model."""
+    return None if not urls else urls[0] if len(urls) == 1 else urls
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
+    from ableaudit.audit.preflight import preflight
+
+    wh = warehouse_path(args.warehouse)
+    with tempfile.TemporaryDirectory(prefix="ableaudit-config-") as scratch:
+        config = _audit_config(args, Path(scratch))
+        if config is None:
+            return 0
+        # Before Prefect or dbt start: a mistake in the config surfaces in seconds.
+        config, _ = preflight(config, wh)
+        return _run_audit(args, config, wh)
+
+
+def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     from ableaudit.audit.flow import audit as flow
     from ableaudit.audit.runs import AuditIncomplete
 
-    wh = warehouse_path(args.warehouse)
     try:
         summary = flow(
-            config=str(args.config), warehouse=str(wh), build=False if args.no_build else None
+            config=str(config), warehouse=str(wh), build=False if args.no_build else None
         )
     except AuditIncomplete as err:
         print(f"ableaudit: audit incomplete: {err}", file=sys.stderr)
@@ -110,15 +204,11 @@ def _ensure_prompts(wh: Path) -> None:
     run_dbt(["build", "--select", "+int_prompts"], wh)
 
 
-def _require_file(path: Path) -> None:
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"{path} does not exist or is not a file; check the path")
-
-
 def cmd_import_responses(args: argparse.Namespace) -> int:
     from ableaudit.ingest.responses import import_responses, read_checked
 
     wh = warehouse_path(args.warehouse)
+    require_file(args.file, "responses file")
     read_checked(args.file)  # the file's own faults, before dbt prepares the prompts (a minute)
     _ensure_prompts(wh)
     report = import_responses(args.file, wh, default_query_set=args.query_set, replace=args.replace)
@@ -134,7 +224,7 @@ def cmd_import_queries(args: argparse.Namespace) -> int:
 
     check_query_set_name(args.query_set)
     if args.file is not None:
-        _require_file(args.file)
+        require_file(args.file, "AccessEval CSV")
     wh = warehouse_path(args.warehouse)
     loaded = read_accesseval(args.file, strict=not args.lenient)
     print(loaded.summary())
@@ -173,6 +263,7 @@ def cmd_export_annotation_sample(args: argparse.Namespace) -> int:
 def cmd_import_annotations(args: argparse.Namespace) -> int:
     from ableaudit.ingest.annotations import import_annotations
 
+    require_file(args.file, "ratings file")
     report = import_annotations(args.file, warehouse_path(args.warehouse))
     print(report)
     print("Run `ableaudit build` to refresh agreement, annotator_agreement and disputed_items.")
@@ -234,22 +325,82 @@ def cmd_export_preference_pairs(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ableaudit", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    debug = "on an error, print its traceback too (default: its message alone)"
+    parser.add_argument("--debug", action="store_true", help=debug)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--warehouse",
         help="DuckDB file (default: $ABLEAUDIT_WAREHOUSE or warehouse/ableaudit.duckdb)",
     )
+    # also after the command (`ableaudit audit --debug`); SUPPRESS keeps the top level's value
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("audit", parents=[common], help="run the audit flow on a config")
+    p = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="run the audit flow on a config, or on a served model (--model, --base-url)",
+        description="Audit the targets of a config, or one model with no config file: "
+        "`ableaudit audit --base-url http://127.0.0.1:8000/v1 --model NAME`. The config is "
+        "checked first (keys, values, files, servers), before anything starts.",
+    )
     p.add_argument(
         "--config",
-        default=str(PROJECT_ROOT / "configs" / "default.yaml"),
         type=Path,
         help="the audit config, YAML (default: configs/default.yaml, the embedded SmolLM2 audit)",
     )
     p.add_argument(
         "--no-build", action="store_true", help="land generations only; skip dbt build and publish"
+    )
+    p.add_argument(
+        "--model",
+        help="audit this model with the paper's settings, no config file needed: the name the "
+        "server serves (openai), or the backend's model (a GGUF path, a Hugging Face id)",
+    )
+    p.add_argument(
+        "--base-url",
+        action="append",
+        metavar="URL",
+        help="with --model: the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+        "(repeat for replicas; default: $OPENAI_BASE_URL, else the OpenAI API)",
+    )
+    p.add_argument(
+        "--backend",
+        help="with --model: the backend that runs it (default: openai; also llamacpp, "
+        "transformers, vllm)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="with --model: the env var holding the server's API key (default: OPENAI_API_KEY; "
+        "local servers need none)",
+    )
+    p.add_argument(
+        "--subset",
+        type=_per_domain,
+        metavar="N|all",
+        help="with --model: neutral queries per domain, each asked neutrally and for 9 disability "
+        "categories (default: 2, i.e. 120 requests over 6 domains; all: the 234 queries, 2,340 "
+        "requests, as in the paper)",
+    )
+    p.add_argument(
+        "--judge-model",
+        metavar="NAME",
+        help="with --model: also judge the answers (rubric and contrastive) with this model",
+    )
+    p.add_argument(
+        "--judge-base-url",
+        action="append",
+        metavar="URL",
+        help="the judge model's server (default: the --base-url server)",
+    )
+    p.add_argument(
+        "--print-config",
+        nargs="?",
+        const="-",
+        metavar="PATH",
+        help="print the config this command would run, as YAML, and stop; with PATH: write it "
+        "there and run the audit from it (rerun with --config PATH)",
     )
     p.set_defaults(func=cmd_audit)
 
@@ -410,10 +561,13 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["ABLEAUDIT_WAREHOUSE"] = str(warehouse_path(args.warehouse))
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError, RuntimeError) as err:
-        # ConfigError, ResponseImportError, QuerySetError, BackendError, dbt failures
+    except (AbleauditError, ValueError, FileNotFoundError, RuntimeError) as err:
+        # AbleauditError: ConfigError, BackendError, UsageError, a missing input file; the
+        # others: ResponseImportError, QuerySetError, dbt failures
+        if args.debug:
+            traceback.print_exc()
         print(f"ableaudit: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(err, "exit_code", EXIT_USAGE)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def test_failed_requests_fail_the_run_and_a_rerun_fills_the_gaps(tmp_path, serve
 
 def test_no_credential_reaches_any_output(tmp_path, servers, monkeypatch, capfd, caplog):
     """Canaries in every place a key can be written: the env var api_key_env names, a base_url's
-    userinfo, a replica's userinfo, option and extra_body fields named like secrets. A run with
+    userinfo, a replica's userinfo, extra_body fields named like secrets. A run with
     failing replicas (their URLs land in error messages), a healthy re-run and a build leave none
     of them in the warehouse's files, the published copy, its Parquet files, the report, the logs
     or the terminal."""
@@ -131,9 +131,10 @@ def test_no_credential_reaches_any_output(tmp_path, servers, monkeypatch, capfd,
                 "name": "one",
                 "base_url": a.base_url.replace("http://", f"http://user:{canary['url']}@"),
                 "api_key_env": "ABLEAUDIT_TEST_CANARY_KEY",
+                # an `options:` key the backend does not read (`api_key`) is refused before the
+                # run starts (tests/functional/test_preflight.py); extra_body is sent as written
                 "options": {
-                    "api_key": canary["option"],
-                    "extra_body": {"client_secret": canary["body"]},
+                    "extra_body": {"client_secret": canary["body"], "api_key": canary["option"]},
                 },
             },
             {
