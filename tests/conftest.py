@@ -16,7 +16,6 @@ pytest_plugins = [
     "tests.fixtures.tiny_vlm",
     "tests.fixtures.warehouse",
     "tests.fixtures.report_world",
-    "tests.fixtures.webhook_receiver",
 ]
 
 
