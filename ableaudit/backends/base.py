@@ -50,8 +50,10 @@ class Backend(ABC):
     name: ClassVar[str]
     """The name a target's ``backend:`` gives (the registry key): transformers, llamacpp, openai, vllm."""
     supports_stream: ClassVar[bool] = False
-    """``stream`` keeps ``concurrency`` requests in flight and yields results as they complete; without it
-    callers hand ``generate`` batches of ``concurrency`` requests."""
+    """``stream`` keeps requests in flight and yields results as they complete; without it callers hand
+    ``generate`` batches of ``concurrency`` requests. A streaming backend sends no request ahead of its
+    consumer beyond a bounded window (the openai backend: ``window`` requests outstanding, the next
+    sent when the consumer comes back for a result), so a kill loses a bounded number of answers."""
     supports_json_schema: ClassVar[bool] = False
     """It can constrain a completion to a JSON schema (judges' structured output); without it a request
     with ``json_schema`` fails (``refuse_json_schema``) rather than come back unconstrained."""
@@ -91,6 +93,10 @@ def results_in_batches(
     A backend that streams (``supports_stream``: the openai and vllm backends)
     keeps its requests in flight continuously and its results come in the order
     they complete: no batch waits for its slowest answer while the server idles.
+    The stream is pulled only while a batch fills, never while the caller lands
+    one, so with the openai backend the answers a kill can lose (sent, and not
+    landed) are at most ``window + size - 1``: ``window`` outstanding, less the
+    one whose place is refilled only after landing, plus the ``size`` held.
     Others get ``generate`` calls of ``size`` requests, in order. ``fail_batch``:
     an exception of a ``generate`` call becomes that batch's error results (else
     it propagates). A result for a key not asked for, or a ``generate`` call
