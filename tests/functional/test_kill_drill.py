@@ -15,7 +15,7 @@ from tests.fixtures.kill_drill import drill
 
 def test_a_kill_loses_only_the_answers_in_flight(tmp_path):
     kills = 4
-    d = drill(tmp_path, kills=kills, seed=20261201, prompts=40, batch_size=2, delay_s=0.2)
+    d = drill(tmp_path, kills=kills, seed=20261201, prompts=40, batch_size=2, delay_s=0.05)
     print(d.report())
     assert d.killed_alive == [True] * kills, "every kill must hit a running audit"
     # nothing lost, nothing twice: every prompt answered exactly once
