@@ -100,6 +100,7 @@ def _rows(wh, case: str) -> list[tuple]:
     )
 
 
+@pytest.mark.slow
 def test_fault_matrix(tmp_path, servers, capsys):
     assert set(ERROR_KIND) == set(FAILING) and set(FAULTS) <= set(CASES)
     for case, (kind, attempts) in CASES.items():

@@ -10,9 +10,12 @@ whole ``ableaudit audit`` command.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fixtures.kill_drill import drill
 
 
+@pytest.mark.slow
 def test_a_kill_loses_only_the_answers_in_flight(tmp_path):
     kills = 4
     d = drill(tmp_path, kills=kills, seed=20261201, prompts=40, batch_size=2, delay_s=0.05)
