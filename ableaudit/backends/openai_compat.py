@@ -24,10 +24,10 @@ results land in the order they complete.
 
 In-flight window: ``stream`` has at most ``window`` requests outstanding (sent,
 or waiting for a worker, and not yet handed to the consumer); the next one is
-sent only when the consumer comes back for another result, so an answer that
-has not landed yet holds a place. A kill therefore loses at most ``window``
-answers plus those the consumer holds unlanded (``results_in_batches``: fewer
-than its batch size). A reply that is not a well-formed chat completion (bad
+sent only when the consumer comes back for another result, so a consumer that
+lands before pulling again sets the pace. A kill therefore loses at most
+``window + size - 1`` answers when the consumer lands batches of ``size``
+(``results_in_batches``). A reply that is not a well-formed chat completion (bad
 JSON, no choices, no message) is an error result named ``malformed reply``;
 token counts that are not non-negative integers land as null, with a warning.
 
