@@ -3,8 +3,8 @@ fault-injecting servers on 127.0.0.1 (tests.fixtures.fault_server), one server a
 per case, so one audit run drills every fault and each target's rows show one fault. Each
 target's server faults 3 of its 12 prompts.
 
-- transient faults (reset, cut mid-reply, 500, 429 with Retry-After, 503, a reply beyond the
-  timeout) are retried within the run: every row of their targets is an answer, each faulted
+- transient faults (a server that stops listening for a while, a reset, a reply cut short, 500,
+  429 with Retry-After, 503, a reply beyond the timeout) are retried within the run: every row of their targets is an answer, each faulted
   prompt was asked twice, and the run counts none of them as failed;
 - faults in the token counts only land the answer with null counts;
 - permanent faults (a body that is not JSON, a truncated body, a null content, no choices,
@@ -66,7 +66,11 @@ def _config(tmp_path, servers: dict[str, FaultServer]) -> str:
             "batch_size": 2,
             "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
             "decoding": {"max_new_tokens": 16},
-            "options": {"max_retries": 1, **({"timeout_s": 1.0} if case == "slow" else {})},
+            "options": {
+                # a refusing server is back after 1 s: the third attempt (~1.2 s) gets through
+                "max_retries": 3 if case == "refuse" else 1,
+                **({"timeout_s": 1.0} if case == "slow" else {}),
+            },
         }
         for case, server in servers.items()
     ]

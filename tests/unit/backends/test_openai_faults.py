@@ -60,14 +60,18 @@ def test_every_fault_is_classified():
 
 @pytest.mark.parametrize("kind", TRANSIENT)
 def test_a_transient_fault_is_retried_and_the_answer_comes_back(server, kind):
-    b = _backend(server)
+    # a refusing server is back after 1 s: the client's third attempt (~1.2 s) gets through
+    b = _backend(server, max_retries=3 if kind == "refuse" else 1)
     server.inject(kind, prompts=1, attempts=1)
     (r,) = b.generate([_req("k", "hello there")])
     assert (r.status, r.text) == ("ok", "echo: hello there"), r.error
     assert server.asked["hello there"] == 2 and server.faults[kind] == 1
+    first, second = server.ask_times["hello there"]
     if kind == "http429":  # the retry waited as Retry-After said (a lower bound: never flaky)
-        first, second = server.ask_times["hello there"]
         assert second - first >= 0.9
+    if kind == "refuse":  # the answer came once the server listened again, 1 s later
+        (reopened,) = server.reopened
+        assert reopened - first >= server.refuse_s and second >= reopened
     b.close()
 
 
@@ -76,7 +80,8 @@ def test_a_transient_fault_that_persists_is_an_error_result_after_the_retries(se
     b = _backend(server)
     (r,) = b.generate([_req("k", f"FAULT={kind} again and again")])
     assert r.status == "error" and r.text is None
-    assert server.requests == 2  # the first attempt and max_retries 1
+    # the first attempt and max_retries 1 (refused: the retry never reaches the server)
+    assert server.requests == (1 if kind == "refuse" else 2)
     b.close()
 
 
