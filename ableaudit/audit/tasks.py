@@ -13,15 +13,12 @@ from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-from tqdm import tqdm
 
+from ableaudit.audit.generating import generate_target
 from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
-from ableaudit.backends import make_backend
-from ableaudit.backends.base import Backend, BackendError, results_in_batches
+from ableaudit.backends.base import BackendError
 from ableaudit.config import AuditConfig, ConfigError
 from ableaudit.dbt.runner import run_dbt
-from ableaudit.records import LandingReport, PlannedGeneration
-from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
 from ableaudit.warehouse.publish import publish
 
 RETRY_DELAYS = [2, 10, 30]
@@ -57,35 +54,6 @@ def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 
 
-def _generate(
-    wh: str, backend: Backend, target: Any, todo: list[PlannedGeneration], run_id: str
-) -> LandingReport:
-    """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight.
-
-    A row's ``model_revision`` is what the backend says answered it; a result that names none (an
-    error) takes the backend's own, so the planned fingerprint stays only in the generation key.
-    """
-    logger = get_run_logger()
-    plans = {p.generation_id: p for p in todo}
-    revision = backend.model_revision
-    total = LandingReport()
-    done = 0
-    size = backend.concurrency
-    with tqdm(total=len(todo), desc=f"{target.name}", unit="gen") as bar:
-        for results in results_in_batches(backend, [p.request() for p in todo], size):
-            rows = []
-            for r in results:
-                row = result_row(plans[r.key], r, run_id)
-                if not r.model_revision and revision:
-                    row["model_revision"] = revision
-                rows.append(row)
-            total += land_generations(wh, rows)
-            done += len(results)
-            bar.update(len(results))
-            logger.info("%s: %d/%d landed", target.name, done, len(todo))
-    return total
-
-
 @task(
     name="audit-target",
     cache_policy=NO_CACHE,
@@ -94,31 +62,9 @@ def _generate(
     retry_condition_fn=transient,
 )
 def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
-    """One target's generations: what is not landed yet, one backend per adapter group.
-
-    A retry (or a resumed audit) plans the same keys and asks only for those still missing.
-    """
-    logger = get_run_logger()
-    total = LandingReport()
-    for adapter, planned in plan.groups:
-        done = landed_keys(wh, [p.generation_id for p in planned])
-        todo = [p for p in planned if p.generation_id not in done]
-        logger.info(
-            "target %s (adapter %s): %d planned, %d landed already, %d to generate",
-            plan.target.name,
-            adapter,
-            len(planned),
-            len(planned) - len(todo),
-            len(todo),
-        )
-        if not todo:
-            continue
-        backend = make_backend(plan.target, adapter=adapter)
-        try:
-            total += _generate(wh, backend, plan.target, todo, run_id)
-        finally:
-            backend.close()
-    return total.__dict__
+    """One target's generations (``generating.generate_target``): what is not landed yet,
+    landed as it comes back. A retry (or a resumed audit) asks only for those still missing."""
+    return generate_target(wh, plan, run_id, get_run_logger().info).__dict__
 
 
 @task(

@@ -51,8 +51,11 @@ class Backend(ABC):
     name: ClassVar[str]
     """The name a target's ``backend:`` gives (the registry key): transformers, llamacpp, openai, vllm."""
     supports_stream: ClassVar[bool] = False
-    """``stream`` keeps ``concurrency`` requests in flight and yields results as they complete; without it
-    callers hand ``generate`` batches of ``concurrency`` requests."""
+    """``stream`` keeps requests in flight and yields results as they complete; without it callers hand
+    ``generate`` batches of ``concurrency`` requests. What runs ahead of the consumer is bounded, so a
+    kill loses a bounded number of answers: the openai backend has at most ``window`` requests
+    outstanding and sends the next when the consumer comes back for a result; the vllm worker
+    generates ``part_rows`` at a time."""
     supports_json_schema: ClassVar[bool] = False
     """It can constrain a completion to a JSON schema (judges' structured output); without it a request
     with ``json_schema`` fails (``refuse_json_schema``) rather than come back unconstrained."""
@@ -92,6 +95,12 @@ def results_in_batches(
     A backend that streams (``supports_stream``: the openai and vllm backends)
     keeps its requests in flight continuously and its results come in the order
     they complete: no batch waits for its slowest answer while the server idles.
+    The stream is pulled only while a batch fills, never while the caller lands
+    one, so with the openai backend the answers a kill can lose (sent and not
+    landed) are at most ``window + size - 1``: while a batch fills, ``window``
+    outstanding and up to ``size - 1`` held; while it lands, ``window - 1``
+    outstanding (the last answer's place is refilled on the next pull) and
+    ``size`` held.
     Others get ``generate`` calls of ``size`` requests, in order. ``fail_batch``:
     an exception of a ``generate`` call becomes that batch's error results (else
     it propagates). A result for a key not asked for, or a ``generate`` call

@@ -22,6 +22,15 @@ rest of the batch goes on. Requests run concurrently on a thread pool of
 audit and the judges use ``stream``: requests stay in flight continuously and
 results land in the order they complete.
 
+In-flight window: ``stream`` has at most ``window`` requests outstanding (sent,
+or waiting for a worker, and not yet handed to the consumer); the next one is
+sent only when the consumer comes back for another result, so a consumer that
+lands before pulling again sets the pace. A kill therefore loses at most
+``window + size - 1`` answers when the consumer lands batches of ``size``
+(``results_in_batches``). A reply that is not a well-formed chat completion (bad
+JSON, no choices, no message) is an error result named ``malformed reply``;
+token counts that are not non-negative integers land as null, with a warning.
+
 On construction the backend lists each server's models (``GET /models``) once:
 this fails fast on an unreachable server or a bad key, and tells us each
 replica's listed revision (the listing's ``root`` where the server gives one,
@@ -43,15 +52,17 @@ options (``target.options``):
   max_tokens_field: "max_tokens" (default) or "max_completion_tokens" (newer OpenAI models need it)
   send_seed: send request.seed (default true; some hosted APIs reject it)
   extra_body: dict merged into every request body (e.g. {"top_k": -1} for vLLM)
+  window: requests outstanding in ``stream`` at most (default ``concurrency``: batch_size x servers)
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -145,8 +156,10 @@ class OpenAIBackend(Backend):
         self.extra_body = dict(opts.get("extra_body") or {})
         self.servers = [_Server(u, self._client(u, key, opts)) for u in urls]
         self.concurrency = self.batch_size * len(self.servers)
+        self.window = _positive_int(opts.get("window", self.concurrency), "window", target.name)
         self._lock = threading.Lock()
         self._warned_mixed = False
+        self._warned_usage = False
         if opts.get("check_server", True):
             for i, server in enumerate(self.servers):
                 self._check_server(
@@ -258,11 +271,18 @@ class OpenAIBackend(Backend):
                 # the request's own fault (4xx): no other replica would answer it
                 self._release(server, ok=True)
                 return GenerationResult.failed(req.key, _describe(e), latency_ms=sw.ms())
+            except ValueError as e:  # a body that is not JSON (json.JSONDecodeError)
+                self._release(server, ok=True)
+                return _malformed(req, server, e, sw.ms())
             except Exception as e:
                 self._release(server, ok=True)
                 return GenerationResult.failed(req.key, e, latency_ms=sw.ms())
             self._release(server, ok=True)
-            return self._result(req, server, resp, sw.ms())
+            try:
+                return self._result(req, server, resp, sw.ms())
+            except (AttributeError, TypeError, ValueError, IndexError) as e:
+                # JSON, but not a chat completion (a choice without a message, say)
+                return _malformed(req, server, e, sw.ms())
         if len(tried) == 1:
             return GenerationResult.failed(req.key, failures[0], latency_ms=sw.ms())
         detail = "; ".join(f"{s.where}: {f}" for s, f in zip(tried, failures))
@@ -274,9 +294,13 @@ class OpenAIBackend(Backend):
         self, req: GenerationRequest, server: _Server, resp: Any, ms: float
     ) -> GenerationResult:
         if not resp.choices:
-            return GenerationResult.failed(req.key, "server reply has no choices", latency_ms=ms)
+            return GenerationResult.failed(
+                req.key, f"malformed reply: {server.where} sent no choices", latency_ms=ms
+            )
         choice = resp.choices[0]
         content = choice.message.content
+        if content is not None and not isinstance(content, str):
+            raise TypeError(f"message content is {type(content).__name__}, not text")
         if content is None and not getattr(choice.message, "refusal", None):
             # no text and no refusal: a server fault, not an empty answer; retried next run
             return GenerationResult.failed(
@@ -302,16 +326,40 @@ class OpenAIBackend(Backend):
                 self.model,
                 " | ".join(sorted(answered)),
             )
-        usage = resp.usage
+        tokens = self._usage(server, getattr(resp, "usage", None))
         return GenerationResult.from_text(
             req.key,
             content or "",
             finish_reason=normalize_finish_reason(choice.finish_reason),
-            prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            prompt_tokens=tokens["prompt_tokens"],
+            completion_tokens=tokens["completion_tokens"],
             latency_ms=ms,
             model_revision=revision,
         )
+
+    def _usage(self, server: _Server, usage: Any) -> dict[str, int | None]:
+        """The reply's token counts; one that is missing or not a non-negative integer is None
+        (the answer still lands), and the first such reply of a backend is logged."""
+        counts: dict[str, int | None] = {}
+        odd = []
+        for name in ("prompt_tokens", "completion_tokens"):
+            value = getattr(usage, name, None)
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            counts[name] = value if ok else None
+            if value is not None and not ok:
+                odd.append(f"{name}={value!r}")
+        if odd:
+            with self._lock:
+                warn = not self._warned_usage
+                self._warned_usage = True
+            if warn:
+                log.warning(
+                    "%s sent token counts that are not non-negative integers (%s); they land as "
+                    "null (the answers land as usual)",
+                    server.where,
+                    ", ".join(odd),
+                )
+        return counts
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         if len(requests) <= 1 or self.concurrency == 1:
@@ -320,25 +368,58 @@ class OpenAIBackend(Backend):
             return list(pool.map(self._one, requests))
 
     def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
-        """Results as they complete, ``concurrency`` requests in flight until the last one.
+        """Results as they complete, with at most ``window`` requests outstanding.
 
         Unlike batches of ``generate``, no request waits for the slowest of its
         batch before the next one starts: the servers stay busy and a fast
-        replica takes more. Closing the iterator early cancels what has not
-        started.
+        replica takes more. The next request is sent when the consumer comes
+        back for another result (having landed the last one), never ahead of
+        it, so a slow consumer holds back the sending instead of piling up
+        answers a kill would lose. Closing the iterator early cancels what has
+        not started.
         """
         if not requests:
             return
-        pool = ThreadPoolExecutor(min(self.concurrency, len(requests)))
+        waiting = iter(requests)
+        pool = ThreadPoolExecutor(min(self.concurrency, self.window, len(requests)))
+        outstanding: set[Future[GenerationResult]] = set()
+
+        def send(n: int) -> None:
+            for req in itertools.islice(waiting, n):
+                outstanding.add(pool.submit(self._one, req))
+
         try:
-            for future in as_completed([pool.submit(self._one, r) for r in requests]):
-                yield future.result()
+            send(self.window)
+            while outstanding:
+                done, _ = wait(outstanding, return_when=FIRST_COMPLETED)
+                for future in done:
+                    outstanding.discard(future)
+                    yield future.result()
+                    send(1)  # the consumer is back: the answer just handed out is its own
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         for server in self.servers:
             server.client.close()
+
+
+def _malformed(
+    req: GenerationRequest, server: _Server, e: Exception, ms: float
+) -> GenerationResult:
+    """An error result for a reply that is not a chat completion; the next run asks again."""
+    return GenerationResult.failed(
+        req.key, f"malformed reply: {server.where} sent {type(e).__name__}: {e}", latency_ms=ms
+    )
+
+
+def _positive_int(value: Any, name: str, target: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BackendError(
+            f"target {target!r}: option {name} must be a whole number of at least 1, got {value!r}; "
+            f"fix `options: {{{name}: ...}}` or remove it (default: batch_size x servers)"
+        )
+    return value
 
 
 def _describe(e: Exception) -> str:
