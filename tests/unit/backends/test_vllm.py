@@ -165,7 +165,7 @@ def test_responses_round_trip_and_validation(tmp_path):
 # ---------------------------------------------------------------- (b) backend + fake worker scripts
 
 FAKE_WORKER = textwrap.dedent("""
-    import json, sys, time, pyarrow as pa, pyarrow.parquet as pq
+    import json, os, sys, time, pyarrow as pa, pyarrow.parquet as pq
     req, resp = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
     mode = "{mode}"
@@ -197,7 +197,9 @@ FAKE_WORKER = textwrap.dedent("""
                        metadata={{"ableaudit.exchange": "vllm-responses/1",
                                  "ableaudit.model_revision": "org/m@" + "f" * 40}})
     if mode in ("midway", "hang_after_part"):  # one part of two rows, then it dies or hangs
-        pq.write_table(pa.Table.from_pylist(out[:2], schema=schema), resp + ".part-00000")
+        # written under a temporary name and renamed, as the real worker does
+        pq.write_table(pa.Table.from_pylist(out[:2], schema=schema), resp + ".tmp")
+        os.replace(resp + ".tmp", resp + ".part-00000")
         if mode == "hang_after_part":
             time.sleep(60)
         print("Segmentation fault in the engine", file=sys.stderr)
