@@ -18,14 +18,17 @@ from ableaudit.warehouse import warehouse_path
 
 
 def rows_text(rows: dict[str, int]) -> str:
-    """'3 generations, 1 superseded' for a landing's rows per table."""
-    return ", ".join(f"{n} {table}" for table, n in sorted(rows.items())) or "0 rows"
+    """'3 rows of generations, 1 row of runs' for a landing's rows per table."""
+    return (
+        ", ".join(f"{n} row{'s' * (n != 1)} of {table}" for table, n in sorted(rows.items()))
+        or "no rows"
+    )
 
 
 def landing_line(landing: dict[str, Any]) -> str:
     """One landing in a sentence: id, kind, source and when."""
     when = landing["started_at"]
-    stamp = f"{when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else "time unknown"
+    stamp = f"{when:%Y-%m-%d %H:%M:%S}" if when is not None else "time unknown"
     return (
         f"{landing['landing_id']} ({landing['kind']}, {landing['source'] or 'no source'}, {stamp})"
     )
@@ -71,7 +74,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     table = Table(title=f"Landings of {warehouse_path(args.warehouse)}", title_justify="left")
     for name, style in (
         ("landing id", "bold"),
-        ("started (UTC)", None),
+        ("started", None),
         ("kind", None),
         ("source", None),
         ("rows", None),

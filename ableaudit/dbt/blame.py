@@ -102,7 +102,8 @@ def _trace(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, list[tuple[st
     """How many rows ``sql`` returns, and how many of them each landing wrote."""
     cur = con.execute(f"select * from ({sql}) limit 0")
     columns = {d[0] for d in cur.description}
-    (offending,) = con.execute(f"select count(*) from ({sql})").fetchone()
+    cur.fetchall()
+    ((offending,),) = con.execute(f"select count(*) from ({sql})").fetchall()
     if "landing_id" in columns:
         found = con.execute(
             f"select landing_id, count(*) from ({sql}) where landing_id is not null "
@@ -157,9 +158,13 @@ def culprits(results: Sequence[Any], warehouse: str | Path, project_dir: Path) -
         con.close()
 
 
+def _rows(n: int) -> str:
+    return f"{n} row{'s' * (n != 1)}"
+
+
 def _landing_text(landing: dict[str, Any]) -> str:
     when = landing.get("started_at")
-    stamp = f", {when:%Y-%m-%d %H:%M:%S} UTC" if when is not None else ""
+    stamp = f", {when:%Y-%m-%d %H:%M:%S}" if when is not None else ""
     return f"{landing['landing_id']} ({landing['kind']}, {landing.get('source') or 'no source'}{stamp})"
 
 
@@ -170,9 +175,9 @@ def explain(found: Sequence[Culprit]) -> list[str]:
     lines = ["Landed data fails these tests:"]
     for c in found:
         where = f" of {c.model}" if c.model else ""
-        lines.append(f"  - {c.test}: {c.offending} row(s){where}; from landing(s):")
+        lines.append(f"  - {c.test}: {_rows(c.offending)}{where}, from:")
         for landing, n in c.landings:
-            lines.append(f"      {_landing_text(landing)}: {n} row(s)")
+            lines.append(f"      landing {_landing_text(landing)}: {_rows(n)}")
     ids = list(dict.fromkeys(landing["landing_id"] for c in found for landing, _ in c.landings))
     lines.append(
         "Fix: "

@@ -174,9 +174,9 @@ def _landing_for(
     if run_id is not None:
         found = con.execute(
             "select landing_id from raw.landings where run_id = ? and kind = 'audit'", [run_id]
-        ).fetchone()
+        ).fetchall()  # fetchall: DuckDB 2 refuses new work while a result is half read
         if found:
-            return found[0], False
+            return found[0][0], False
     landing_id = new_landing_id()
     con.execute(
         "insert into raw.landings (landing_id, kind, source, run_id, status) "
@@ -358,8 +358,9 @@ def land_imported_generations(
 
     A new key is inserted and a landed one is left as it is, except the keys in
     ``supersede``: the user re-imported them with a corrected text and asked to
-    replace, so the landed row is first copied into raw.generation_history and
-    then overwritten by the incoming one (the key stays, so later re-imports find it).
+    replace, so the landed row is first copied into raw.generation_history (with its
+    landing, and the one replacing it) and then overwritten by the incoming one (the key
+    stays, so later re-imports find it).
     """
     if not rows:
         return LandingReport(), 0
@@ -369,13 +370,9 @@ def land_imported_generations(
     with writing(warehouse) as con:
         landing_id, own = _landing_for(con, "import-responses", None, _one_run(rows))
         con.register("incoming", _arrow(rows, GENERATION_COLUMNS, landing_id))
-        (present,) = con.execute(
+        ((present,),) = con.execute(
             "select count(*) from raw.generations join incoming using (generation_id)"
-        ).fetchone()
-        con.execute(
-            f"insert into raw.generations ({cols}) select {cols} from incoming "
-            "on conflict (generation_id) do nothing"
-        )
+        ).fetchall()
         if replace:
             con.register("superseded", pa.table({"generation_id": pa.array(replace, pa.string())}))
             con.execute(
@@ -390,6 +387,10 @@ def land_imported_generations(
                 "where g.generation_id = i.generation_id "
                 "and g.generation_id in (select generation_id from superseded)"
             )
+        con.execute(
+            f"insert into raw.generations ({cols}) select {cols} from incoming "
+            "on conflict (generation_id) do nothing"
+        )
         _settle(con, landing_id, own)
     report = LandingReport(inserted=len(rows) - present, unchanged=present - len(replace))
     return report, len(replace)
@@ -836,11 +837,12 @@ def _restorable(con: duckdb.DuckDBPyConnection, landing_id: str) -> pa.Table:
 def _refuse_live_run(con: duckdb.DuckDBPyConnection, landing: dict[str, Any], lease_s: float):
     if landing["run_id"] is None:
         return
-    run = con.execute(
+    found = con.execute(
         "select status, host, pid, date_diff('second', heartbeat_at, now()::timestamp) "
         "from raw.runs where run_id = ?",
         [landing["run_id"]],
-    ).fetchone()
+    ).fetchall()
+    run = found[0] if found else None
     if run and run[0] == "running" and _run_alive(run[1], run[2], run[3], lease_s):
         raise LandingError(
             f"landing {landing['landing_id']} is audit run {landing['run_id']}, still running "
