@@ -54,6 +54,16 @@ def recorded(
         )
 
 
+def _existing(warehouse: str | None) -> Path:
+    wh = warehouse_path(warehouse)
+    if not wh.is_file():
+        raise FileNotFoundError(
+            f"no warehouse at {wh}; pass --warehouse (or set ABLEAUDIT_WAREHOUSE) to the file "
+            "that holds the landings"
+        )
+    return wh
+
+
 def _json_default(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
@@ -64,14 +74,15 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     from ableaudit.warehouse.landing import history
 
-    landings = history(warehouse_path(args.warehouse))
+    wh = _existing(args.warehouse)
+    landings = history(wh)
     if args.json:
         print(json.dumps(landings, indent=2, default=_json_default))
         return 0
     if not landings:
-        print(f"No landings in {warehouse_path(args.warehouse)} yet.")
+        print(f"No landings in {wh} yet.")
         return 0
-    table = Table(title=f"Landings of {warehouse_path(args.warehouse)}", title_justify="left")
+    table = Table(title=f"Landings of {wh}", title_justify="left")
     for name, style in (
         ("landing id", "bold"),
         ("started", None),
@@ -99,7 +110,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_forget(args: argparse.Namespace, build: Callable[[Path], None]) -> int:
     from ableaudit.warehouse.landing import LandingError, forget, plan_forget
 
-    wh = warehouse_path(args.warehouse)
+    wh = _existing(args.warehouse)
     plan = plan_forget(wh, args.landing_id)
     landing = plan.landing
     restored = f"; {plan.restored} generations it superseded come back" if plan.restored else ""

@@ -242,6 +242,9 @@ def test_rows_older_than_landing_ids_get_a_legacy_landing_per_run_or_write(wareh
 
 
 def test_history_prints_a_table_and_forget_asks_first(warehouse, capsys, monkeypatch):
+    assert main(["history", "--warehouse", str(warehouse)]) == 2
+    assert f"no warehouse at {warehouse}" in capsys.readouterr().err
+    assert not warehouse.exists()
     with landing.recording(warehouse, "import-responses", "/data/responses.csv") as rec:
         landing.land_imported_generations(warehouse, [_row()])
     assert main(["history", "--warehouse", str(warehouse)]) == 0
