@@ -706,7 +706,7 @@ def add_adapter(
             ).fetchone()
             row, undo = place(int(latest) + 1)
             landing_id, own = _landing_for(con, "adapter", str(row.get("path")))
-            cols = [c.name for c in raw_schema.table("adapters").landed()]
+            cols = [c.name for c in raw_schema.table("adapters").written()]
             con.execute(
                 f"insert into raw.adapters ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
                 [landing_id if c == "landing_id" else row.get(c) for c in cols],

@@ -35,6 +35,8 @@ class Column:
     """NOT NULL."""
     default: str | None = None
     """A SQL default; a column with one is filled by DuckDB, not by landing."""
+    stamped: bool = False
+    """Filled by the landing layer itself (``landing_id``), never by the caller's rows."""
 
     @property
     def arrow(self) -> pa.DataType:
@@ -58,14 +60,18 @@ class Table:
         return next(c for c in self.columns if c.name == name)
 
     def landed(self) -> list[Column]:
-        """The columns a landing writes (those without a default)."""
+        """The columns a caller's rows give (no default, not stamped by the landing layer)."""
+        return [c for c in self.columns if c.default is None and not c.stamped]
+
+    def written(self) -> list[Column]:
+        """The columns a landing writes: the caller's, and the ones it stamps."""
         return [c for c in self.columns if c.default is None]
 
     def arrow_schema(self) -> pa.Schema:
-        return pa.schema([(c.name, c.arrow) for c in self.landed()])
+        return pa.schema([(c.name, c.arrow) for c in self.written()])
 
     def arrow_columns(self) -> dict[str, pa.DataType]:
-        return {c.name: c.arrow for c in self.landed()}
+        return {c.name: c.arrow for c in self.written()}
 
     def ddl(self) -> str:
         lines = []
@@ -89,10 +95,11 @@ def _c(
 
 _NOW = "current_timestamp"
 
-LANDING_ID = _c(
+LANDING_ID = Column(
     "landing_id",
     "varchar",
     "The landing that wrote the row (raw.landings); `ableaudit forget` removes a landing's rows.",
+    stamped=True,
 )
 
 TABLES: tuple[Table, ...] = (
@@ -173,15 +180,17 @@ TABLES: tuple[Table, ...] = (
             _c("landed_at", "timestamp", "When the old row had landed."),
             _c("replaced_by_run_id", "varchar", "The import that replaced it, if it had a run id."),
             _c("created_at", "timestamp", "When it was superseded.", True, _NOW),
-            _c(
+            Column(
                 "landing_id",
                 "varchar",
                 "The landing that had landed the old row; forgetting it drops this row too.",
+                stamped=True,
             ),
-            _c(
+            Column(
                 "replaced_by_landing_id",
                 "varchar",
                 "The landing that superseded it; forgetting that landing puts this row back.",
+                stamped=True,
             ),
         ),
     ),
