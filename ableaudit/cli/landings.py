@@ -47,11 +47,13 @@ def recorded(
 
     with recording(warehouse, kind, source, file=file, run_id=run_id) as current:
         yield
-    if current.wrote:
+    if current.wrote and current.rows:
         print(
             f"Landing {current.landing_id}: {rows_text(current.rows)}. "
             f"Undo it with `ableaudit forget {current.landing_id}`."
         )
+    elif current.wrote:
+        print(f"Landing {current.landing_id}: nothing new (every row had landed already).")
 
 
 def _existing(warehouse: str | None) -> Path:

@@ -264,3 +264,33 @@ def test_history_prints_a_table_and_forget_asks_first(warehouse, capsys, monkeyp
     assert main(["forget", rec.landing_id, "--no-build", "--warehouse", str(warehouse)]) == 0
     assert "removed 1 row of generations" in capsys.readouterr().out
     assert _q(warehouse, "select count(*) from raw.generations") == [(0,)]
+
+
+def test_an_import_command_says_its_landing_and_keeps_the_files_digest(warehouse, capsys):
+    import hashlib
+
+    from ableaudit import PROJECT_ROOT
+
+    sample = PROJECT_ROOT / "tests" / "data" / "accesseval_sample.csv"
+    args = [
+        "import",
+        "queries",
+        str(sample),
+        "--query-set",
+        "sample",
+        "--warehouse",
+        str(warehouse),
+    ]
+    assert main(args) == 0
+    (h,) = landing.history(warehouse)
+    n = h["rows"]["external_queries"]
+    assert n > 0 and h["kind"] == "import-queries" and h["source"] == str(sample)
+    assert h["source_sha256"] == hashlib.sha256(sample.read_bytes()).hexdigest()
+    out = capsys.readouterr().out
+    assert f"Landing {h['landing_id']}: {n} rows of external_queries." in out
+    assert f"Undo it with `ableaudit forget {h['landing_id']}`" in out
+    assert main(args) == 0  # the same file again: nothing new, the rows keep their landing
+    assert "nothing new (every row had landed already)" in capsys.readouterr().out
+    assert _q(warehouse, "select distinct landing_id from raw.external_queries") == [
+        (h["landing_id"],)
+    ]
