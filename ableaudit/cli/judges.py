@@ -28,8 +28,10 @@ def judge_command(
         raise ConfigError(
             f"{config} lists no `judges:`; add one (see docs/judges.md) to run the judges"
         )
+    from ableaudit.cli.landings import recorded
+
     wh, run = warehouse_path(warehouse), run_id or f"judge-{uuid.uuid4()}"
-    with progress_bars() as progress:
+    with recorded(wh, "judge", config, file=config, run_id=run), progress_bars() as progress:
         counts = run_judges(wh, cfg, run, progress=progress)
         if cfg.vision_targets:  # vision pairs live under the image set's name
             vision = run_judges(
@@ -43,9 +45,12 @@ def judge_command(
 
 
 def import_judgments_command(file: str | Path, warehouse: str | Path | None = None):
+    from ableaudit.cli.landings import recorded
     from ableaudit.ingest.judgments import import_judgments
 
-    return import_judgments(file, warehouse_path(warehouse), run_id=f"import-{uuid.uuid4()}")
+    wh, run = warehouse_path(warehouse), f"import-{uuid.uuid4()}"
+    with recorded(wh, "import-judgments", file, file=file, run_id=run):
+        return import_judgments(file, wh, run_id=run)
 
 
 def cmd_judge(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ableaudit import PROJECT_ROOT, __version__
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
+from ableaudit.cli.landings import add_landing_parsers, recorded
 from ableaudit.errors import AbleauditError, UsageError, require_file
 from ableaudit.warehouse import warehouse_path
 
@@ -164,19 +165,24 @@ def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     return 0
 
 
-def cmd_build(args: argparse.Namespace) -> int:
+def build_and_publish(
+    wh: Path, vars: str | None = None, storage_version: str | None = None
+) -> None:
+    """What `ableaudit build` runs: dbt seed + build, publish, report."""
     from ableaudit.dbt.runner import run_dbt
+    from ableaudit.report import render_report
     from ableaudit.warehouse.publish import publish
 
-    wh = warehouse_path(args.warehouse)
-    extra = ["--vars", args.vars] if args.vars else []
-    from ableaudit.report import render_report
-
+    extra = ["--vars", vars] if vars else []
     run_dbt(["seed"], wh)
     run_dbt(["build", *extra], wh)
-    out = publish(wh, storage_version=args.storage_version)
+    out = publish(wh, storage_version=storage_version)
     report = render_report(out)
     print(f"Built {wh}\nPublished {out}\nReport {report.index}")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    build_and_publish(warehouse_path(args.warehouse), args.vars, args.storage_version)
     return 0
 
 
@@ -211,7 +217,10 @@ def cmd_import_responses(args: argparse.Namespace) -> int:
     require_file(args.file, "responses file")
     read_checked(args.file)  # the file's own faults, before dbt prepares the prompts (a minute)
     _ensure_prompts(wh)
-    report = import_responses(args.file, wh, default_query_set=args.query_set, replace=args.replace)
+    with recorded(wh, "import-responses", args.file, file=args.file):
+        report = import_responses(
+            args.file, wh, default_query_set=args.query_set, replace=args.replace
+        )
     print(
         f"Landed from {args.file}: {report.inserted} new, {report.unchanged} already present, {report.replaced} replaced"
     )
@@ -228,9 +237,11 @@ def cmd_import_queries(args: argparse.Namespace) -> int:
     wh = warehouse_path(args.warehouse)
     loaded = read_accesseval(args.file, strict=not args.lenient)
     print(loaded.summary())
-    n = land_query_set(
-        wh, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None
-    )
+    source = args.file or f"query set {args.query_set} from the hub"
+    with recorded(wh, "import-queries", source, file=args.file):
+        n = land_query_set(
+            wh, loaded, query_set=args.query_set, source_file=str(args.file) if args.file else None
+        )
     print(
         f"Landed {n} prompts as query_set {args.query_set!r} in {wh}. Audit them with `query_set: {args.query_set}` in a config."
     )
@@ -264,7 +275,9 @@ def cmd_import_annotations(args: argparse.Namespace) -> int:
     from ableaudit.ingest.annotations import import_annotations
 
     require_file(args.file, "ratings file")
-    report = import_annotations(args.file, warehouse_path(args.warehouse))
+    wh = warehouse_path(args.warehouse)
+    with recorded(wh, "import-annotations", args.file, file=args.file):
+        report = import_annotations(args.file, wh)
     print(report)
     print("Run `ableaudit build` to refresh agreement, annotator_agreement and disputed_items.")
     return 0
@@ -295,7 +308,8 @@ def cmd_import_images(args: argparse.Namespace) -> int:
     else:
         raise ImageSetError(f"{src} is neither a PAIRS folder nor a manifest CSV file")
     print(loaded.summary())
-    report = land_images(wh, loaded, replace=args.replace)
+    with recorded(wh, "import-images", src, file=src if src.is_file() else None):
+        report = land_images(wh, loaded, replace=args.replace)
     print(f"Landed image set {args.image_set!r} in {wh}: {report.as_dict()}")
     print(
         f"Audit it with a `vision:` block holding `image_set: {args.image_set}` and `image_root: {loaded.root}` "
@@ -436,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     add_judge_parser(sub, common)
+    add_landing_parsers(sub, common, build=build_and_publish)
 
     exp = sub.add_parser("export", help="write files for people").add_subparsers(
         dest="what", required=True

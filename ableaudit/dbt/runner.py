@@ -20,7 +20,8 @@ _FAILED = {"error", "fail", "runtime error"}
 
 
 class DbtError(RuntimeError):
-    """dbt failed; the message lists the failing nodes and their messages."""
+    """dbt failed; the message lists the failing nodes and their messages, and for a data test
+    failing on landed rows, the landings they came from and how to forget them."""
 
 
 @contextmanager
@@ -93,6 +94,10 @@ def run_dbt(
     lines = _failures(res.result)
     if res.exception is not None:
         lines.append(f"  - {type(res.exception).__name__}: {res.exception}")
+    if lines and res.result is not None:
+        from ableaudit.dbt.blame import blame
+
+        lines += blame(getattr(res.result, "results", None) or [], wh, project)
     detail = "\n".join(lines) or "  (no failing node reported; see logs/dbt.log)"
     raise DbtError(f"`{command}` failed on warehouse {wh}:\n{detail}")
 

@@ -33,15 +33,26 @@ def warehouse_path(path: str | os.PathLike | None = None) -> Path:
 
 def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the raw tables if they are missing, and add columns a newer version declares
-    to an older warehouse's tables (idempotent)."""
+    to an older warehouse's tables (idempotent); rows older than landing ids get 'legacy-...'
+    landings (``raw_schema.legacy_landings``)."""
     con.execute(raw_schema.ddl())
     existing = set(
         con.execute(
             "select table_name, column_name from information_schema.columns where table_schema = 'raw'"
         ).fetchall()
     )
-    for statement in raw_schema.migrations(existing):
-        con.execute(statement)
+    statements = raw_schema.migrations(existing)
+    if not statements:
+        return
+    # one transaction: a warehouse never keeps a new column without its backfill
+    con.execute("begin transaction")
+    try:
+        for statement in statements:
+            con.execute(statement)
+    except BaseException:
+        con.execute("rollback")
+        raise
+    con.execute("commit")
 
 
 def lock_holder(err: BaseException) -> str:

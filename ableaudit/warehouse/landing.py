@@ -11,14 +11,24 @@ one exception is an import the user asked to replace (``import responses
 --replace``): the landed row is copied into raw.generation_history first.
 Reference data (query sets, image sets, annotations, adapters, runs) is
 validated by its ingest module first and written here.
+
+Every write belongs to a landing (raw.landings) and stamps its ``landing_id`` on
+the rows it writes: an audit run's landing (found by the rows' run id), the one a
+caller opened with ``recording`` (an import: its kind, file and file digest), or
+else a landing of its own. A row left as it was keeps the landing that wrote it.
+``forget`` removes one landing's rows, putting back the rows it superseded.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +71,162 @@ def to_arrow(rows: Sequence[dict[str, Any]]) -> pa.Table:
     return _arrow(rows, GENERATION_COLUMNS)
 
 
-def _arrow(rows: Sequence[dict[str, Any]], columns: dict[str, pa.DataType]) -> pa.Table:
+def _arrow(
+    rows: Sequence[dict[str, Any]],
+    columns: dict[str, pa.DataType],
+    landing_id: str | None = None,
+) -> pa.Table:
+    """Rows as Arrow in the declared schema; ``landing_id`` stamps every row."""
     schema = pa.schema(list(columns.items()))
-    return pa.Table.from_pylist([{c: r.get(c) for c in columns} for r in rows], schema=schema)
+    stamp = {"landing_id": landing_id} if landing_id is not None else {}
+    return pa.Table.from_pylist(
+        [{c: r.get(c) for c in columns} | stamp for r in rows], schema=schema
+    )
+
+
+# --------------------------------------------------------------------------- landings
+
+
+@dataclass
+class Recording:
+    """A landing a caller opened with ``recording``: every write inside the block stamps its id."""
+
+    landing_id: str
+    """The id its rows carry."""
+    kind: str
+    """'import-responses', 'judge', ... (raw.landings.kind)."""
+    source: str | None
+    """The file, folder or run it came from."""
+    source_sha256: str | None
+    """Of the file's bytes, when the source is a file."""
+    run_id: str | None
+    """The run its rows name, if any."""
+    rows: dict[str, int] = field(default_factory=dict)
+    """Rows it wrote per raw table, once it has ended (empty when it wrote nothing)."""
+    wrote: bool = False
+    """Whether a write of the block reached the warehouse (its raw.landings row exists)."""
+
+
+_CURRENT: ContextVar[Recording | None] = ContextVar("ableaudit_landing", default=None)
+
+
+def new_landing_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@contextmanager
+def recording(
+    warehouse: str | Path | None,
+    kind: str,
+    source: str | Path | None = None,
+    file: str | Path | None = None,
+    run_id: str | None = None,
+) -> Iterator[Recording]:
+    """Make every write of the block one landing of ``kind`` from ``source`` (``file``: a file
+    whose digest is kept). Its raw.landings row appears with the first write, so a refused
+    import leaves no landing; it ends 'landed', or 'failed' when the block raises."""
+    from ableaudit.media import file_sha256
+
+    digest = file_sha256(file) if file is not None and Path(file).is_file() else None
+    current = Recording(new_landing_id(), kind, _text(source), digest, run_id)
+    token = _CURRENT.set(current)
+    status = "failed"
+    try:
+        yield current
+        status = "landed"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        _CURRENT.reset(token)
+        if current.wrote:
+            with writing(warehouse) as con:
+                current.rows = _finish(con, current.landing_id, status, only_running=True)
+
+
+def _text(value: str | Path | None) -> str | None:
+    if value is None:
+        return None
+    return str(Path(value).expanduser().resolve()) if isinstance(value, Path) else str(value)
+
+
+def _landing_for(
+    con: duckdb.DuckDBPyConnection, kind: str, source: str | None, run_id: str | None = None
+) -> tuple[str, bool]:
+    """The landing a write belongs to, and whether the write is a landing of its own (it
+    settles it in its transaction): the caller's ``recording``, else the audit run named by
+    ``run_id``, else a new one."""
+    current = _CURRENT.get()
+    if current is not None:
+        con.execute(
+            "insert into raw.landings (landing_id, kind, source, source_sha256, run_id, status) "
+            "values (?, ?, ?, ?, ?, 'running') on conflict (landing_id) do nothing",
+            [
+                current.landing_id,
+                current.kind,
+                current.source,
+                current.source_sha256,
+                current.run_id or run_id,
+            ],
+        )
+        current.wrote = True
+        return current.landing_id, False
+    if run_id is not None:
+        found = con.execute(
+            "select landing_id from raw.landings where run_id = ? and kind = 'audit'", [run_id]
+        ).fetchall()  # fetchall: DuckDB 2 refuses new work while a result is half read
+        if found:
+            return found[0][0], False
+    landing_id = new_landing_id()
+    con.execute(
+        "insert into raw.landings (landing_id, kind, source, run_id, status) "
+        "values (?, ?, ?, ?, 'running')",
+        [landing_id, kind, source if source is not None else _run_source(run_id), run_id],
+    )
+    return landing_id, True
+
+
+def _run_source(run_id: str | None) -> str | None:
+    return f"run {run_id}" if run_id else None
+
+
+def _one_run(rows: Sequence[dict[str, Any]]) -> str | None:
+    runs = {r.get("run_id") for r in rows}
+    return runs.pop() if len(runs) == 1 else None
+
+
+def _counts(con: duckdb.DuckDBPyConnection, landing_id: str) -> dict[str, int]:
+    """Rows a landing has in each raw table; 'superseded': landed rows it replaced."""
+    parts = [
+        f"select '{t.name}', count(*) from raw.{t.name} where landing_id = $id"
+        for t in raw_schema.STAMPED
+        if t.name != "generation_history"
+    ]
+    parts.append(
+        "select 'superseded', count(*) from raw.generation_history "
+        "where replaced_by_landing_id = $id"
+    )
+    rows = con.execute(" union all ".join(parts), {"id": landing_id}).fetchall()
+    return {name: int(n) for name, n in rows if n}
+
+
+def _finish(
+    con: duckdb.DuckDBPyConnection, landing_id: str, status: str, only_running: bool = False
+) -> dict[str, int]:
+    """End a landing: its status, when, and what it wrote."""
+    counts = _counts(con, landing_id)
+    total = sum(n for name, n in counts.items() if name != "superseded")
+    con.execute(
+        "update raw.landings set status = ?, finished_at = now(), rows_json = ?, row_count = ? "
+        "where landing_id = ?" + (" and status = 'running'" if only_running else ""),
+        [status, json.dumps(counts, sort_keys=True), total, landing_id],
+    )
+    return counts
+
+
+def _settle(con: duckdb.DuckDBPyConnection, landing_id: str, own: bool) -> None:
+    if own:
+        _finish(con, landing_id, "landed")
 
 
 @contextmanager
@@ -110,6 +273,7 @@ def land_keyed(
     columns: dict[str, pa.DataType],
     rows: Sequence[dict[str, Any]],
     also: Sequence[str] = (),
+    kind: str | None = None,
 ) -> LandingReport:
     """Land rows into ``raw.<table>`` in one transaction, keyed by ``key``.
 
@@ -117,7 +281,8 @@ def land_keyed(
     its ``status_column`` says 'error', in which case a later attempt replaces it.
     Within one batch the first non-error row of a key wins. ``also`` holds extra
     statements run in the same transaction over the batch, registered as
-    ``incoming``.
+    ``incoming``. The rows carry their landing's id (``kind``: the kind of a landing of
+    their own, when no recording or audit run holds them).
     """
     report = LandingReport(errors=sum(1 for r in rows if r.get(status_column) == "error"))
     if not rows:
@@ -130,11 +295,11 @@ def land_keyed(
         ):
             seen[r[key]] = r
     unique = list(seen.values())
-    batch = _arrow(unique, columns)
     cols = ", ".join(columns)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
     with writing(warehouse) as con:
-        con.register("incoming", batch)
+        landing_id, own = _landing_for(con, kind or table, None, _one_run(unique))
+        con.register("incoming", _arrow(unique, columns, landing_id))
         before = dict(
             con.execute(
                 f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})"
@@ -147,6 +312,7 @@ def land_keyed(
         )
         for statement in also:
             con.execute(statement)
+        _settle(con, landing_id, own)
     for r in unique:
         prior = before.get(r[key])
         if prior is None:
@@ -174,8 +340,9 @@ def land_generations(warehouse: str | Path, rows: Sequence[dict[str, Any]]) -> L
         GENERATION_COLUMNS,
         rows,
         also=[
-            "insert into raw.generation_errors (generation_id, run_id, error_message) "
-            "select generation_id, run_id, error_message from incoming where status = 'error'",
+            "insert into raw.generation_errors (generation_id, run_id, error_message, landing_id) "
+            "select generation_id, run_id, error_message, landing_id from incoming "
+            "where status = 'error'",
             # a run's lease: it landed something just now
             "update raw.runs set heartbeat_at = now() where status = 'running' "
             "and run_id in (select distinct run_id from incoming)",
@@ -191,8 +358,9 @@ def land_imported_generations(
 
     A new key is inserted and a landed one is left as it is, except the keys in
     ``supersede``: the user re-imported them with a corrected text and asked to
-    replace, so the landed row is first copied into raw.generation_history and
-    then overwritten by the incoming one (the key stays, so later re-imports find it).
+    replace, so the landed row is first copied into raw.generation_history (with its
+    landing, and the one replacing it) and then overwritten by the incoming one (the key
+    stays, so later re-imports find it).
     """
     if not rows:
         return LandingReport(), 0
@@ -200,21 +368,18 @@ def land_imported_generations(
     cols = ", ".join(GENERATION_COLUMNS)
     updates = ", ".join(f"{c} = i.{c}" for c in GENERATION_COLUMNS if c != "generation_id")
     with writing(warehouse) as con:
-        con.register("incoming", _arrow(rows, GENERATION_COLUMNS))
-        (present,) = con.execute(
+        landing_id, own = _landing_for(con, "import-responses", None, _one_run(rows))
+        con.register("incoming", _arrow(rows, GENERATION_COLUMNS, landing_id))
+        ((present,),) = con.execute(
             "select count(*) from raw.generations join incoming using (generation_id)"
-        ).fetchone()
-        con.execute(
-            f"insert into raw.generations ({cols}) select {cols} from incoming "
-            "on conflict (generation_id) do nothing"
-        )
+        ).fetchall()
         if replace:
             con.register("superseded", pa.table({"generation_id": pa.array(replace, pa.string())}))
             con.execute(
                 "insert into raw.generation_history (generation_id, run_id, status, response_text, "
-                "source, landed_at, replaced_by_run_id) "
+                "source, landed_at, replaced_by_run_id, landing_id, replaced_by_landing_id) "
                 "select g.generation_id, g.run_id, g.status, g.response_text, g.source, "
-                "g.created_at, i.run_id from raw.generations g "
+                "g.created_at, i.run_id, g.landing_id, i.landing_id from raw.generations g "
                 "join incoming i using (generation_id) join superseded using (generation_id)"
             )
             con.execute(
@@ -222,6 +387,11 @@ def land_imported_generations(
                 "where g.generation_id = i.generation_id "
                 "and g.generation_id in (select generation_id from superseded)"
             )
+        con.execute(
+            f"insert into raw.generations ({cols}) select {cols} from incoming "
+            "on conflict (generation_id) do nothing"
+        )
+        _settle(con, landing_id, own)
     report = LandingReport(inserted=len(rows) - present, unchanged=present - len(replace))
     return report, len(replace)
 
@@ -310,7 +480,8 @@ def start_run(
     One audit runs on a warehouse at a time: a live run (its process alive on this
     host, or a recent landing from another host) refuses the new one with a
     message naming it; a run whose process is gone is marked 'interrupted'.
-    Returns the ids of the runs so marked.
+    Returns the ids of the runs so marked. The run is one landing (kind 'audit'): every
+    generation and verdict landed under its run id carries that landing's id.
     """
     with writing(warehouse) as con:
         others = con.execute(
@@ -333,13 +504,53 @@ def start_run(
                 "where run_id in (select unnest(?::varchar[]))",
                 [dead],
             )
+            for landing_id in _audit_landings(con, dead):
+                _finish(con, landing_id, "interrupted")
+        found = _audit_landings(con, [run_id])
+        landing_id = found[0] if found else new_landing_id()
+        if not found:
+            con.execute(
+                "insert into raw.landings (landing_id, kind, source, run_id, status) "
+                "values (?, 'audit', ?, ?, 'running')",
+                [landing_id, _audit_source(run_id, config_json), run_id],
+            )
+        else:
+            con.execute(
+                "update raw.landings set status = 'running', finished_at = null "
+                "where landing_id = ?",
+                [landing_id],
+            )
         con.execute(
-            "insert into raw.runs (run_id, config_json, status, host, pid, heartbeat_at) "
-            "values (?, ?, 'running', ?, ?, now()) on conflict (run_id) do update set status = 'running', "
+            "insert into raw.runs (run_id, config_json, status, host, pid, heartbeat_at, landing_id) "
+            "values (?, ?, 'running', ?, ?, now(), ?) on conflict (run_id) do update set status = 'running', "
             "host = excluded.host, pid = excluded.pid, heartbeat_at = excluded.heartbeat_at",
-            [run_id, config_json, socket.gethostname(), os.getpid()],
+            [run_id, config_json, socket.gethostname(), os.getpid(), landing_id],
         )
     return dead
+
+
+def _audit_landings(con: duckdb.DuckDBPyConnection, run_ids: Sequence[str]) -> list[str]:
+    return [
+        landing_id
+        for (landing_id,) in con.execute(
+            "select landing_id from raw.landings where kind = 'audit' "
+            "and run_id in (select unnest(?::varchar[]))",
+            [list(run_ids)],
+        ).fetchall()
+    ]
+
+
+def _audit_source(run_id: str, config_json: str) -> str:
+    try:
+        name = json.loads(config_json).get("name")
+    except (ValueError, AttributeError):
+        name = None
+    return f"audit {name} (run {run_id})" if name else f"audit run {run_id}"
+
+
+LANDING_STATUS = {"completed": "landed"}
+"""A run's status as its landing's: a completed run has landed; 'failed' and 'interrupted'
+keep their word (what they landed stays, and can be forgotten)."""
 
 
 def finish_run(warehouse: str | Path, run_id: str, status: str) -> None:
@@ -348,6 +559,8 @@ def finish_run(warehouse: str | Path, run_id: str, status: str) -> None:
             "update raw.runs set status = ?, finished_at = current_timestamp where run_id = ?",
             [status, run_id],
         )
+        for landing_id in _audit_landings(con, [run_id]):
+            _finish(con, landing_id, LANDING_STATUS.get(status, status))
 
 
 # --------------------------------------------------------------------------- reference data
@@ -359,27 +572,32 @@ def replace_query_set(
     rows: Sequence[dict[str, Any]],
     source_file: str | None,
 ) -> int:
-    """Make ``raw.external_queries`` hold exactly ``rows`` for ``query_set`` (validated by the caller)."""
+    """Make ``raw.external_queries`` hold exactly ``rows`` for ``query_set`` (validated by the caller).
+
+    A landed row equal to an incoming one stays as it is (with the landing that wrote it), so
+    loading the same file again writes nothing; the rest of the set is replaced.
+    """
+    columns = raw_schema.table("external_queries").arrow_columns()
+    same = " and ".join(f"e.{c} is not distinct from i.{c}" for c in columns if c != "landing_id")
     with writing(warehouse) as con:
-        con.execute("delete from raw.external_queries where query_set = ?", [query_set])
-        if rows:
-            con.executemany(
-                "insert into raw.external_queries "
-                "(query_set, query_id, domain, persona, disability_id, prompt_text, source_file) "
-                "values (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    [
-                        query_set,
-                        r.get("query_id"),
-                        r.get("domain"),
-                        r.get("persona"),
-                        r.get("disability_id"),
-                        r.get("prompt_text"),
-                        source_file,
-                    ]
-                    for r in rows
-                ],
-            )
+        landing_id, own = _landing_for(
+            con, "import-queries", source_file or f"query set {query_set}"
+        )
+        batch = [{**r, "query_set": query_set, "source_file": source_file} for r in rows]
+        con.register("incoming_queries", _arrow(batch, columns, landing_id))
+        con.execute(
+            "delete from raw.external_queries e where e.query_set = ? "
+            f"and not exists (select 1 from incoming_queries i where {same})",
+            [query_set],
+        )
+        cols = ", ".join(columns)
+        con.execute(
+            f"insert into raw.external_queries ({cols}) select {cols} from incoming_queries i "
+            "where not exists (select 1 from raw.external_queries e "
+            f"where e.query_set = ? and {same})",
+            [query_set],
+        )
+        _settle(con, landing_id, own)
     return len(rows)
 
 
@@ -392,15 +610,17 @@ def replace_images(
     """Remove ``stale_ids`` of ``image_set`` and insert ``rows`` (validated by the caller)."""
     images = raw_schema.table("images").arrow_columns()
     with writing(warehouse) as con:
+        landing_id, own = _landing_for(con, "images", f"image set {image_set}")
         if stale_ids:
             con.executemany(
                 "delete from raw.images where image_set = ? and image_id = ?",
                 [[image_set, i] for i in stale_ids],
             )
         if rows:
-            con.register("incoming_images", _arrow(rows, images))
+            con.register("incoming_images", _arrow(rows, images, landing_id))
             cols = ", ".join(images)
             con.execute(f"insert into raw.images ({cols}) select {cols} from incoming_images")
+        _settle(con, landing_id, own)
 
 
 def land_annotations(
@@ -410,7 +630,10 @@ def land_annotations(
     ``replaced`` lists each changed rating with its old and new value."""
     columns = raw_schema.table("annotations").arrow_columns()
     with writing(warehouse) as con:
-        con.register("annotation_incoming", _arrow(rows, columns))
+        files = {r.get("source_file") for r in rows}
+        source = files.pop() if len(files) == 1 else None
+        landing_id, own = _landing_for(con, "import-annotations", source)
+        con.register("annotation_incoming", _arrow(rows, columns, landing_id))
         existing = dict(
             con.execute(
                 "select a.annotation_id, a.value from raw.annotations a "
@@ -433,11 +656,13 @@ def land_annotations(
         if changed:
             con.execute(
                 "update raw.annotations as a set value = i.value, value_num = i.value_num, "
-                "batch_id = i.batch_id, source_file = i.source_file, loaded_at = current_timestamp "
+                "batch_id = i.batch_id, source_file = i.source_file, loaded_at = current_timestamp, "
+                "landing_id = i.landing_id "
                 "from annotation_incoming i where a.annotation_id = i.annotation_id "
                 "and a.annotation_id in (select unnest(?::varchar[]))",
                 [[r["annotation_id"] for r in changed]],
             )
+        _settle(con, landing_id, own)
     replaced = [
         {
             "item_id": r["item_id"],
@@ -480,11 +705,13 @@ def add_adapter(
                 "select coalesce(max(version), 0) from raw.adapters where name = ?", [name]
             ).fetchone()
             row, undo = place(int(latest) + 1)
-            cols = [c.name for c in raw_schema.table("adapters").landed()]
+            landing_id, own = _landing_for(con, "adapter", str(row.get("path")))
+            cols = [c.name for c in raw_schema.table("adapters").written()]
             con.execute(
                 f"insert into raw.adapters ({', '.join(cols)}) values ({', '.join('?' * len(cols))})",
-                [row[c] for c in cols],
+                [landing_id if c == "landing_id" else row.get(c) for c in cols],
             )
+            _settle(con, landing_id, own)
             (created,) = con.execute(
                 "select created_at from raw.adapters where adapter_id = ?", [row["adapter_id"]]
             ).fetchone()
@@ -508,3 +735,182 @@ def update_judgment_parses(
             "where judgment_id = ?",
             list(changed),
         )
+
+
+# --------------------------------------------------------------------------- history and forget
+
+
+class LandingError(ValueError):
+    """A landing cannot be found or forgotten; the message says why and what to do."""
+
+
+LANDING_FIELDS = (
+    "landing_id",
+    "kind",
+    "source",
+    "source_sha256",
+    "run_id",
+    "started_at",
+    "finished_at",
+    "rows_json",
+    "row_count",
+    "status",
+    "forgotten_at",
+)
+
+
+def _as_landing(row: Sequence[Any]) -> dict[str, Any]:
+    out = dict(zip(LANDING_FIELDS, row, strict=True))
+    out["rows"] = json.loads(out.pop("rows_json") or "{}")
+    return out
+
+
+def history(warehouse: str | Path | None) -> list[dict[str, Any]]:
+    """Every landing, oldest first, with the rows it wrote per table (``rows``)."""
+    con = connect(warehouse)
+    try:
+        rows = con.execute(
+            f"select {', '.join(LANDING_FIELDS)} from raw.landings order by started_at, landing_id"
+        ).fetchall()
+    finally:
+        con.close()
+    return [_as_landing(r) for r in rows]
+
+
+def _resolve(con: duckdb.DuckDBPyConnection, landing_id: str) -> dict[str, Any]:
+    """The landing whose id is ``landing_id``, or the one whose id starts with it."""
+    found = con.execute(
+        f"select {', '.join(LANDING_FIELDS)} from raw.landings "
+        "where landing_id = $id or starts_with(landing_id, $id) order by landing_id",
+        {"id": landing_id},
+    ).fetchall()
+    exact = [r for r in found if r[0] == landing_id]
+    if exact:
+        return _as_landing(exact[0])
+    if not found or not landing_id:
+        raise LandingError(
+            f"no landing {landing_id!r} in this warehouse; `ableaudit history` lists them"
+        )
+    if len(found) > 1:
+        raise LandingError(
+            f"{landing_id!r} starts {len(found)} landing ids ({', '.join(r[0] for r in found[:5])}); "
+            "give more of the id"
+        )
+    return _as_landing(found[0])
+
+
+@dataclass
+class ForgetPlan:
+    """What forgetting a landing would do."""
+
+    landing: dict[str, Any]
+    """Its raw.landings row (``rows``: what it wrote)."""
+    rows: dict[str, int]
+    """Its rows still in each raw table that are removed."""
+    restored: int
+    """Rows it superseded (``import responses --replace``) that come back in place of its own."""
+
+
+def _forgettable(
+    con: duckdb.DuckDBPyConnection, landing_id: str
+) -> tuple[dict[str, int], pa.Table]:
+    """A landing's rows that forgetting removes, per table, and the rows it puts back."""
+    restore = _restorable(con, landing_id)
+    rows = _counts(con, landing_id)
+    rows.pop("superseded", None)
+    if restore.num_rows:
+        rows["generations"] -= restore.num_rows
+    return {t: n for t, n in rows.items() if n}, restore
+
+
+def _restorable(con: duckdb.DuckDBPyConnection, landing_id: str) -> pa.Table:
+    """The rows this landing superseded whose replacement is still its own, newest first."""
+    return con.sql(
+        "select h.* from raw.generation_history h join raw.generations g "
+        "on g.generation_id = h.generation_id and g.landing_id = $id "
+        "where h.replaced_by_landing_id = $id "
+        "qualify row_number() over (partition by h.generation_id order by h.created_at desc) = 1",
+        params={"id": landing_id},
+    ).to_arrow_table()
+
+
+def _refuse_live_run(con: duckdb.DuckDBPyConnection, landing: dict[str, Any], lease_s: float):
+    if landing["run_id"] is None:
+        return
+    found = con.execute(
+        "select status, host, pid, date_diff('second', heartbeat_at, now()::timestamp) "
+        "from raw.runs where run_id = ?",
+        [landing["run_id"]],
+    ).fetchall()
+    run = found[0] if found else None
+    if run and run[0] == "running" and _run_alive(run[1], run[2], run[3], lease_s):
+        raise LandingError(
+            f"landing {landing['landing_id']} is audit run {landing['run_id']}, still running "
+            f"(process {run[2]} on {run[1]}); wait for it to end, or stop it, then forget it"
+        )
+
+
+def _refuse(con: duckdb.DuckDBPyConnection, landing: dict[str, Any], lease_s: float) -> None:
+    if landing["status"] == "forgotten":
+        raise LandingError(
+            f"landing {landing['landing_id']} was already forgotten at "
+            f"{landing['forgotten_at']:%Y-%m-%d %H:%M:%S}; `ableaudit history` lists the others"
+        )
+    _refuse_live_run(con, landing, lease_s)
+
+
+def plan_forget(
+    warehouse: str | Path | None, landing_id: str, lease_s: float = LEASE_S
+) -> ForgetPlan:
+    """What ``forget`` would remove and put back (nothing is written); refused as ``forget`` is."""
+    con = connect(warehouse)
+    try:
+        landing = _resolve(con, landing_id)
+        _refuse(con, landing, lease_s)
+        rows, restore = _forgettable(con, landing["landing_id"])
+    finally:
+        con.close()
+    return ForgetPlan(landing, rows, restore.num_rows)
+
+
+def forget(warehouse: str | Path | None, landing_id: str, lease_s: float = LEASE_S) -> ForgetPlan:
+    """Remove one landing's rows from raw.* in one transaction, and mark it 'forgotten'.
+
+    A generation it superseded (``import responses --replace``) is put back as it was;
+    a row it left as it was belongs to the landing that wrote it and stays. Refused for
+    an audit run still running, and for a landing already forgotten.
+    """
+    with writing(warehouse) as con:
+        landing = _resolve(con, landing_id)
+        lid = landing["landing_id"]
+        _refuse(con, landing, lease_s)
+        rows, restore = _forgettable(con, lid)
+        con.register("restore_rows", restore)
+        # the rows it superseded come back; their history rows are no longer history
+        con.execute(
+            "update raw.generations as g set status = r.status, response_text = r.response_text, "
+            "run_id = r.run_id, source = r.source, created_at = coalesce(r.landed_at, g.created_at), "
+            "landing_id = r.landing_id from restore_rows r where g.generation_id = r.generation_id"
+        )
+        con.execute(
+            "delete from raw.generation_history h using restore_rows r "
+            "where h.generation_id = r.generation_id and h.replaced_by_landing_id = ?",
+            [lid],
+        )
+        # its own rows that a later landing superseded: what it had superseded is now what
+        # that later landing superseded
+        con.execute(
+            "update raw.generation_history as h set replaced_by_landing_id = x.replaced_by_landing_id, "
+            "replaced_by_run_id = x.replaced_by_run_id from raw.generation_history x "
+            "where x.landing_id = $id and h.replaced_by_landing_id = $id "
+            "and h.generation_id = x.generation_id",
+            {"id": lid},
+        )
+        for t in raw_schema.STAMPED:
+            con.execute(f"delete from raw.{t.name} where landing_id = ?", [lid])
+        con.execute(
+            "update raw.landings set status = 'forgotten', forgotten_at = now() "
+            "where landing_id = ?",
+            [lid],
+        )
+    return ForgetPlan(landing, rows, restore.num_rows)

@@ -35,6 +35,8 @@ class Column:
     """NOT NULL."""
     default: str | None = None
     """A SQL default; a column with one is filled by DuckDB, not by landing."""
+    stamped: bool = False
+    """Filled by the landing layer itself (``landing_id``), never by the caller's rows."""
 
     @property
     def arrow(self) -> pa.DataType:
@@ -58,14 +60,18 @@ class Table:
         return next(c for c in self.columns if c.name == name)
 
     def landed(self) -> list[Column]:
-        """The columns a landing writes (those without a default)."""
+        """The columns a caller's rows give (no default, not stamped by the landing layer)."""
+        return [c for c in self.columns if c.default is None and not c.stamped]
+
+    def written(self) -> list[Column]:
+        """The columns a landing writes: the caller's, and the ones it stamps."""
         return [c for c in self.columns if c.default is None]
 
     def arrow_schema(self) -> pa.Schema:
-        return pa.schema([(c.name, c.arrow) for c in self.landed()])
+        return pa.schema([(c.name, c.arrow) for c in self.written()])
 
     def arrow_columns(self) -> dict[str, pa.DataType]:
-        return {c.name: c.arrow for c in self.landed()}
+        return {c.name: c.arrow for c in self.written()}
 
     def ddl(self) -> str:
         lines = []
@@ -88,6 +94,13 @@ def _c(
 
 
 _NOW = "current_timestamp"
+
+LANDING_ID = Column(
+    "landing_id",
+    "varchar",
+    "The landing that wrote the row (raw.landings); `ableaudit forget` removes a landing's rows.",
+    stamped=True,
+)
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -139,6 +152,7 @@ TABLES: tuple[Table, ...] = (
             _c("latency_ms", "double", "Wall time of the call."),
             _c("source", "varchar", "'generated' | 'imported'.", True),
             _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
         ),
         primary_key=("generation_id",),
     ),
@@ -150,6 +164,7 @@ TABLES: tuple[Table, ...] = (
             _c("run_id", "varchar", "The run of the attempt."),
             _c("error_message", "varchar", "Why it failed."),
             _c("created_at", "timestamp", "When the attempt landed.", True, _NOW),
+            LANDING_ID,
         ),
     ),
     Table(
@@ -165,6 +180,18 @@ TABLES: tuple[Table, ...] = (
             _c("landed_at", "timestamp", "When the old row had landed."),
             _c("replaced_by_run_id", "varchar", "The import that replaced it, if it had a run id."),
             _c("created_at", "timestamp", "When it was superseded.", True, _NOW),
+            Column(
+                "landing_id",
+                "varchar",
+                "The landing that had landed the old row; forgetting it drops this row too.",
+                stamped=True,
+            ),
+            Column(
+                "replaced_by_landing_id",
+                "varchar",
+                "The landing that superseded it; forgetting that landing puts this row back.",
+                stamped=True,
+            ),
         ),
     ),
     Table(
@@ -181,6 +208,7 @@ TABLES: tuple[Table, ...] = (
             _c("prompt_text", "varchar", "The prompt.", True),
             _c("source_file", "varchar", "The file it came from."),
             _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
         ),
     ),
     Table(
@@ -218,6 +246,7 @@ TABLES: tuple[Table, ...] = (
             _c("source", "varchar", "'judged' | 'imported'.", True),
             _c("run_id", "varchar", "The run that landed it."),
             _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
         ),
         primary_key=("judgment_id",),
     ),
@@ -246,6 +275,7 @@ TABLES: tuple[Table, ...] = (
             _c("batch_id", "varchar", "One import (digest of its file)."),
             _c("source_file", "varchar", "The file it came from."),
             _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
         ),
         primary_key=("annotation_id",),
     ),
@@ -294,6 +324,7 @@ TABLES: tuple[Table, ...] = (
             _c("loader", "varchar", "'pairs_tree' | 'manifest'.", True),
             _c("source", "varchar", "The tree root or manifest file loaded."),
             _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
         ),
         primary_key=("image_set", "image_id"),
     ),
@@ -328,6 +359,7 @@ TABLES: tuple[Table, ...] = (
             ),
             _c("params_json", "varchar", "JSON: every training parameter."),
             _c("created_at", "timestamp", "When it was registered.", True, _NOW),
+            LANDING_ID,
         ),
         primary_key=("adapter_id",),
     ),
@@ -347,13 +379,59 @@ TABLES: tuple[Table, ...] = (
             _c("host", "varchar", "The machine the run's process runs on."),
             _c("pid", "integer", "The run's process id on that host."),
             _c("heartbeat_at", "timestamp", "When the run last landed something (its lease)."),
+            LANDING_ID,
         ),
         primary_key=("run_id",),
         tests=(("run_id", ("unique", "not_null")),),
     ),
+    Table(
+        "landings",
+        "One row per landing: every call that wrote raw.* (an audit run, an import, a judge run, an "
+        "adapter registered), with where its rows came from and how many it wrote. Every other raw "
+        "table's landing_id points here. `ableaudit history` lists it; `ableaudit forget` removes a "
+        "landing's rows and marks it 'forgotten' (the row stays). Rows landed before landings were "
+        "recorded belong to 'legacy-...' landings, one per run or per write.",
+        (
+            _c("landing_id", "varchar", "12 hex characters; 'legacy-...' for older rows."),
+            _c(
+                "kind",
+                "varchar",
+                "'audit' | 'import-responses' | 'import-queries' | 'import-images' | "
+                "'import-annotations' | 'import-judgments' | 'judge' | 'adapter' | 'images' | "
+                "'generations' | 'judgments' | 'legacy'.",
+                True,
+            ),
+            _c("source", "varchar", "The file or folder read, or the run (e.g. 'run <id>')."),
+            _c(
+                "source_sha256", "varchar", "sha256 of the file's bytes, when the source is a file."
+            ),
+            _c("run_id", "varchar", "The audit (or judge, or import) run, if any."),
+            _c("started_at", "timestamp", "When its first row landed.", True, _NOW),
+            _c("finished_at", "timestamp", "When it ended; null while running."),
+            _c(
+                "rows_json",
+                "varchar",
+                "Rows it wrote per raw table, a JSON object (rows it left unchanged are not "
+                "counted); 'superseded' counts landed rows it replaced.",
+            ),
+            _c("row_count", "bigint", "Rows it wrote, all tables together."),
+            _c(
+                "status",
+                "varchar",
+                "'running' | 'landed' | 'failed' | 'interrupted' | 'forgotten'.",
+                True,
+            ),
+            _c("forgotten_at", "timestamp", "When `ableaudit forget` removed its rows."),
+        ),
+        primary_key=("landing_id",),
+        tests=(("landing_id", ("unique", "not_null")),),
+    ),
 )
 
 BY_NAME = {t.name: t for t in TABLES}
+
+STAMPED: tuple[Table, ...] = tuple(t for t in TABLES if t.name != "landings")
+"""The tables whose rows carry the landing that wrote them."""
 
 
 def table(name: str) -> Table:
@@ -370,6 +448,7 @@ def migrations(existing: set[tuple[str, str]]) -> list[str]:
     (``existing``: its (table, column) pairs). Added columns are nullable: old rows have no value."""
     present = {t for t, _ in existing}
     out = []
+    stamped = []
     for t in TABLES:
         if t.name not in present:
             continue
@@ -377,6 +456,75 @@ def migrations(existing: set[tuple[str, str]]) -> list[str]:
             if (t.name, c.name) not in existing:
                 default = f" default {c.default}" if c.default is not None else ""
                 out.append(f"alter table raw.{t.name} add column {c.name} {c.type}{default}")
+                if c.name == "landing_id" and t.name != "landings":
+                    stamped.append(t.name)
+    if stamped:
+        out += legacy_landings(stamped)
+    return out
+
+
+# How rows landed before landing ids were recorded are grouped into landings: by run where the
+# row names one, else by the time of the write (every row of one transaction has the same time).
+_LEGACY_GROUPS: dict[str, tuple[str, str]] = {
+    # table: (the group, as the landing's source; the time column)
+    "generations": (
+        "coalesce('run ' || run_id, 'generations landed at ' || created_at)",
+        "created_at",
+    ),
+    "generation_errors": (
+        "coalesce('run ' || run_id, 'generations landed at ' || created_at)",
+        "created_at",
+    ),
+    "generation_history": (
+        "coalesce('run ' || run_id, 'generations landed at ' || landed_at)",
+        "landed_at",
+    ),
+    "judgments": ("coalesce('run ' || run_id, 'judgments landed at ' || created_at)", "created_at"),
+    "external_queries": ("'query set ' || query_set || ' landed at ' || loaded_at", "loaded_at"),
+    "annotations": ("'annotations ' || coalesce(batch_id, 'landed at ' || loaded_at)", "loaded_at"),
+    "images": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
+    "adapters": ("'adapter ' || adapter_id", "created_at"),
+    "runs": ("'run ' || run_id", "started_at"),
+}
+
+
+def _legacy_id(group: str) -> str:
+    return f"'legacy-' || left(sha256({group}), 10)"
+
+
+def legacy_landings(tables: list[str]) -> list[str]:
+    """Statements that give rows landed before landing ids were recorded a 'legacy-...' landing:
+    one per audit run (its generations, verdicts and run row together), else one per write, so
+    `ableaudit forget` can remove an old mistake without removing everything older."""
+    out = []
+    for name in tables:
+        group, _ = _LEGACY_GROUPS[name]
+        out.append(
+            f"update raw.{name} set landing_id = {_legacy_id(group)} where landing_id is null"
+        )
+    if "generation_history" in tables:
+        replaced_by = (
+            "coalesce('run ' || replaced_by_run_id, 'generations landed at ' || created_at)"
+        )
+        out.append(
+            f"update raw.generation_history set replaced_by_landing_id = {_legacy_id(replaced_by)} "
+            "where replaced_by_landing_id is null"
+        )
+    counted = [n for n in tables if n != "generation_history"]
+    per_table = " union all ".join(
+        f"select landing_id, '{n}' as tbl, any_value({_LEGACY_GROUPS[n][0]}) as grp, "
+        f"any_value({'run_id' if 'run_id' in {c.name for c in table(n).columns} else 'null'}) as run_id, "
+        f"count(*) as n, min({_LEGACY_GROUPS[n][1]}) as first_at, max({_LEGACY_GROUPS[n][1]}) as last_at "
+        f"from raw.{n} where landing_id like 'legacy-%' group by landing_id"
+        for n in counted
+    )
+    out.append(
+        "insert into raw.landings (landing_id, kind, source, run_id, started_at, finished_at, "
+        "rows_json, row_count, status) "
+        "select landing_id, 'legacy', any_value(grp), any_value(run_id), min(first_at), max(last_at), "
+        "cast(json_group_object(tbl, n) as varchar), sum(n), 'landed' "
+        f"from ({per_table}) group by landing_id on conflict (landing_id) do nothing"
+    )
     return out
 
 

@@ -18,7 +18,8 @@ final as (
         value_num,
         batch_id,
         source_file,
-        loaded_at
+        loaded_at,
+        landing_id
 
     from annotations
 

@@ -17,7 +17,8 @@ final as (
         case when disability_id is null then 'neutral' else 'disability' end as condition,
         prompt_text,
         source_file,
-        loaded_at
+        loaded_at,
+        landing_id
 
     from external_queries
 

@@ -42,7 +42,8 @@ final as (
         completion_tokens,
         latency_ms,
         source,
-        created_at
+        created_at,
+        landing_id
 
     from generations
 

@@ -24,7 +24,8 @@ final as (
         extra_json,
         loader,
         source,
-        loaded_at
+        loaded_at,
+        landing_id
 
     from images
 

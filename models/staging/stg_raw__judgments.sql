@@ -59,7 +59,8 @@ final as (
         error_message,
         source,
         run_id,
-        created_at
+        created_at,
+        landing_id
 
     from statused
 

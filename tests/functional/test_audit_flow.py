@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -164,3 +165,15 @@ def test_kill_and_resume(tmp_path):
     assert len(kept) == len(before)
     assert (kept.created_at_before == kept.created_at_after).all()  # not regenerated
     assert (kept.response_text_before.fillna("") == kept.response_text_after.fillna("")).all()
+
+
+def test_the_run_is_one_landing_stamped_on_its_rows(audited):
+    run_id = audited["summary"]["run_id"]
+    landings = _read(audited["warehouse"], f"select * from raw.landings where run_id = '{run_id}'")
+    assert landings.kind.tolist() == ["audit"] and landings.status.tolist() == ["landed"]
+    (landing_id,) = landings.landing_id
+    for table in ("generations", "judgments"):  # a rerun lands nothing new: rows keep theirs
+        stamped = _read(audited["warehouse"], f"select distinct landing_id from raw.{table}")
+        assert stamped.landing_id.tolist() == [landing_id], table
+    rows = json.loads(landings.rows_json[0])
+    assert rows["generations"] == N_JUDGED and rows["runs"] == 1 and rows["judgments"] > 0

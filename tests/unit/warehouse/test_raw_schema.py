@@ -45,9 +45,12 @@ def test_the_created_tables_match_the_declaration(warehouse):
 
 
 def test_landing_writes_with_arrow_schemas_of_the_declaration():
-    assert list(GENERATION_COLUMNS) == [c.name for c in raw_schema.table("generations").landed()]
-    assert list(JUDGMENT_COLUMNS) == [c.name for c in raw_schema.table("judgments").landed()]
+    assert list(GENERATION_COLUMNS) == [c.name for c in raw_schema.table("generations").written()]
+    assert list(JUDGMENT_COLUMNS) == [c.name for c in raw_schema.table("judgments").written()]
     assert "created_at" not in GENERATION_COLUMNS
+    # the landing layer stamps the landing; a caller's rows never carry it
+    assert "landing_id" in GENERATION_COLUMNS
+    assert all("landing_id" not in [c.name for c in t.landed()] for t in raw_schema.TABLES[:-1])
 
 
 def test_no_module_outside_the_landing_layer_writes_raw():

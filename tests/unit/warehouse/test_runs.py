@@ -99,5 +99,7 @@ def test_an_older_warehouse_gains_new_columns(warehouse):
         ).fetchall()
     ]
     kept = con.execute("select run_id, status from raw.runs").fetchall()
+    (landing,) = con.execute("select landing_id from raw.runs").fetchone()
     con.close()
-    assert cols[-3:] == ["host", "pid", "heartbeat_at"] and kept == [("old", "completed")]
+    assert cols[-4:] == ["host", "pid", "heartbeat_at", "landing_id"]
+    assert kept == [("old", "completed")] and landing.startswith("legacy-")
