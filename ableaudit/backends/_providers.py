@@ -33,6 +33,7 @@ OPENAI_OPTIONS = {
     "check_server": bool,
     "max_tokens_field": str,
     "send_seed": bool,
+    "window": int,
     "extra_body": dict,
 }
 VLLM_OPTIONS = {
