@@ -471,7 +471,7 @@ def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str
         origin = (
             f"landed by import run {', '.join(map(repr, runs))}"
             if runs
-            else "the import recorded no run id, so not which file they came from"
+            else "imported without a run id, so their file is not recorded"
         )
         shown = "; ".join(
             f"{u[3]}:{u[4]} {u[5] or 'neutral'}, arm {u[2]}, temperature {u[6]}, sample {u[7]}"
@@ -488,7 +488,8 @@ def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str
     model_id = clashing[0].reported_model_id
     raise ConfigError(
         "the audit would answer units whose responses were landed by `ableaudit import "
-        "responses`, and both answers would count; nothing was generated:\n  "
+        "responses`, and both answers would count; the audit stopped before sending a request "
+        "of this task:\n  "
         + "\n  ".join(lines)
         + "\nGive the target a distinct `model_id:` (or, without one, a distinct `name:`) in the "
         f"config, e.g. `model_id: {model_id}-audited`, so the audit's answers are its own; or "

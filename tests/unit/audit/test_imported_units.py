@@ -51,7 +51,7 @@ def test_imported_units_of_the_target_refuse_the_audit_with_counts_and_fix():
     assert "target 'one' (task text, model_id 'served-a'): 3 of its 4 planned units" in message
     assert "landed by import run 'import-7'" in message
     assert "ableaudit:edu_001 neutral, arm baseline, temperature 0.1, sample 0" in message
-    assert "nothing was generated" in message
+    assert "the audit stopped before sending a request of this task" in message
     assert "`model_id: served-a-audited`" in message
     assert "delete from raw.generations where source = 'imported' and model_id = 'served-a'" in (
         message
@@ -59,7 +59,9 @@ def test_imported_units_of_the_target_refuse_the_audit_with_counts_and_fix():
 
 
 def test_no_run_id_is_said_so():
-    with pytest.raises(ConfigError, match="the import recorded no run id"):
+    with pytest.raises(
+        ConfigError, match="imported without a run id, so their file is not recorded"
+    ):
         refuse_imported_units(_plans(model_id="served-a"), {_unit("fin_001", None): None})
 
 
