@@ -13,14 +13,15 @@ Two ways in, one table out:
   ``extra_json``).
 
 Either way every problem is collected first (a badly named file, a missing
-file, a path escaping the image root, a file that is not an image, a header that
-cannot be read or claims more than ableaudit.media.MAX_IMAGE_PIXELS, a file over the
-byte cap, checked by size before it is read (``max_bytes``; default
-ableaudit.media.max_image_bytes()), a duplicate id) and reported together in one ``ImageSetError``; nothing is guessed and
-nothing lands. ``land_images`` then makes ``raw.images`` hold exactly the
-loaded set, in one transaction, and is idempotent: loading the same files
-again changes nothing. An image whose bytes changed under an id that audits
-have already used is refused (its old answers would pair with the new image).
+file, a path escaping the image root, a file that is not an image, a file over
+the byte cap, checked by its size before it is read (``max_bytes``; default
+ableaudit.media.max_image_bytes()), a header that cannot be read or claims more
+than ableaudit.media.MAX_IMAGE_PIXELS, a duplicate id) and reported together in
+one ``ImageSetError``; nothing is guessed and nothing lands. ``land_images``
+then makes ``raw.images`` hold exactly the loaded set, in one transaction, and
+is idempotent: loading the same files again changes nothing. An image whose
+bytes changed under an id that audits have already used is refused (its old
+answers would pair with the new image).
 
 Paths: every image path is resolved under the image root and must stay there
 after resolving ``..`` and symbolic links; ``rel_path`` is stored as a POSIX
