@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import struct
 import zlib
 from pathlib import Path
@@ -49,11 +50,70 @@ def resolve_under(root: str | Path, path: str | Path) -> tuple[Path, str]:
     return full, rel.as_posix()
 
 
+MAX_IMAGE_BYTES = 50 * 1024 * 1024
+"""The largest image file read, in bytes (50 MiB, far past any photo a vision model takes):
+checked with stat() before the file is read, so a multi-gigabyte file is never read whole."""
+
+MAX_IMAGE_BYTES_ENV = "ABLEAUDIT_MAX_IMAGE_BYTES"
+"""The environment variable that raises (or lowers) MAX_IMAGE_BYTES for every read: imports
+without --max-image-bytes, and the images a vision audit loads and sends."""
+
+
+class ImageTooLarge(ImageSetError):
+    """An image file over the byte cap; never read."""
+
+    def __init__(self, size: int, cap: int) -> None:
+        self.size, self.cap = size, cap
+        super().__init__(f"the file is {_bytes(size)}, over the cap of {_bytes(cap)}")
+
+
+def _bytes(n: int) -> str:
+    return f"{n:,} bytes ({n / 1024 / 1024:,.1f} MiB)"
+
+
+def max_image_bytes() -> int:
+    """The byte cap of image files: ``$ABLEAUDIT_MAX_IMAGE_BYTES`` when set, else MAX_IMAGE_BYTES."""
+    value = os.environ.get(MAX_IMAGE_BYTES_ENV, "").strip()
+    if not value:
+        return MAX_IMAGE_BYTES
+    try:
+        cap = int(value.replace("_", ""))
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ImageSetError(
+            f"{MAX_IMAGE_BYTES_ENV}={value!r} is not a positive whole number of bytes; set it "
+            f"to e.g. {MAX_IMAGE_BYTES * 2} or unset it (default {MAX_IMAGE_BYTES})"
+        )
+    return cap
+
+
+def read_image_file(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The bytes of an image file, its size checked against ``max_bytes`` (default:
+    ``max_image_bytes()``) before a byte is read: ImageTooLarge when over, OSError when it
+    cannot be read. A file that grows past the cap while being read is refused too."""
+    cap = max_image_bytes() if max_bytes is None else max_bytes
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > cap:
+            raise ImageTooLarge(size, cap)
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise ImageTooLarge(len(data), cap)
+    return data
+
+
 def read_image_bytes(root: str | Path, rel_path: str, sha256: str | None = None) -> bytes:
-    """The bytes of a landed image, checked against the sha256 it was landed with."""
+    """The bytes of a landed image, checked against the byte cap (``max_image_bytes()``) before
+    they are read and against the sha256 it was landed with after."""
     full, _ = resolve_under(root, rel_path)
     try:
-        data = full.read_bytes()
+        data = read_image_file(full)
+    except ImageTooLarge as e:
+        raise ImageSetError(
+            f"image {rel_path!r} under {root}: {e}; shrink the image and reload the image set, "
+            f"or raise the cap with the environment variable {MAX_IMAGE_BYTES_ENV}"
+        ) from None
     except OSError as e:
         raise ImageSetError(
             f"cannot read image {rel_path!r} under {root}: {e}; fix image_root or reload the image set"

@@ -21,7 +21,12 @@ from prefect.context import get_run_context  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ableaudit.audit import tasks  # noqa: E402
-from ableaudit.audit.planning import audit_task, plan_task  # noqa: E402
+from ableaudit.audit.planning import (  # noqa: E402
+    audit_task,
+    imported_units,
+    plan_task,
+    refuse_imported_units,
+)
 from ableaudit.audit.runs import (  # noqa: E402
     AuditIncomplete,
     finish_run,
@@ -45,6 +50,7 @@ def audit_targets(
     prompts = tasks.prepare_prompts(wh, cfg, kind)
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
     plans = plan_task(cfg, kind, prompts, image_root)
+    refuse_imported_units(plans, imported_units(wh, plans))
     with ThreadPoolTaskRunner(max_workers=cfg.parallel_targets) as runner:
         futures = [
             (

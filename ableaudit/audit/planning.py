@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import ibis
+import pyarrow as pa
 
 from ableaudit.config import ASSIGNMENT_ARM, Arm, AuditConfig, ConfigError, Subset, Target
+from ableaudit.ingest.responses import UNIT
 from ableaudit.keys import canonical_json, content_key, model_fingerprint
 from ableaudit.records import PlannedGeneration
-from ableaudit.warehouse import ibis_compat
+from ableaudit.warehouse import connect, ibis_compat
 
 
 @dataclass(frozen=True)
@@ -403,3 +405,94 @@ def plan_task(
             )
         plans.append(TargetPlan(target, groups))
     return plans
+
+
+# --------------------------------------------------------------------------- imported units
+
+
+IMPORTED_UNIT = (*UNIT, "sample_index")
+"""What one answer stands for (``ableaudit.ingest.responses.UNIT`` and the sample): two landed
+rows of one unit are two pairs of it in int_pairs."""
+
+UNITS_SHOWN = 3
+
+
+def imported_units(warehouse: str | Path, plans: Iterable[TargetPlan]) -> dict[tuple, str | None]:
+    """The imported units (``IMPORTED_UNIT``) of the plans' tasks and model_ids, each with the run
+    id its row was landed under (None: the import recorded none), read from raw.generations."""
+    wanted = sorted({(p.task, p.model_id) for plan in plans for p in plan.planned})
+    if not wanted:
+        return {}
+    con = connect(warehouse)
+    try:
+        con.register(
+            "audit_models",
+            pa.table(
+                {
+                    "task": pa.array([t for t, _ in wanted], pa.string()),
+                    "model_id": pa.array([m for _, m in wanted], pa.string()),
+                }
+            ),
+        )
+        rows = con.execute(
+            f"select {', '.join('g.' + c for c in IMPORTED_UNIT)}, g.run_id "
+            "from raw.generations g join audit_models using (task, model_id) "
+            "where g.source = 'imported'"
+        ).fetchall()
+    finally:
+        con.close()
+    return {tuple(r[:-1]): r[-1] for r in rows}
+
+
+def _unit_of(p: PlannedGeneration) -> tuple:
+    return tuple(getattr(p, c) for c in IMPORTED_UNIT)
+
+
+def _sort_key(unit: tuple) -> tuple:
+    return tuple("" if v is None else str(v) for v in unit)
+
+
+def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str | None]) -> None:
+    """Refuse an audit whose targets would answer units that already hold an imported answer.
+
+    Both answers would count (a second pair of the unit in int_pairs, imported and generated
+    provenance mixed in one model's figures), so the audit stops before it generates anything;
+    it never skips such units silently. One message names, per target, its model_id, how many
+    of its planned units are imported and by which import run, and the fix.
+    """
+    lines, clashing = [], []
+    for plan in plans:
+        planned = {_unit_of(p) for p in plan.planned}
+        clash = sorted(planned & imported.keys(), key=_sort_key)
+        if not clash:
+            continue
+        clashing.append(plan.target)
+        runs = sorted({r for u in clash if (r := imported[u]) is not None})
+        origin = (
+            f"landed by import run {', '.join(map(repr, runs))}"
+            if runs
+            else "imported without a run id, so their file is not recorded"
+        )
+        shown = "; ".join(
+            f"{u[3]}:{u[4]} {u[5] or 'neutral'}, arm {u[2]}, temperature {u[6]}, sample {u[7]}"
+            for u in clash[:UNITS_SHOWN]
+        )
+        more = f" and {len(clash) - UNITS_SHOWN} more" if len(clash) > UNITS_SHOWN else ""
+        lines.append(
+            f"target {plan.target.name!r} (task {plan.target.task}, model_id "
+            f"{plan.target.reported_model_id!r}): {len(clash)} of its {len(planned)} planned units "
+            f"are already imported ({origin}): {shown}{more}"
+        )
+    if not lines:
+        return
+    model_id = clashing[0].reported_model_id
+    raise ConfigError(
+        "the audit would answer units whose responses were landed by `ableaudit import "
+        "responses`, and both answers would count; the audit stopped before sending a request "
+        "of this task:\n  "
+        + "\n  ".join(lines)
+        + "\nGive the target a distinct `model_id:` (or, without one, a distinct `name:`) in the "
+        f"config, e.g. `model_id: {model_id}-audited`, so the audit's answers are its own; or "
+        "remove the imported rows first (e.g. `delete from raw.generations where source = "
+        f"'imported' and model_id = '{model_id}'`)."
+    )

@@ -298,13 +298,15 @@ def cmd_import_images(args: argparse.Namespace) -> int:
             raise ImageSetError(
                 "--image-root is for a manifest CSV; a folder is read as a PAIRS tree and is its own root"
             )
-        loaded = load_pairs_tree(src, args.image_set)
+        loaded = load_pairs_tree(src, args.image_set, max_bytes=args.max_image_bytes)
     elif src.is_file():
         if not args.image_root:
             raise ImageSetError(
                 f"{src} is a manifest CSV: pass --image-root, the folder its paths are relative to"
             )
-        loaded = load_manifest_csv(src, args.image_root, args.image_set)
+        loaded = load_manifest_csv(
+            src, args.image_root, args.image_set, max_bytes=args.max_image_bytes
+        )
     else:
         raise ImageSetError(f"{src} is neither a PAIRS folder nor a manifest CSV file")
     print(loaded.summary())
@@ -334,6 +336,16 @@ def cmd_export_preference_pairs(args: argparse.Namespace) -> int:
     )
     print(report.summary())
     return 0
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value.replace("_", ""))
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number of bytes")
+    return n
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -562,6 +574,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--replace",
         action="store_true",
         help="accept new bytes under image ids audits already used",
+    )
+    from ableaudit.media import MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_ENV
+
+    p.add_argument(
+        "--max-image-bytes",
+        type=_positive_int,
+        metavar="N",
+        help="refuse image files over N bytes, checked by their size before they are read "
+        f"(default: ${MAX_IMAGE_BYTES_ENV}, else {MAX_IMAGE_BYTES}, i.e. 50 MiB)",
     )
     p.set_defaults(func=cmd_import_images)
     return parser

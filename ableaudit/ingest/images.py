@@ -13,13 +13,15 @@ Two ways in, one table out:
   ``extra_json``).
 
 Either way every problem is collected first (a badly named file, a missing
-file, a path escaping the image root, a file that is not an image, a header that
-cannot be read or claims more than ableaudit.media.MAX_IMAGE_PIXELS, a duplicate
-id) and reported together in one ``ImageSetError``; nothing is guessed and
-nothing lands. ``land_images`` then makes ``raw.images`` hold exactly the
-loaded set, in one transaction, and is idempotent: loading the same files
-again changes nothing. An image whose bytes changed under an id that audits
-have already used is refused (its old answers would pair with the new image).
+file, a path escaping the image root, a file that is not an image, a file over
+the byte cap, checked by its size before it is read (``max_bytes``; default
+ableaudit.media.max_image_bytes()), a header that cannot be read or claims more
+than ableaudit.media.MAX_IMAGE_PIXELS, a duplicate id) and reported together in
+one ``ImageSetError``; nothing is guessed and nothing lands. ``land_images``
+then makes ``raw.images`` hold exactly the loaded set, in one transaction, and
+is idempotent: loading the same files again changes nothing. An image whose
+bytes changed under an id that audits have already used is refused (its old
+answers would pair with the new image).
 
 Paths: every image path is resolved under the image root and must stay there
 after resolving ``..`` and symbolic links; ``rel_path`` is stored as a POSIX
@@ -43,10 +45,13 @@ from typing import Any
 
 from ableaudit.ingest import files
 from ableaudit.media import (
+    MAX_IMAGE_BYTES_ENV,
     ImageSetError,
+    ImageTooLarge,
     image_format,
     image_size,
     image_size_problem,
+    read_image_file,
     resolve_under,
 )
 from ableaudit.warehouse import raw_schema
@@ -105,10 +110,17 @@ class LoadedImages:
 
 
 def _check_image_file(
-    full: Path, rel: str, problems: list[str]
+    full: Path, rel: str, problems: list[str], max_bytes: int | None = None
 ) -> tuple[str, int | None, int | None] | None:
     try:
-        data = full.read_bytes()
+        data = read_image_file(full, max_bytes)
+    except ImageTooLarge as e:
+        problems.append(
+            f"{rel}: {e}; shrink or re-encode the image, or raise the cap with "
+            f"`--max-image-bytes {max(e.size, e.cap * 2)}` (audits: the environment variable "
+            f"{MAX_IMAGE_BYTES_ENV})"
+        )
+        return None
     except OSError as e:
         problems.append(f"{rel}: cannot be read ({e})")
         return None
@@ -178,6 +190,7 @@ def load_pairs_tree(
     *,
     races: Iterable[str] = PAIRS_RACES,
     genders: Iterable[str] = PAIRS_GENDERS,
+    max_bytes: int | None = None,
 ) -> LoadedImages:
     """Every image of a local PAIRS tree; see the module docstring for the layout and the rules.
 
@@ -234,7 +247,7 @@ def load_pairs_tree(
                 except ImageSetError as e:
                     problems.append(f"{rel_guess}: {e}")
                     continue
-                checked = _check_image_file(full, rel, problems)
+                checked = _check_image_file(full, rel, problems, max_bytes)
                 if checked is None:
                     continue
                 sha, w, h = checked
@@ -273,7 +286,9 @@ def _norm_header(h: str) -> str:
     return re.sub(r"[\s\-]+", "_", (h or "").strip().lower())
 
 
-def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) -> LoadedImages:
+def load_manifest_csv(
+    path: str | Path, image_root: str | Path, image_set: str, *, max_bytes: int | None = None
+) -> LoadedImages:
     """An image set described by a CSV manifest (columns in the module docstring); paths under ``image_root``."""
     _check_set_name(image_set)
     mpath = Path(path).expanduser()
@@ -329,7 +344,7 @@ def load_manifest_csv(path: str | Path, image_root: str | Path, image_set: str) 
         if not full.is_file():
             problems.append(f"line {lineno}: {row[path_col]!r} is not a file under {base}")
             continue
-        checked = _check_image_file(full, f"line {lineno}: {rel}", problems)
+        checked = _check_image_file(full, f"line {lineno}: {rel}", problems, max_bytes)
         if checked is None:
             continue
         sha, w, h = checked

@@ -1,7 +1,8 @@
 """How an audit ends, against real HTTP servers on 127.0.0.1 (tests.fixtures.openai_server) and the
 real `audit` flow without its dbt build: failed requests fail the run with a summary and exit
 status 3, a re-run sends only those; and no credential written into the config or the environment
-reaches the warehouse, an error message or the terminal."""
+reaches the warehouse, an error message or the terminal; an audit of units whose responses were
+imported stops before it sends a request (exit status 2)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import pytest
 import yaml
 
 from ableaudit.audit.flow import audit as audit_flow
-from ableaudit.cli.main import EXIT_INCOMPLETE, main
+from ableaudit.cli.main import EXIT_INCOMPLETE, EXIT_USAGE, main
+from ableaudit.warehouse import connect
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+from tests.fixtures.warehouse import imported_row, land
 
 N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
 
@@ -28,11 +31,11 @@ def servers():
         s.close()
 
 
-def _write(tmp_path, targets: list[dict], name: str = "outcome") -> str:
+def _write(tmp_path, targets: list[dict], name: str = "outcome", subset: dict | None = None) -> str:
     cfg = {
         "name": name,
         "build": False,
-        "subset": {"per_domain": 1, "disabilities": ["hearing"]},
+        "subset": subset or {"per_domain": 1, "disabilities": ["hearing"]},
         "targets": [
             {
                 "backend": "openai",
@@ -186,3 +189,41 @@ def test_no_credential_reaches_any_output(tmp_path, servers, monkeypatch, capfd,
     for where, value in canary.items():
         leaked = [name for name, text in outputs.items() if value in text]
         assert not leaked, f"the {where} canary is in {leaked}"
+
+
+def test_an_audit_of_imported_units_lands_nothing_and_names_the_fix(tmp_path, servers, capsys):
+    """Responses of model 'served' were imported for edu_001 (neutral and hearing); an audit whose
+    target reports that model_id would land a second answer of each: it exits 2 with one message
+    before sending a request, and raw.generations is unchanged. Under a distinct model_id the
+    same audit runs."""
+    server = servers[0]
+    wh = tmp_path / "wh.duckdb"
+    connect(wh).close()  # the raw layer
+    land(
+        wh,
+        [
+            imported_row("served", "baseline", "edu_001", "education", d, "ok", "Imported.")
+            for d in (None, "hearing")
+        ],
+    )
+    landed = "select count(*), sum(hash(generation_id, response_text)) from raw.generations"
+    before = _query(wh, landed)
+    target = {"name": "one", "model_id": "served", "base_url": server.base_url}
+    subset = {"query_ids": ["edu_001", "fin_001"], "disabilities": ["hearing"]}
+    config = _write(tmp_path, [target], subset=subset)
+
+    assert main(["audit", "--config", config, "--warehouse", str(wh)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("ableaudit: error:") == 1 and "Traceback" not in err
+    assert "target 'one' (task text, model_id 'served'): 2 of its 4 planned units" in err
+    assert "landed by import run 'run-served'" in err
+    assert "`model_id: served-audited`" in err
+    assert "delete from raw.generations where source = 'imported' and model_id = 'served'" in err
+    assert server.payloads == []
+    assert _query(wh, landed) == before
+
+    config = _write(tmp_path, [{**target, "model_id": "served-audited"}], subset=subset)
+    assert main(["audit", "--config", config, "--warehouse", str(wh)]) == 0
+    assert _query(
+        wh, "select model_id, source, count(*) from raw.generations group by all order by all"
+    ) == [("served", "imported", 2), ("served-audited", "generated", 4)]

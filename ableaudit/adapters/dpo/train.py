@@ -46,7 +46,7 @@ from typing import Any
 
 from ableaudit.adapters.registry import AdapterRecord, adapters_root, register_adapter, staging_dir
 from ableaudit.keys import model_fingerprint, resolve_builtin
-from ableaudit.media import file_sha256
+from ableaudit.media import MAX_IMAGE_BYTES_ENV, file_sha256, max_image_bytes
 
 
 class DPOTrainError(ValueError):
@@ -237,6 +237,14 @@ def check_images(f: Path, rows: list[dict[str, Any]]) -> dict[str, str]:
                 continue
             if not p.is_file():
                 problems.append(f"{_row_name(f, i, r)}: image {p} does not exist")
+                continue
+            size, cap = p.stat().st_size, max_image_bytes()
+            if size > cap:  # checked before PIL reads a byte of it
+                problems.append(
+                    f"{_row_name(f, i, r)}: image {p} is {size:,} bytes, over the cap of "
+                    f"{cap:,}; shrink it, or raise the cap with the environment variable "
+                    f"{MAX_IMAGE_BYTES_ENV}"
+                )
                 continue
             try:
                 with Image.open(p) as im:

@@ -224,6 +224,21 @@ def _outside(d: Path) -> None:
     write(d, "secret.png", png(2, 2))
 
 
+def _sparse(rel: str, size: int) -> Callable[[Path], None]:
+    """A valid PNG at ``rel`` (under the image root) stretched to ``size`` bytes by truncate: a
+    sparse file, so gigabytes cost no disk, and a reader that reads it whole would hang."""
+
+    def setup(d: Path) -> None:
+        root = d / "images" if (d / "images").is_dir() else d
+        os.truncate(write(root, rel, OK_PNG), size)
+
+    return setup
+
+
+def with_flags(build: Callable[[Path, World], list[str]], *flags: str) -> Callable:
+    return lambda d, w: [*build(d, w), *flags]
+
+
 def _tree_link_out(root: Path) -> None:
     write(root.parent, "elsewhere.png", png(2, 2))
     os.symlink(root.parent / "elsewhere.png", root / "occupations" / "chef" / "black_man.png")
@@ -681,6 +696,49 @@ CASES: list[Case] = [
             "b,b.png,chef,woman,white",
         ),
         ("1 problem(s), nothing loaded", "line 3: b.png: its header claims"),
+    ),
+    # ---- images: file sizes, checked by stat() before a byte is read
+    Case(
+        "images-sparse-3gib-png",
+        manifest({}, "a,a.png,chef,man,black", setup=_sparse("a.png", 3 << 30)),
+        (
+            "manifest.csv",
+            "line 2: a.png: the file is 3,221,225,472 bytes (3,072.0 MiB), over the cap of "
+            "52,428,800 bytes (50.0 MiB)",
+            "`--max-image-bytes 3221225472`",
+        ),
+    ),
+    Case(
+        "images-one-byte-over-the-cap",
+        manifest(
+            {"a.png": OK_PNG},
+            "a,a.png,chef,man,black",
+            "b,b.png,chef,woman,white",
+            setup=_sparse("b.png", 50 * 1024 * 1024 + 1),
+        ),
+        ("1 problem(s), nothing loaded", "line 3: b.png: the file is 52,428,801 bytes"),
+    ),
+    Case(
+        "images-over-a-lowered-cap",
+        with_flags(
+            manifest({"a.png": OK_PNG}, "a,a.png,chef,man,black"), "--max-image-bytes", "16"
+        ),
+        (
+            f"line 2: a.png: the file is {len(OK_PNG)} bytes",
+            "over the cap of 16 bytes",
+            "shrink or re-encode the image",
+        ),
+    ),
+    Case(
+        "images-pairs-sparse",
+        pairs_tree(
+            {"occupations/chef/black_man.png": OK_PNG},
+            setup=_sparse("occupations/chef/white_man.png", 60_000_000),
+        ),
+        (
+            "occupations/chef/white_man.png: the file is 60,000,000 bytes",
+            "ABLEAUDIT_MAX_IMAGE_BYTES",
+        ),
     ),
     # ---- images: paths
     Case(

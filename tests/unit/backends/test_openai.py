@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -108,6 +109,29 @@ def test_images_are_sent_as_data_url_parts(server):
     assert base64.b64decode(urls[0].split(",", 1)[1]) == PNG
     assert base64.b64decode(urls[1].split(",", 1)[1]) == JPEG
     assert server.posts_for('describe"') == 0  # the junk-image request never left the client
+
+
+def test_an_image_over_the_byte_cap_is_an_error_row_never_read_nor_sent(server, tmp_path):
+    """A landed image that grew past the cap (a sparse 4 GiB file here) fails its request with
+    the cap and the environment variable named; its neighbour is sent."""
+    from ableaudit.media import MAX_IMAGE_BYTES_ENV
+    from ableaudit.records import ImageRef
+
+    (tmp_path / "ok.png").write_bytes(PNG)
+    (tmp_path / "huge.png").write_bytes(PNG)
+    os.truncate(tmp_path / "huge.png", 4 << 30)
+    b = make_backend(_target(server.base_url))
+    res = b.generate(
+        [
+            _req("huge", "describe huge", images=(ImageRef(str(tmp_path), "huge.png"),)),
+            _req("ok", "describe ok", images=(ImageRef(str(tmp_path), "ok.png"),)),
+        ]
+    )
+    assert [r.status for r in res] == ["error", "ok"]
+    assert "image 'huge.png' under" in res[0].error
+    assert "the file is 4,294,967,296 bytes" in res[0].error and MAX_IMAGE_BYTES_ENV in res[0].error
+    assert server.posts_for("describe huge") == 0 and server.posts_for("describe ok") == 1
+    b.close()
     b.close()
 
 

@@ -19,12 +19,18 @@ from ableaudit.ingest.images import (
     parse_pairs_name,
 )
 from ableaudit.media import (
+    MAX_IMAGE_BYTES,
+    MAX_IMAGE_BYTES_ENV,
     ImageSetError,
+    ImageTooLarge,
     decode_png,
+    image_bytes,
     image_dimensions,
     read_image_bytes,
+    read_image_file,
     resolve_under,
 )
+from ableaudit.records import ImageRef
 from tests.fixtures.tiny_vlm import (
     FAKE_PAIRS,
     make_pairs_tree,
@@ -241,6 +247,47 @@ def test_read_image_bytes_checks_the_landed_hash(tmp_path):
     write_png(p, "b")
     with pytest.raises(ImageSetError, match="changed since it was loaded"):
         read_image_bytes(tmp_path, "a.png", sha)
+
+
+def _sparse_png(path: Path, size: int) -> Path:
+    """A PNG stretched to ``size`` bytes by truncate (sparse: no disk, and no reader survives
+    reading 8 GiB whole on a test machine)."""
+    write_png(path, "a")
+    os.truncate(path, size)
+    return path
+
+
+def test_an_image_over_the_byte_cap_is_refused_by_its_size_before_it_is_read(tmp_path):
+    p = _sparse_png(tmp_path / "a.png", 8 << 30)
+    with pytest.raises(ImageTooLarge) as err:
+        read_image_file(p)
+    assert (err.value.size, err.value.cap) == (8 << 30, MAX_IMAGE_BYTES)
+    assert str(err.value) == (
+        "the file is 8,589,934,592 bytes (8,192.0 MiB), over the cap of 52,428,800 bytes (50.0 MiB)"
+    )
+    # the audit reads images by reference when it sends them: the same cap, named with its fix
+    with pytest.raises(ImageSetError) as err:
+        image_bytes(ImageRef(str(tmp_path), "a.png", "0" * 64))
+    message = str(err.value)
+    assert "image 'a.png' under" in message and "8,589,934,592 bytes" in message
+    assert MAX_IMAGE_BYTES_ENV in message and "changed since" not in message
+
+
+def test_the_byte_cap_is_exact_and_follows_the_environment(tmp_path, monkeypatch):
+    p = _sparse_png(tmp_path / "a.png", MAX_IMAGE_BYTES)
+    assert len(read_image_file(p)) == MAX_IMAGE_BYTES
+    with pytest.raises(ImageTooLarge):
+        read_image_file(p, MAX_IMAGE_BYTES - 1)
+    monkeypatch.setenv(MAX_IMAGE_BYTES_ENV, "1_000")
+    with pytest.raises(ImageSetError, match="over the cap of 1,000 bytes"):
+        read_image_bytes(tmp_path, "a.png")
+    with pytest.raises(ImageSetError, match="over the cap of 1,000 bytes"):
+        load_pairs_tree(make_pairs_tree(tmp_path / "tree"), "t")
+    # an explicit cap (the import's --max-image-bytes) wins over the environment
+    assert load_pairs_tree(tmp_path / "tree", "t", max_bytes=MAX_IMAGE_BYTES).records
+    monkeypatch.setenv(MAX_IMAGE_BYTES_ENV, "lots")
+    with pytest.raises(ImageSetError, match=f"{MAX_IMAGE_BYTES_ENV}='lots' is not a positive"):
+        read_image_bytes(tmp_path, "a.png")
 
 
 # --------------------------------------------------------------------------- decoding
