@@ -418,8 +418,9 @@ UNITS_SHOWN = 3
 
 
 def imported_units(warehouse: str | Path, plans: Iterable[TargetPlan]) -> dict[tuple, str | None]:
-    """The imported units (``IMPORTED_UNIT``) of the plans' tasks and model_ids, each with the run
-    id its row was landed under (None: the import recorded none), read from raw.generations."""
+    """The imported units (``IMPORTED_UNIT``) of the plans' tasks and model_ids, each with the
+    landing that brought its row (``id (source)``; None for a row landed before landings had
+    ids and with no run id), read from raw.generations and raw.landings."""
     wanted = sorted({(p.task, p.model_id) for plan in plans for p in plan.planned})
     if not wanted:
         return {}
@@ -435,8 +436,10 @@ def imported_units(warehouse: str | Path, plans: Iterable[TargetPlan]) -> dict[t
             ),
         )
         rows = con.execute(
-            f"select {', '.join('g.' + c for c in IMPORTED_UNIT)}, g.run_id "
+            f"select {', '.join('g.' + c for c in IMPORTED_UNIT)}, "
+            "coalesce(l.landing_id || coalesce(' (' || l.source || ')', ''), 'run ' || g.run_id) "
             "from raw.generations g join audit_models using (task, model_id) "
+            "left join raw.landings l on l.landing_id = g.landing_id "
             "where g.source = 'imported'"
         ).fetchall()
     finally:
@@ -458,7 +461,7 @@ def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str
     Both answers would count (a second pair of the unit in int_pairs, imported and generated
     provenance mixed in one model's figures), so the audit stops before it generates anything;
     it never skips such units silently. One message names, per target, its model_id, how many
-    of its planned units are imported and by which import run, and the fix.
+    of its planned units are imported and by which landing, and the fix.
     """
     lines, clashing = [], []
     for plan in plans:
@@ -467,11 +470,11 @@ def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str
         if not clash:
             continue
         clashing.append(plan.target)
-        runs = sorted({r for u in clash if (r := imported[u]) is not None})
+        landings = sorted({r for u in clash if (r := imported[u]) is not None})
         origin = (
-            f"landed by import run {', '.join(map(repr, runs))}"
-            if runs
-            else "imported without a run id, so their file is not recorded"
+            f"landed by {', '.join(landings)}"
+            if landings
+            else "imported before landings were recorded, so their file is not known"
         )
         shown = "; ".join(
             f"{u[3]}:{u[4]} {u[5] or 'neutral'}, arm {u[2]}, temperature {u[6]}, sample {u[7]}"
@@ -493,6 +496,6 @@ def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str
         + "\n  ".join(lines)
         + "\nGive the target a distinct `model_id:` (or, without one, a distinct `name:`) in the "
         f"config, e.g. `model_id: {model_id}-audited`, so the audit's answers are its own; or "
-        "remove the imported rows first (e.g. `delete from raw.generations where source = "
-        f"'imported' and model_id = '{model_id}'`)."
+        "remove the import first (`ableaudit history` lists the landings; `ableaudit forget "
+        "LANDING_ID` removes one)."
     )

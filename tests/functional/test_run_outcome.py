@@ -216,9 +216,9 @@ def test_an_audit_of_imported_units_lands_nothing_and_names_the_fix(tmp_path, se
     err = capsys.readouterr().err
     assert err.count("ableaudit: error:") == 1 and "Traceback" not in err
     assert "target 'one' (task text, model_id 'served'): 2 of its 4 planned units" in err
-    assert "landed by import run 'run-served'" in err
+    assert "landed by run run-served" in err  # rows written by plain SQL carry no landing id
     assert "`model_id: served-audited`" in err
-    assert "delete from raw.generations where source = 'imported' and model_id = 'served'" in err
+    assert "`ableaudit forget LANDING_ID` removes one" in err
     assert server.payloads == []
     assert _query(wh, landed) == before
 

@@ -41,26 +41,24 @@ def _unit(query_id, disability, *, model="served-a", arm="baseline", temperature
 def test_imported_units_of_the_target_refuse_the_audit_with_counts_and_fix():
     plans = _plans(model_id="served-a")
     imported = {
-        _unit("edu_001", None): "import-7",
-        _unit("edu_001", "hearing"): "import-7",
+        _unit("edu_001", None): "3f2a9c01d4e5 (answers.csv)",
+        _unit("edu_001", "hearing"): "3f2a9c01d4e5 (answers.csv)",
         _unit("fin_001", "hearing"): None,
     }
     with pytest.raises(ConfigError) as err:
         refuse_imported_units(plans, imported)
     message = str(err.value)
     assert "target 'one' (task text, model_id 'served-a'): 3 of its 4 planned units" in message
-    assert "landed by import run 'import-7'" in message
+    assert "landed by 3f2a9c01d4e5 (answers.csv)" in message
     assert "ableaudit:edu_001 neutral, arm baseline, temperature 0.1, sample 0" in message
     assert "the audit stopped before sending a request of this task" in message
     assert "`model_id: served-a-audited`" in message
-    assert "delete from raw.generations where source = 'imported' and model_id = 'served-a'" in (
-        message
-    )
+    assert "`ableaudit forget LANDING_ID` removes one" in message
 
 
-def test_no_run_id_is_said_so():
+def test_an_unrecorded_import_is_said_so():
     with pytest.raises(
-        ConfigError, match="imported without a run id, so their file is not recorded"
+        ConfigError, match="imported before landings were recorded, so their file is not known"
     ):
         refuse_imported_units(_plans(model_id="served-a"), {_unit("fin_001", None): None})
 
