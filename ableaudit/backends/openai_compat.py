@@ -66,6 +66,7 @@ from ._common import (
 from .base import (
     Backend,
     BackendError,
+    GenerationCancelled,
     GenerationRequest,
     GenerationResult,
     Stopwatch,
@@ -330,11 +331,14 @@ class OpenAIBackend(Backend):
         if not requests:
             return
         pool = ThreadPoolExecutor(min(self.concurrency, len(requests)))
+        stop = self.cancel_future
         try:
-            for future in as_completed([pool.submit(self._one, r) for r in requests]):
+            for future in as_completed([*(pool.submit(self._one, r) for r in requests), stop]):
+                if future is stop:  # cancel(): the replies in flight are not waited for
+                    raise GenerationCancelled()
                 yield future.result()
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=not self.cancelled, cancel_futures=True)
 
     def close(self) -> None:
         for server in self.servers:
