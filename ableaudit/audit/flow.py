@@ -18,6 +18,7 @@ prefect_env.configure()
 
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.context import get_run_context  # noqa: E402
+from prefect.exceptions import TerminationSignal  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from ableaudit.audit import stopping, tasks  # noqa: E402
@@ -65,8 +66,6 @@ def audit_targets(
             try:
                 totals[name] = future.result()
                 get_run_logger().info("target %s: %s", name, json.dumps(totals[name]))
-            except GenerationCancelled:
-                get_run_logger().warning("target %s: stopped", name)
             except Exception as err:
                 failed.append(f"{name}: {err}")
     stopping.check()
@@ -140,7 +139,8 @@ def audit(
         raise AuditInterrupted(
             stop.signum, step, _landed_by(wh, run_id), left, len(planned)
         ) from None
-    except (KeyboardInterrupt, SystemExit):
+    except (KeyboardInterrupt, SystemExit, TerminationSignal):
+        # a signal before the audit took them over, or Prefect cancelling the run
         status = "interrupted"
         raise
     finally:

@@ -8,6 +8,7 @@ the config or a missing model fails at once.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,8 @@ def _generate(
     """Generate ``todo``, landing results in batches as they come back: a kill loses only what was in flight.
 
     The progress bar moves per answer as it comes back (with its rate and time left); the
-    log says after each landed batch how many have landed. A stop request (``cancel()``)
-    lands the answers that finished, then raises ``GenerationCancelled``.
+    log says after each landed batch how many have landed. When the backend is cancelled
+    (the audit was asked to stop), the answers that finished land and it returns early.
 
     A row's ``model_revision`` is what the backend says answered it; a result that names none (an
     error) takes the backend's own, so the planned fingerprint stays only in the generation key.
@@ -84,11 +85,14 @@ def _generate(
     total = LandingReport()
     done = 0
     size = backend.concurrency
-    with tqdm(total=len(todo), desc=f"{target.name}", unit="answer", smoothing=0.1) as bar:
+    bar = tqdm(
+        total=len(todo), desc=target.name, unit="answer", mininterval=0, miniters=1, smoothing=0.1
+    )
 
-        def tick(result: GenerationResult) -> None:
-            bar.update(1)
+    def tick(result: GenerationResult) -> None:
+        bar.update(1)
 
+    with bar, contextlib.suppress(GenerationCancelled):
         for results in results_in_batches(
             backend, [p.request() for p in todo], size, on_result=tick
         ):
@@ -101,6 +105,8 @@ def _generate(
             total += land_generations(wh, rows)
             done += len(results)
             logger.info("%s: %d/%d landed%s", target.name, done, len(todo), _pace(bar))
+    if backend.cancelled:
+        logger.warning("%s: stopped with %d of %d landed", target.name, done, len(todo))
     return total
 
 
@@ -125,6 +131,7 @@ def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     """One target's generations: what is not landed yet, one backend per adapter group.
 
     A retry (or a resumed audit) plans the same keys and asks only for those still missing.
+    After a stop request it lands what finished and returns; the flow then stops.
     """
     logger = get_run_logger()
     total = LandingReport()
@@ -142,7 +149,7 @@ def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
         if not todo:
             continue
         if stopping.requested() is not None:
-            raise GenerationCancelled()
+            break
         backend = make_backend(plan.target, adapter=adapter)
         if stopping.requested() is not None:  # asked while the backend was loading
             backend.cancel()

@@ -331,12 +331,15 @@ class OpenAIBackend(Backend):
         if not requests:
             return
         pool = ThreadPoolExecutor(min(self.concurrency, len(requests)))
-        stop = self.cancel_future
+        stop, left = self.cancel_future, len(requests)
         try:
             for future in as_completed([*(pool.submit(self._one, r) for r in requests), stop]):
                 if future is stop:  # cancel(): the replies in flight are not waited for
                     raise GenerationCancelled()
                 yield future.result()
+                left -= 1
+                if not left:
+                    break
         finally:
             pool.shutdown(wait=not self.cancelled, cancel_futures=True)
 
