@@ -17,6 +17,7 @@ server does.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -86,6 +87,10 @@ class TemporaryServer:
             "server"
         )
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
@@ -98,10 +103,18 @@ class TemporaryServer:
             process.wait()
 
 
+_server: TemporaryServer | None = None  # one per process, as Prefect's own
+
+
 @contextlib.contextmanager
 def temporary_server() -> Iterator[str | None]:
     """Within the block Prefect talks to a temporary server tied to this process (its API URL
-    is yielded); with ``PREFECT_API_URL`` already set, Prefect's own server is used (None)."""
+    is yielded); with ``PREFECT_API_URL`` already set, that server is used (None).
+
+    The server is started once per process and stopped when the process exits (or dies);
+    the block sends Prefect's pending logs and events before it ends.
+    """
+    global _server
     from prefect.settings import (
         PREFECT_API_URL,
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
@@ -111,21 +124,28 @@ def temporary_server() -> Iterator[str | None]:
     if PREFECT_API_URL.value():
         yield None
         return
-    server = TemporaryServer()
+    if _server is None or not _server.running:
+        _server = TemporaryServer()
+        _server.start(float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
+        atexit.register(_server.stop)
     before = os.environ.get("PREFECT_API_URL")
+    # threads that carry no Prefect context read the environment
+    os.environ["PREFECT_API_URL"] = _server.api_url
     try:
-        server.start(float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()))
-        # threads that carry no Prefect context read the environment
-        os.environ["PREFECT_API_URL"] = server.api_url
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
-            yield server.api_url
+        with temporary_settings(updates={PREFECT_API_URL: _server.api_url}):
+            yield _server.api_url
     finally:
         _drain_prefect()
         if before is None:
             os.environ.pop("PREFECT_API_URL", None)
         else:
             os.environ["PREFECT_API_URL"] = before
-        server.stop()
+
+
+def stop_temporary_server() -> None:
+    """Stop this process's temporary server now (before an exit that skips ``atexit``)."""
+    if _server is not None:
+        _server.stop()
 
 
 def _drain_prefect() -> None:

@@ -453,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and code in EXIT_STOPPED:
         # This process is the command, and it stopped: what finished is landed and the run
         # recorded. Requests still waiting on a server are abandoned rather than waited for.
+        from ableaudit.audit.prefect_server import stop_temporary_server
+
+        stop_temporary_server()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
