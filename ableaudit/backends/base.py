@@ -8,6 +8,8 @@ whole backend unusable (bad model path, unreachable server) raise
 ``BackendError`` with a message naming the problem and the fix. Each answered
 result carries the ``model_revision`` that answered it (the replica, the loaded
 checkpoint, the GGUF file), which lands in place of the planned revision.
+``cancel()`` (any thread) stops a backend early: it hands back what finished and
+raises ``GenerationCancelled``; what was cut off has no result at all.
 
 What a backend can do is declared on ``Backend`` (an abstract base class) and
 read by callers directly; backends are found by name in ``registry.py``.
@@ -164,13 +166,14 @@ def results_in_batches(
     if backend.supports_stream:
         batch: list[GenerationResult] = []
         try:
-            for result in backend.stream(requests):
-                batch += checked([result])
-                if len(batch) >= size:
-                    yield batch
-                    batch = []
-                if backend.cancelled:
-                    raise GenerationCancelled()
+            with contextlib.closing(backend.stream(requests)) as results:
+                for result in results:
+                    batch += checked([result])
+                    if len(batch) >= size:
+                        yield batch
+                        batch = []
+                    if backend.cancelled:
+                        raise GenerationCancelled()
         except GenerationCancelled as stop:
             batch += checked(stop.finished)
             if batch:

@@ -21,6 +21,8 @@ import yaml
 
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
 
+pytestmark = pytest.mark.slow
+
 N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
 DELAY_S = 4.0  # per request: the whole audit needs 6 rounds of 2, about 24 s of generation
 STOPS_WITHIN_S = 12.0  # the rest of the generation alone would take 16 s or more

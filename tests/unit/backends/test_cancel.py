@@ -110,6 +110,7 @@ class _CountingServer:
         return self.server.handle_chat_completions(payload, counted)
 
 
+@pytest.mark.slow
 def test_llamacpp_stops_between_two_tokens():
     """SmolLM2 answers a short request, then is cancelled 5 tokens into a 400-token one: the
     generation ends at the next token, the short answer comes back, the long one has no
@@ -179,3 +180,37 @@ def test_openai_stops_waiting_for_replies_in_flight(slow_server):
     time.sleep(slow_server.delay_s + 0.5)  # the two in flight end at the server, unread
     assert len(slow_server.payloads) == 2
     backend.close()
+
+
+@pytest.mark.slow
+def test_transformers_stops_at_the_next_token(tiny_chat_model_dir):
+    """Three short answers finish in a first batch; the long one is cancelled two tokens in:
+    the model runs no further step, and only the short answers come back."""
+    backend = make_backend(
+        Target(
+            name="tiny",
+            backend="transformers",
+            model=str(tiny_chat_model_dir),
+            batch_size=3,
+            options={"device": "cpu", "ignore_eos": True},
+        )
+    )
+    steps: list[int] = []  # the batch size of every forward pass
+
+    def count(module, args, kwargs, output):
+        steps.append(kwargs["input_ids"].shape[0] if "input_ids" in kwargs else args[0].shape[0])
+        if steps[-1] == 1 and steps.count(1) == 2:
+            backend.cancel()
+
+    hook = backend.model.register_forward_hook(count, with_kwargs=True)
+    try:
+        with pytest.raises(GenerationCancelled) as stop:
+            backend.generate(
+                [_req(f"s{i}", f"short {i}", 3) for i in range(3)] + [_req("long", "x", 60)]
+            )
+    finally:
+        hook.remove()
+        backend.close()
+    assert sorted(r.key for r in stop.value.finished) == ["s0", "s1", "s2"]
+    assert steps.count(3) == 3  # the short batch ran to its end
+    assert steps.count(1) == 2  # the long one stopped right after the step that saw the cancel
