@@ -101,8 +101,13 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _same_command(args: argparse.Namespace) -> str:
-    """The command line that started this audit, to run again."""
-    return shlex.join(["ableaudit", *args.argv])
+    """The command line that started this audit, to run again (a URL's credentials left out:
+    they are never shown)."""
+    from ableaudit.keys import strip_url_credentials
+
+    shown = [strip_url_credentials(a) for a in args.argv]
+    hint = "" if shown == args.argv else "  (with the URL credentials you gave, left out here)"
+    return shlex.join(["ableaudit", *shown]) + hint
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -52,3 +52,17 @@ def test_a_missing_responses_file_is_named_in_seconds(tmp_path, capsys):
     assert code == 2 and time.monotonic() - start < 5
     assert "missing.csv does not exist" in capsys.readouterr().err
     assert not (tmp_path / "wh.duckdb").exists()
+
+
+def test_the_resume_hint_is_the_same_command_without_url_credentials():
+    from ableaudit.cli.main import _same_command
+
+    argv = ["audit", "--config", "my audit.yaml", "--warehouse", "wh.duckdb"]
+    assert _same_command(argparse.Namespace(argv=argv)) == (
+        "ableaudit audit --config 'my audit.yaml' --warehouse wh.duckdb"
+    )
+    shown = _same_command(
+        argparse.Namespace(argv=["audit", "--base-url", "http://user:s3cret@host:8000/v1"])
+    )
+    assert "s3cret" not in shown and "http://host:8000/v1" in shown
+    assert "credentials you gave, left out" in shown
