@@ -63,7 +63,7 @@ def _run(config: Path, signum: int, folder: Path) -> dict[str, object]:
     status = proc.wait(timeout=600)
     took = time.perf_counter() - sent
     reader.join(timeout=5)
-    stopped = next((ln.strip() for ln in lines if "answers of this run landed" in ln), "")
+    stopped = next((ln.strip() for ln in lines if ln.startswith("ableaudit: stopped")), "")
     return {
         "signal": signal.Signals(signum).name,
         "stop_s": took,
