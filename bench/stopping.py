@@ -5,8 +5,7 @@ Runs the default audit (SmolLM2 on CPU through llama.cpp, 256 new tokens at most
 temporary warehouse without the build, waits for the first landed batch, sends the signal
 while the next answers are mid-generation, and prints: the seconds from the signal to the
 exit, the seconds one answer took on average before it (from the audit's own rate), their
-ratio, the exit status, and what the run landed. Before generation can be stopped between
-two tokens, a stop waited for the whole batch in flight (8 answers here).
+ratio, the exit status, and what the run landed.
 
     .venv/bin/python bench/stopping.py [--config configs/default.yaml] [--signal INT TERM]
 """
