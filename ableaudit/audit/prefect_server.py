@@ -6,7 +6,7 @@ killed audit left it running with no parent. ``temporary_server`` starts the
 same server itself, through this module's ``__main__``, which ties the server
 to the audit's process: on Linux the kernel sends it SIGTERM the moment the
 audit dies (``PR_SET_PDEATHSIG``), and a watchdog thread checks the parent every
-half second everywhere else. The server runs in a session of its own, so a
+half second everywhere else. The server runs in a process group of its own, so a
 Ctrl-C at the terminal reaches the audit alone, which can still report to the
 server while it lands what finished; the audit stops the server when it ends.
 
