@@ -18,9 +18,10 @@ prefect_env.configure()
 
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.context import get_run_context  # noqa: E402
+from prefect.exceptions import TerminationSignal  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from ableaudit.audit import tasks  # noqa: E402
+from ableaudit.audit import stopping, tasks  # noqa: E402
 from ableaudit.audit.planning import (  # noqa: E402
     audit_task,
     imported_units,
@@ -29,16 +30,21 @@ from ableaudit.audit.planning import (  # noqa: E402
 )
 from ableaudit.audit.runs import (  # noqa: E402
     AuditIncomplete,
+    AuditInterrupted,
     finish_run,
     run_failures,
     start_run,
 )
+from ableaudit.backends.base import GenerationCancelled  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
+from ableaudit.warehouse.connection import connect  # noqa: E402
+from ableaudit.warehouse.landing import landed_keys  # noqa: E402
+from ableaudit.warehouse.publish import parquet_folder  # noqa: E402
 
 
 def audit_targets(
-    wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str
+    wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str, planned: list[str]
 ) -> dict[str, Any]:
     """Every target of task ``kind``, ``parallel_targets`` at once on a thread-pool task runner.
 
@@ -51,6 +57,8 @@ def audit_targets(
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
     plans = plan_task(cfg, kind, prompts, image_root)
     refuse_imported_units(plans, imported_units(wh, plans))
+    planned += [g.generation_id for p in plans for _, group in p.groups for g in group]
+    stopping.check()
     with ThreadPoolTaskRunner(max_workers=cfg.parallel_targets) as runner:
         futures = [
             (
@@ -66,6 +74,7 @@ def audit_targets(
                 get_run_logger().info("target %s: %s", name, json.dumps(totals[name]))
             except Exception as err:
                 failed.append(f"{name}: {err}")
+    stopping.check()
     if failed:
         raise RuntimeError(
             f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
@@ -82,51 +91,100 @@ def audit(
 
     Requests that failed (error rows of this run) fail the flow after the build, so what
     succeeded is published and a scheduler still sees the run as failed
-    (``AuditIncomplete``, naming the kinds of error and how to retry).
+    (``AuditIncomplete``, naming the kinds of error and how to retry). The first Ctrl-C or
+    SIGTERM stops it once the answers that finished have landed (``AuditInterrupted``; the
+    run is 'interrupted'); see ``ableaudit.audit.stopping``. The last log lines say where
+    the warehouse, the published copy, its Parquet folder and the report are.
     """
     cfg = load_config(tasks.resolve_config_path(config))
     wh = str(warehouse_path(warehouse))
     run_id = _run_id()
+    stopping.reset()
     start_run(wh, run_id, cfg)
     summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
     status = "failed"
+    logger = get_run_logger()
+    step, planned = "preparation", []
     try:
-        kinds = [
-            k
-            for k, targets in (("text", cfg.text_targets), ("vision", cfg.vision_targets))
-            if targets
-        ]
-        for kind in kinds:
-            image_root = None
-            if kind == "vision":
-                summary["images"] = tasks.load_images(wh, cfg)
-                image_root = str(cfg.vision.images_folder())
-            summary["targets"].update(audit_targets(wh, cfg, kind, image_root, run_id))
-        for kind in kinds if cfg.judges else []:
-            # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
-            scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
-            summary["judges" if kind == "text" else "vision_judges"] = tasks.judge(
-                wh, scoped, run_id
-            )
-        if cfg.build if build is None else build:
-            summary["published"] = tasks.build_warehouse(wh)
-            summary["report"] = tasks.render_report(summary["published"])
-        get_run_logger().info(
-            "results: warehouse %s; published copy %s; report %s",
-            wh,
-            summary.get("published", "(not built)"),
-            summary.get("report", "(not built)"),
-        )
+        with stopping.stop_on_signals(logger.warning):
+            kinds = [
+                k
+                for k, targets in (("text", cfg.text_targets), ("vision", cfg.vision_targets))
+                if targets
+            ]
+            for kind in kinds:
+                image_root = None
+                if kind == "vision":
+                    summary["images"] = tasks.load_images(wh, cfg)
+                    image_root = str(cfg.vision.images_folder())
+                step = "generation"
+                summary["targets"].update(audit_targets(wh, cfg, kind, image_root, run_id, planned))
+            for kind in kinds if cfg.judges else []:
+                step = "judges"
+                stopping.check()
+                # the contrastive judge compares each image's two descriptions (text only: it never sees the image)
+                scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
+                key = "judges" if kind == "text" else "vision_judges"
+                try:
+                    summary[key] = tasks.judge(wh, scoped, run_id)
+                except GenerationCancelled:
+                    stopping.check()
+                    raise
+            if cfg.build if build is None else build:
+                step = "build"
+                stopping.check()
+                summary["published"] = tasks.build_warehouse(wh)
+                summary["report"] = tasks.render_report(summary["published"])
         failures = run_failures(wh, run_id)
         if failures:
             raise AuditIncomplete(failures)
         status = "completed"
-    except (KeyboardInterrupt, SystemExit):
+    except stopping.Interrupted as stop:
+        status = "interrupted"
+        left = len(planned) - len(landed_keys(wh, planned))
+        raise AuditInterrupted(
+            stop.signum, step, _landed_by(wh, run_id), left, len(planned)
+        ) from None
+    except (KeyboardInterrupt, SystemExit, TerminationSignal):
+        # a signal before the audit took them over, or Prefect cancelling the run
         status = "interrupted"
         raise
     finally:
         finish_run(wh, run_id, status)
+        _log_results(summary, status)
     return summary
+
+
+def _landed_by(wh: str, run_id: str) -> int:
+    con = connect(wh, read_only=True)
+    try:
+        return con.execute(
+            "select count(*) from raw.generations where run_id = ?", [run_id]
+        ).fetchone()[0]
+    finally:
+        con.close()
+
+
+def result_paths(warehouse: str, published: str | None, report: str | None) -> dict[str, str]:
+    """Where an audit's results are, by name, as the flow's last log lines and the CLI say it."""
+    paths = {"warehouse": warehouse}
+    if published:
+        paths["published copy"] = published
+        paths["Parquet folder"] = str(parquet_folder(published))
+    else:
+        paths["published copy"] = "not rebuilt by this run (`ableaudit build` writes it)"
+        paths["Parquet folder"] = "not rebuilt by this run"
+    paths["report"] = report or "not rendered by this run"
+    return paths
+
+
+def _log_results(summary: dict[str, Any], status: str) -> None:
+    """The flow's last lines: the run's outcome and where each result is."""
+    logger = get_run_logger()
+    logger.info("audit run %s %s", summary["run_id"], status)
+    paths = result_paths(summary["warehouse"], summary.get("published"), summary.get("report"))
+    for name, path in paths.items():
+        logger.info("results: %s: %s", name, path)
 
 
 def _run_id() -> str:

@@ -5,18 +5,27 @@ Prefect so it is the same code wherever it runs (the task, the kill drill). What
 can lose is bounded: answers land batch by batch, and a streaming backend sends no
 request beyond its in-flight window ahead of the landing (``results_in_batches``), so a
 kill loses at most ``window + batch - 1`` answers and a resumed run asks only for those.
+A stop request (``ableaudit.audit.stopping``: Ctrl-C or SIGTERM) cancels the backend: the
+answers that finished land, and the target returns early.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from tqdm import tqdm
 
+from ableaudit.audit import stopping
 from ableaudit.audit.planning import TargetPlan
 from ableaudit.backends import make_backend
-from ableaudit.backends.base import Backend, results_in_batches
+from ableaudit.backends.base import (
+    Backend,
+    GenerationCancelled,
+    GenerationResult,
+    results_in_batches,
+)
 from ableaudit.records import LandingReport, PlannedGeneration
 from ableaudit.warehouse.landing import land_generations, landed_keys, result_row
 
@@ -43,7 +52,11 @@ def generate_target(wh: str, plan: TargetPlan, run_id: str, log: Log) -> Landing
         )
         if not todo:
             continue
+        if stopping.requested() is not None:
+            break
         backend = make_backend(plan.target, adapter=adapter)
+        if stopping.requested() is not None:  # asked while the backend was loading
+            backend.cancel()
         try:
             total += generate_and_land(wh, backend, plan.target.name, todo, run_id, log)
         finally:
@@ -57,6 +70,10 @@ def generate_and_land(
     """Generate ``todo``, landing results in batches of the backend's concurrency as they come
     back; the next batch is pulled only once this one has landed.
 
+    The progress bar moves per answer as it comes back (with its rate and time left); the
+    log says after each landed batch how many have landed. When the backend is cancelled
+    (the audit was asked to stop), the answers that finished land and it returns early.
+
     A row's ``model_revision`` is what the backend says answered it; a result that names none (an
     error) takes the backend's own, so the planned fingerprint stays only in the generation key.
     """
@@ -65,8 +82,15 @@ def generate_and_land(
     total = LandingReport()
     done = 0
     size = backend.concurrency
-    with tqdm(total=len(todo), desc=name, unit="gen") as bar:
-        for results in results_in_batches(backend, [p.request() for p in todo], size):
+    bar = tqdm(total=len(todo), desc=name, unit="answer", mininterval=0, miniters=1, smoothing=0.1)
+
+    def tick(result: GenerationResult) -> None:
+        bar.update(1)
+
+    with bar, contextlib.suppress(GenerationCancelled):
+        for results in results_in_batches(
+            backend, [p.request() for p in todo], size, on_result=tick
+        ):
             rows = []
             for r in results:
                 row = result_row(plans[r.key], r, run_id)
@@ -75,6 +99,17 @@ def generate_and_land(
                 rows.append(row)
             total += land_generations(wh, rows)
             done += len(results)
-            bar.update(len(results))
-            log("%s: %d/%d landed", name, done, len(todo))
+            log("%s: %d/%d landed%s", name, done, len(todo), _pace(bar))
+    if backend.cancelled:
+        log("%s: stopped with %d of %d landed", name, done, len(todo))
     return total
+
+
+def _pace(bar: tqdm) -> str:
+    """', 2.1 answers/s, about 0:42 left' from a progress bar's own rate (empty before one)."""
+    info = bar.format_dict
+    rate = info.get("rate") or (info["n"] / info["elapsed"] if info.get("elapsed") else None)
+    if not rate:
+        return ""
+    left = (info["total"] - info["n"]) / rate
+    return f", {rate:.2f} answers/s, about {tqdm.format_interval(left)} left"

@@ -136,3 +136,24 @@ def run_failures(warehouse: str | Path, run_id: str) -> RunFailures:
         generations=Counter(error_kind(m) for (m,) in generations),
         judgments=Counter(error_kind(m) for (m,) in judgments),
     )
+
+
+class AuditInterrupted(Exception):
+    """The audit stopped on a signal: what finished is landed, the run is 'interrupted'."""
+
+    def __init__(self, signum: int, step: str, landed: int, left: int, planned: int) -> None:
+        from ableaudit.audit.stopping import signal_name
+
+        self.signum = signum
+        self.step = step
+        self.landed = landed
+        """Answers this run landed (errors included), all landed before the stop took effect."""
+        self.left = left
+        """Planned generations with no answer landed yet (a re-run asks for these)."""
+        self.planned = planned
+        """Generations the audit planned (those landed by earlier runs included)."""
+        undone = "the rest of the audit" if step == "generation" else f"the {step} and what follows"
+        super().__init__(
+            f"stopped by {signal_name(signum)} during {step}: {landed} answers of this run "
+            f"landed; {left} of {planned} planned answers still to generate, and {undone}"
+        )

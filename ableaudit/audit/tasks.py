@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 
 from ableaudit.audit.generating import generate_target
 from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
-from ableaudit.backends.base import BackendError
+from ableaudit.backends.base import BackendError, GenerationCancelled
 from ableaudit.config import AuditConfig, ConfigError
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.warehouse.publish import publish
@@ -28,6 +28,8 @@ def transient(task: Any, task_run: Any, state: Any) -> bool:
     """Retry a network step unless its error says the config or the model is wrong."""
     try:
         state.result()
+    except GenerationCancelled:
+        return False
     except (ConfigError, BackendError) as err:
         return bool(getattr(err, "transient", False))
     except Exception:
@@ -63,7 +65,8 @@ def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
 )
 def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     """One target's generations (``generating.generate_target``): what is not landed yet,
-    landed as it comes back. A retry (or a resumed audit) asks only for those still missing."""
+    landed as it comes back. A retry (or a resumed audit) asks only for those still missing.
+    After a stop request it lands what finished and returns; the flow then stops."""
     return generate_target(wh, plan, run_id, get_run_logger().info).__dict__
 
 

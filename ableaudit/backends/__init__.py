@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from . import _providers  # noqa: F401  (registers the built-in backends)
 from .base import Backend, BackendError, GenerationRequest, GenerationResult
-from .registry import backend, backend_class, backend_names, make_backend
+from .registry import backend, backend_class, backend_names, cancel_backends, make_backend
 
 __all__ = [
     "Backend",
@@ -21,5 +21,6 @@ __all__ = [
     "backend",
     "backend_class",
     "backend_names",
+    "cancel_backends",
     "make_backend",
 ]

@@ -8,6 +8,8 @@ whole backend unusable (bad model path, unreachable server) raise
 ``BackendError`` with a message naming the problem and the fix. Each answered
 result carries the ``model_revision`` that answered it (the replica, the loaded
 checkpoint, the GGUF file), which lands in place of the planned revision.
+``cancel()`` (any thread) stops a backend early: it hands back what finished and
+raises ``GenerationCancelled``; what was cut off has no result at all.
 
 What a backend can do is declared on ``Backend`` (an abstract base class) and
 read by callers directly; backends are found by name in ``registry.py``.
@@ -15,9 +17,11 @@ read by callers directly; backends are found by name in ``registry.py``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -35,6 +39,19 @@ class BackendError(AbleauditError, RuntimeError):
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class GenerationCancelled(Exception):
+    """A backend stopped generating because ``cancel()`` was called (an audit asked to stop).
+
+    ``finished`` holds the answers that completed before the stop and were not handed back
+    yet; requests without an answer have no result at all (never an error result), so a
+    re-run asks for them again.
+    """
+
+    def __init__(self, finished: Sequence[GenerationResult] = ()) -> None:
+        super().__init__("generation cancelled")
+        self.finished = list(finished)
 
 
 class Backend(ABC):
@@ -86,9 +103,36 @@ class Backend(ABC):
     def close(self) -> None:
         """Free what the backend holds (a model, server connections); it is not used afterwards."""
 
+    @property
+    def cancelled(self) -> bool:
+        """``cancel()`` was called: generation stops at the engine's next chance."""
+        return self.cancel_future.done()
+
+    @property
+    def cancel_future(self) -> Future[None]:
+        """Completes when ``cancel()`` is called: wait on it beside the requests in flight
+        (``concurrent.futures.wait`` or ``as_completed``) to stop waiting at once."""
+        # made lazily: backends do not call a base __init__
+        return self.__dict__.setdefault("_cancel_future", Future())
+
+    def cancel(self) -> None:
+        """Stop generating soon, from any thread (a signal handler included).
+
+        ``generate`` and ``stream`` then raise ``GenerationCancelled``, carrying the answers
+        that finished; requests still in flight are abandoned without a result. Each backend
+        stops as early as its engine lets it: llama.cpp and transformers between two tokens,
+        an HTTP backend by no longer waiting for the replies in flight.
+        """
+        with contextlib.suppress(InvalidStateError):
+            self.cancel_future.set_result(None)
+
 
 def results_in_batches(
-    backend: Backend, requests: Sequence[GenerationRequest], size: int, fail_batch: bool = False
+    backend: Backend,
+    requests: Sequence[GenerationRequest],
+    size: int,
+    fail_batch: bool = False,
+    on_result: Callable[[GenerationResult], None] | None = None,
 ) -> Iterator[list[GenerationResult]]:
     """Every request's result, handed back in lists of up to ``size`` for landing.
 
@@ -106,6 +150,12 @@ def results_in_batches(
     it propagates). A result for a key not asked for, or a ``generate`` call
     returning another number of results than asked, raises: every batch maps
     onto its requests.
+
+    ``on_result`` is called once per result as soon as it is back (progress moves per
+    answer, not per batch). When the backend is cancelled, the answers that finished are
+    handed back as a last, possibly short, batch, and then ``GenerationCancelled`` is
+    raised; an error result that comes back after the cancel is dropped (the stop may
+    have caused it; a re-run asks again).
     """
     name = backend.name
     asked = {r.key for r in requests}
@@ -116,22 +166,43 @@ def results_in_batches(
             raise RuntimeError(
                 f"backend {name} returned results for keys it was not asked for: {unknown[:3]}"
             )
+        if backend.cancelled:
+            results = [r for r in results if r.status != "error"]
+        for r in results:
+            if on_result is not None:
+                on_result(r)
         return results
 
     if backend.supports_stream:
         batch: list[GenerationResult] = []
-        for result in backend.stream(requests):
-            batch.append(result)
-            if len(batch) >= size:
-                yield checked(batch)
-                batch = []
+        try:
+            with contextlib.closing(backend.stream(requests)) as results:
+                for result in results:
+                    batch += checked([result])
+                    if len(batch) >= size:
+                        yield batch
+                        batch = []
+                    if backend.cancelled:
+                        raise GenerationCancelled()
+        except GenerationCancelled as stop:
+            batch += checked(stop.finished)
+            if batch:
+                yield batch
+            raise GenerationCancelled() from None
         if batch:
-            yield checked(batch)
+            yield batch
         return
     for start in range(0, len(requests), size):
         chunk = requests[start : start + size]
+        if backend.cancelled:
+            raise GenerationCancelled()
         try:
             results = backend.generate(chunk)
+        except GenerationCancelled as stop:
+            finished = checked(stop.finished)
+            if finished:
+                yield finished
+            raise GenerationCancelled() from None
         except Exception as err:
             if not fail_batch:
                 raise

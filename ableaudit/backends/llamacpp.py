@@ -11,7 +11,10 @@ only temperature and top_p apply; temperature 0 is greedy. A request seed
 makes sampling reproducible (same seed, prompt and model file -> same text).
 
 Concurrency: ``n_parallel`` slots, fed by as many threads (the xllamacpp call
-releases the GIL), so several requests decode in one llama.cpp batch.
+releases the GIL), so several requests decode in one llama.cpp batch. Answers
+stream back token by token, so ``cancel()`` stops a generation between two
+tokens (llama.cpp frees the slot) and results come back one by one as each
+request completes.
 
 options (``target.options``):
   n_ctx: context window per request in tokens, prompt + completion (default 4096)
@@ -24,8 +27,9 @@ options (``target.options``):
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +40,7 @@ from ._common import normalize_finish_reason
 from .base import (
     Backend,
     BackendError,
+    GenerationCancelled,
     GenerationRequest,
     GenerationResult,
     Stopwatch,
@@ -81,7 +86,7 @@ def resolve_gguf(model: str) -> Path:
 
 class LlamaCppBackend(Backend):
     name = "llamacpp"
-    supports_stream = False
+    supports_stream = True
     supports_json_schema = True  # response_format becomes a GBNF grammar
     json_schema_by_default = True
     supports_images = False
@@ -144,51 +149,98 @@ class LlamaCppBackend(Backend):
             )  # a GBNF grammar in llama.cpp
         return payload
 
-    def _one(self, req: GenerationRequest) -> GenerationResult:
+    def _one(self, req: GenerationRequest, abandon: threading.Event) -> GenerationResult | None:
+        """The request's result; None when ``cancel()`` (or ``abandon``) cut it off before its end."""
         sw = Stopwatch()
+        if self.cancelled or abandon.is_set():
+            return None
+        parts: list[str] = []
+        last: dict[str, Any] = {}
+
+        def chunk(out: Any) -> bool:
+            # one streamed chunk (or the error); returning True stops the generation there
+            if not isinstance(out, dict) or "error" in out:
+                last["error"] = out
+                return True
+            for choice in out.get("choices") or []:
+                parts.append((choice.get("delta") or {}).get("content") or "")
+                if choice.get("finish_reason"):
+                    last["finish_reason"] = choice["finish_reason"]
+            if out.get("usage"):
+                last["usage"] = out["usage"]
+            return self.cancelled or abandon.is_set()
+
         try:
             if req.images:
                 raise ValueError(
                     "the llamacpp backend is text-only here; send image requests to backend openai or vllm"
                 )
-            out = self._server.handle_chat_completions(self._payload(req))
+            payload = {**self._payload(req), "stream": True}
+            payload["stream_options"] = {"include_usage": True}
+            self._server.handle_chat_completions(payload, chunk)
         except Exception as e:
             return GenerationResult.failed(req.key, e, latency_ms=sw.ms())
         ms = sw.ms()
-        if not isinstance(out, dict):
-            return GenerationResult.failed(
-                req.key, f"unexpected llama.cpp reply: {str(out)[:300]}", latency_ms=ms
-            )
-        if "error" in out:
-            err = out["error"]
+        if "error" in last:
+            err = last["error"]
+            if not isinstance(err, dict):
+                return GenerationResult.failed(
+                    req.key, f"unexpected llama.cpp reply: {str(err)[:300]}", latency_ms=ms
+                )
+            err = err["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
             kind = err.get("type", "error") if isinstance(err, dict) else "error"
             return GenerationResult.failed(req.key, f"llama.cpp {kind}: {msg}", latency_ms=ms)
-        try:
-            choice = out["choices"][0]
-            text = choice["message"].get("content") or ""
-            usage = out.get("usage") or {}
-        except (KeyError, IndexError, TypeError, AttributeError) as e:
+        if "finish_reason" not in last:
+            if self.cancelled or abandon.is_set():
+                return None
             return GenerationResult.failed(
-                req.key, f"malformed llama.cpp reply ({e!r}): {str(out)[:300]}", latency_ms=ms
+                req.key, "malformed llama.cpp reply: the stream ended without a finish reason", ms
             )
+        usage = last.get("usage") or {}
         return GenerationResult.from_text(
             req.key,
-            text,
-            finish_reason=normalize_finish_reason(choice.get("finish_reason")),
+            "".join(parts),
+            finish_reason=normalize_finish_reason(last["finish_reason"]),
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
             latency_ms=ms,
             model_revision=self.model_revision,
         )
 
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+    def stream(self, requests: Sequence[GenerationRequest]) -> Iterator[GenerationResult]:
+        """Results as they complete, ``n_parallel`` decoding at once; on ``cancel()`` the
+        generations in flight stop at their next token and ``GenerationCancelled`` ends it."""
         if self._server is None:
             raise BackendError("llamacpp backend is closed; make a new one with make_backend()")
-        if self.n_parallel == 1 or len(requests) <= 1:
-            return [self._one(r) for r in requests]
+        abandon = threading.Event()  # the caller stopped reading: end what is in flight
+        queued = list(reversed(requests))
+        pending: set[Future[GenerationResult | None]] = set()
         with ThreadPoolExecutor(self.n_parallel) as pool:
-            return list(pool.map(self._one, requests))
+            try:
+                while queued or pending:
+                    while queued and len(pending) < self.n_parallel and not self.cancelled:
+                        pending.add(pool.submit(self._one, queued.pop(), abandon))
+                    if not pending:
+                        break
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        result = future.result()
+                        if result is not None:
+                            yield result
+            finally:
+                abandon.set()
+        if self.cancelled:
+            raise GenerationCancelled()
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        got: dict[str, GenerationResult] = {}
+        try:
+            for result in self.stream(requests):
+                got[result.key] = result
+        except GenerationCancelled:
+            raise GenerationCancelled([got[r.key] for r in requests if r.key in got]) from None
+        return [got[r.key] for r in requests]
 
     def close(self) -> None:
         # xllamacpp frees the model and its threads when the Server is collected.

@@ -77,6 +77,7 @@ from ._common import (
 from .base import (
     Backend,
     BackendError,
+    GenerationCancelled,
     GenerationRequest,
     GenerationResult,
     Stopwatch,
@@ -383,21 +384,26 @@ class OpenAIBackend(Backend):
         waiting = iter(requests)
         pool = ThreadPoolExecutor(min(self.concurrency, self.window, len(requests)))
         outstanding: set[Future[GenerationResult]] = set()
+        stop = self.cancel_future
 
         def send(n: int) -> None:
+            if self.cancelled:  # cancel(): nothing more is sent
+                return
             for req in itertools.islice(waiting, n):
                 outstanding.add(pool.submit(self._one, req))
 
         try:
             send(self.window)
             while outstanding:
-                done, _ = wait(outstanding, return_when=FIRST_COMPLETED)
+                done, _ = wait(outstanding | {stop}, return_when=FIRST_COMPLETED)
+                if stop in done:  # cancel(): the replies in flight are not waited for
+                    raise GenerationCancelled([f.result() for f in done if f is not stop])
                 for future in done:
                     outstanding.discard(future)
                     yield future.result()
                     send(1)  # the consumer is back: the answer just handed out is its own
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=not self.cancelled, cancel_futures=True)
 
     def close(self) -> None:
         for server in self.servers:

@@ -15,6 +15,7 @@ Config validation reads the names from here.
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -156,4 +157,21 @@ def make_backend(target: Target, adapter: str | None = None) -> Backend:
         entry.check_requirements()
     except BackendError as err:
         raise BackendError(f"target {target.name!r}: {err}") from None
-    return entry.load()(target, adapter)
+    made = entry.load()(target, adapter)
+    _LIVE.add(made)
+    return made
+
+
+# every backend make_backend built that is still referenced: what a stop request cancels
+_LIVE: weakref.WeakSet[Backend] = weakref.WeakSet()
+
+
+def cancel_backends() -> int:
+    """Cancel every backend ``make_backend`` built that is still in use; returns how many.
+
+    Safe in a signal handler: each ``cancel`` only sets a flag or drops queued work.
+    """
+    live = list(_LIVE)
+    for b in live:
+        b.cancel()
+    return len(live)

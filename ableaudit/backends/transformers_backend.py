@@ -51,6 +51,7 @@ from ._common import chunks, cut_completion, model_revision_string
 from .base import (
     Backend,
     BackendError,
+    GenerationCancelled,
     GenerationRequest,
     GenerationResult,
     Stopwatch,
@@ -140,6 +141,17 @@ class _RowSampler:
         out[rows] = float("-inf")
         out[rows[:, None], tok] = 0.0
         return out
+
+
+def _stopping_criterion(check: Any) -> Any:
+    """A transformers StoppingCriteria calling ``check(input_ids, scores)`` after each token."""
+    from transformers import StoppingCriteria
+
+    class Criterion(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return check(input_ids, scores)
+
+    return Criterion()
 
 
 class HFGenerationMixin:
@@ -252,9 +264,13 @@ class HFGenerationMixin:
             encoded, key=lambda i: (requests[i].max_new_tokens, self._encoded_length(encoded[i]))
         )
         for chunk in chunks(order, self.batch_size):
+            if self.cancelled:
+                raise GenerationCancelled([r for r in results if r is not None])
             items = [(i, requests[i], encoded[i]) for i in chunk]
             try:
                 out = self._run_batch(items)
+            except GenerationCancelled:
+                raise GenerationCancelled([r for r in results if r is not None]) from None
             except Exception as e:
                 if len(items) == 1:
                     out = [GenerationResult.failed(items[0][1].key, e)]
@@ -280,7 +296,7 @@ class HFGenerationMixin:
         sw: Stopwatch,
     ) -> list[GenerationResult]:
         """Generate for one left-padded batch (inputs on the device, prompts ``width`` wide) and cut each row."""
-        from transformers import GenerationConfig, LogitsProcessorList
+        from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
         max_new = max(r.max_new_tokens for _, r, _ in items)
         gen_cfg = GenerationConfig(
@@ -297,10 +313,23 @@ class HFGenerationMixin:
         if any(t > 0 for t in temps):
             seeds = [r.seed if r.seed is not None else secrets.randbits(63) for _, r, _ in items]
             processors.append(_RowSampler(temps, [float(r.top_p) for _, r, _ in items], seeds))
-        with self._torch.inference_mode():
-            out = self.model.generate(
-                **inputs, generation_config=gen_cfg, logits_processor=processors
+        torch = self._torch
+
+        def cancelled(input_ids: Any, scores: Any, **kw: Any) -> Any:
+            # checked after every token: cancel() ends the whole batch there
+            return torch.full(
+                (input_ids.shape[0],), self.cancelled, dtype=torch.bool, device=input_ids.device
             )
+
+        with torch.inference_mode():
+            out = self.model.generate(
+                **inputs,
+                generation_config=gen_cfg,
+                logits_processor=processors,
+                stopping_criteria=StoppingCriteriaList([_stopping_criterion(cancelled)]),
+            )
+        if self.cancelled:
+            raise GenerationCancelled()  # the batch was cut off: none of it is an answer
         new = out[:, width:].tolist()
         ms = sw.ms()
         eos = set(self.eos_ids)

@@ -49,7 +49,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._common import model_revision_string, normalize_finish_reason, openai_messages
-from .base import Backend, BackendError, GenerationRequest, GenerationResult
+from .base import (
+    Backend,
+    BackendError,
+    GenerationCancelled,
+    GenerationRequest,
+    GenerationResult,
+)
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -233,6 +239,8 @@ class VllmBackend(Backend):
                     except subprocess.TimeoutExpired:
                         pass
                     yield from new_parts()
+                    if self.cancelled:  # the finally below ends the worker; its parts are back
+                        raise GenerationCancelled()
                     if deadline is not None and time.monotonic() > deadline:
                         timed_out = True
                         proc.kill()

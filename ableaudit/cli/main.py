@@ -4,13 +4,15 @@ Every command takes --warehouse (default: $ABLEAUDIT_WAREHOUSE, else
 warehouse/ableaudit.duckdb). Exit status: 0 done; 1 a crash (a traceback); 2 an error a
 user can fix (one message; --debug adds its traceback); 3 an audit that ran to its end but
 left some requests failed (the message counts them; running the same command again sends
-only those).
+only those); 130 and 143 an audit stopped by Ctrl-C (SIGINT) or SIGTERM once what finished
+had landed (running the same command again resumes it).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import tempfile
 import traceback
@@ -39,6 +41,8 @@ select * from data_quality;
 # Exit statuses (see docs/running.md): a fixable error; an audit that left failed requests.
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
+EXIT_STATUS_SIGINT = 130
+EXIT_STOPPED = (130, 143)  # Ctrl-C (SIGINT), SIGTERM: ableaudit.audit.stopping.EXIT_STATUS
 
 
 DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"
@@ -133,8 +137,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
+    from ableaudit.audit.prefect_server import temporary_server
+
+    try:
+        with temporary_server():
+            return _audit(args, config, wh)
+    except KeyboardInterrupt:  # before the flow could take the signal over: nothing generated
+        print(f"\nableaudit: stopped by Ctrl-C (SIGINT). Resume with: {_same_command(args)}")
+        return EXIT_STATUS_SIGINT
+
+
+def _audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     from ableaudit.audit.flow import audit as flow
-    from ableaudit.audit.runs import AuditIncomplete
+    from ableaudit.audit.flow import result_paths
+    from ableaudit.audit.runs import AuditIncomplete, AuditInterrupted
+    from ableaudit.audit.stopping import EXIT_STATUS
 
     try:
         summary = flow(
@@ -143,6 +160,13 @@ def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     except AuditIncomplete as err:
         print(f"ableaudit: audit incomplete: {err}", file=sys.stderr)
         return EXIT_INCOMPLETE
+    except AuditInterrupted as stop:
+        print(
+            f"\nableaudit: {stop}.\nThe run is marked 'interrupted' in raw.runs of {wh}. Resume "
+            f"with the same command (answers already landed are not asked for again):\n"
+            f"  {_same_command(args)}"
+        )
+        return EXIT_STATUS[stop.signum]
     print()
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
@@ -155,14 +179,29 @@ def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
         )
         print(headline(summary["published"]))
         print()
-    print(f"Warehouse (live, one writer at a time): {wh}")
+    paths = result_paths(str(wh), summary.get("published"), summary.get("report"))
+    labels = {
+        "warehouse": "Warehouse (live, one writer at a time)",
+        "published copy": "Published copy for BI and ad-hoc SQL",
+        "Parquet folder": "Parquet files of the marts",
+        "report": "Report (open it in a browser)",
+    }
+    for name, path in paths.items():
+        print(f"{labels[name] + ':':<40}{path}")
     if summary.get("published"):
-        print(f"Published copy for BI and ad-hoc SQL:    {summary['published']}")
-        if summary.get("report"):
-            print(f"Report (open it in a browser):          {summary['report']}")
         print(f"\nTry, e.g. with `duckdb -readonly {summary['published']}` or any DuckDB client:\n")
         print(EXAMPLE_QUERIES)
     return 0
+
+
+def _same_command(args: argparse.Namespace) -> str:
+    """The command line that started this audit, to run again (a URL's credentials left out:
+    they are never shown)."""
+    from ableaudit.keys import strip_url_credentials
+
+    shown = [strip_url_credentials(a) for a in args.argv]
+    hint = "" if shown == args.argv else "  (with the URL credentials you gave, left out here)"
+    return shlex.join(["ableaudit", *shown]) + hint
 
 
 def build_and_publish(
@@ -593,10 +632,11 @@ def main(argv: list[str] | None = None) -> int:
 
     prefect_env.configure()
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     if getattr(args, "warehouse", None):
         os.environ["ABLEAUDIT_WAREHOUSE"] = str(warehouse_path(args.warehouse))
     try:
-        return args.func(args)
+        code = args.func(args)
     except (AbleauditError, ValueError, FileNotFoundError, RuntimeError) as err:
         # AbleauditError: ConfigError, BackendError, UsageError, a missing input file; the
         # others: ResponseImportError, QuerySetError, dbt failures
@@ -604,6 +644,16 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"ableaudit: error: {err}", file=sys.stderr)
         return getattr(err, "exit_code", EXIT_USAGE)
+    if argv is None and code in EXIT_STOPPED:
+        # This process is the command, and it stopped: what finished is landed and the run
+        # recorded. Requests still waiting on a server are abandoned rather than waited for.
+        from ableaudit.audit.prefect_server import stop_temporary_server
+
+        stop_temporary_server()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

@@ -288,6 +288,12 @@ def _write_manifest(
     )
 
 
+def parquet_folder(published: str | os.PathLike) -> Path:
+    """The folder of the Parquet files that go with the published copy ``published``."""
+    copy = Path(published)
+    return copy.parent / copy.stem / "parquet"
+
+
 def publish(
     warehouse: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
@@ -305,7 +311,7 @@ def publish(
     version = resolve_storage_version(storage_version)
     out = Path(out_dir).expanduser().resolve() if out_dir else src.parent / "published"
     catalog = src.stem
-    parquet_dir = out / catalog / "parquet"
+    parquet_dir = parquet_folder(out / src.name)
     parquet_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out, parquet_dir)
     target = out / src.name

@@ -1,0 +1,91 @@
+"""Stopping an audit on Ctrl-C (SIGINT) or SIGTERM: land what finished, then end.
+
+The first signal asks every live backend to cancel: llama.cpp and transformers
+stop between two tokens, an HTTP backend stops waiting for the replies in
+flight. Each target then lands the answers that had finished, the run is marked
+'interrupted' in raw.runs, and the flow raises ``Interrupted``. Nothing that was
+cut off lands (not even as an error), so running the same command again asks
+for exactly what is missing. A second signal ends the process at once, by the
+signal's default action (what landed stays landed; the run is marked
+'interrupted' by the next audit of the warehouse).
+
+Signal handlers can only be set in the main thread: a flow run elsewhere keeps
+Prefect's own handling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+from ableaudit.backends import cancel_backends
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+"""The exit status of a stopped audit: 128 + the signal's number, as a shell reports it."""
+
+_requested: list[int] = []  # the signals received since ``reset``
+
+
+class Interrupted(Exception):
+    """The audit was asked to stop (``signum``) and stopped at a point where nothing is lost."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal_name(signum)}")
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    return "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
+
+
+def requested() -> int | None:
+    """The signal that asked the audit to stop, or None."""
+    return _requested[0] if _requested else None
+
+
+def request(signum: int) -> None:
+    """Ask the audit to stop, as the first SIGINT or SIGTERM does: cancel every live backend."""
+    _requested.append(signum)
+    cancel_backends()
+
+
+def reset() -> None:
+    """Forget an earlier stop request (a new audit starts in the same process)."""
+    _requested.clear()
+
+
+def check() -> None:
+    """Raise ``Interrupted`` if a stop was asked for (called between the audit's steps)."""
+    if (signum := requested()) is not None:
+        raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def stop_on_signals(say: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, the first SIGINT or SIGTERM requests a stop (``say`` tells the user);
+    a second one ends the process at once. The previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: object) -> None:
+        if requested() is not None:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        request(signum)
+        say(
+            f"{signal_name(signum)}: stopping; the answers that finished are being landed "
+            "(send it again to stop at once)"
+        )
+
+    previous = {s: signal.signal(s, handle) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
