@@ -16,16 +16,20 @@ cap itself counts as ending under no candidate.
 The prompts come from ``--warehouse`` (its ``int_prompts``), or from a
 temporary warehouse that the script builds from the seeds first (about a
 minute). One llama.cpp thread by default: on a machine whose cores are busy,
-more threads stall each other (bench/llamacpp_threads.py).
+more threads stall each other (bench/llamacpp_threads.py). Stopped with
+Ctrl-C, it summarises the answers it has; ``--from-log`` summarises the answer
+lines of a saved run's output without generating.
 
     nice -n 5 .venv/bin/python bench/answer_lengths.py [--config configs/default.yaml] \
         [--sample 24] [--max-tokens 2048] [--caps 256 512 768 1024] [--threads 1]
+    .venv/bin/python bench/answer_lengths.py --from-log lengths.out
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import tempfile
 import time
@@ -111,7 +115,15 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=2048, help="the high cap (default 2048)")
     ap.add_argument("--caps", type=int, nargs="+", default=[256, 512, 768, 1024])
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
+    ap.add_argument(
+        "--from-log",
+        type=Path,
+        help="print the summary of the answer lines a run printed (e.g. one stopped early), generate nothing",
+    )
     args = ap.parse_args()
+    if args.from_log:
+        print(summary(rows_from_log(args.from_log), args.max_tokens, args.caps))
+        return
 
     from ableaudit.audit.planning import plan_task
     from ableaudit.backends import make_backend
@@ -130,7 +142,7 @@ def main() -> None:
         flush=True,
     )
     backend = make_backend(plan.target)
-    rows = []
+    rows: list[tuple[int, str | None]] = []
     start = time.perf_counter()
     try:
         for i, p in enumerate(sample, 1):
@@ -144,22 +156,46 @@ def main() -> None:
                 f"  ({time.perf_counter() - start:.0f}s)",
                 flush=True,
             )
+    except KeyboardInterrupt:
+        print(f"\nstopped after {len(rows)} of {len(sample)} answers", flush=True)
     finally:
         backend.close()
+    print(summary(rows, args.max_tokens, args.caps))
 
-    tokens = np.array([t for t, _ in rows], dtype=float)
-    print(f"\nanswer length in tokens over {len(rows)} answers (cap {args.max_tokens}):")
-    print(f"{'p50':>7}{'p90':>7}{'p95':>7}{'p99':>7}{'max':>7}")
-    print(
-        "".join(f"{np.percentile(tokens, q):>7.0f}" for q in (50, 90, 95, 99))
-        + f"{tokens.max():>7.0f}"
-    )
-    reached = sum(1 for _, f in rows if f != "stop")
-    print(f"answers that reached the cap of {args.max_tokens}: {reached}")
-    print(f"\n{'cap':>6}{'end by themselves':>20}{'share':>8}")
-    for cap in args.caps:
-        ended = sum(1 for t, f in rows if f == "stop" and t < cap)
-        print(f"{cap:>6}{ended:>14}/{len(rows):<5}{ended / len(rows):>8.0%}")
+
+_LOG_LINE = re.compile(r"^\s*\d+/\d+\s.*?\s(\d+) tokens\s+(\S+)")
+
+
+def rows_from_log(path: Path) -> list[tuple[int, str | None]]:
+    """(tokens, finish_reason) of every answer line a run of this script printed."""
+    rows = []
+    for line in path.read_text().splitlines():
+        match = _LOG_LINE.match(line)
+        if match:
+            rows.append((int(match[1]), None if match[2] == "None" else match[2]))
+    if not rows:
+        sys.exit(f"{path} holds no answer line of bench/answer_lengths.py")
+    return rows
+
+
+def summary(rows: list[tuple[int, str | None]], max_tokens: int, caps: list[int]) -> str:
+    """Percentiles of the answer lengths and, per candidate cap, the share that ends by itself below it."""
+    if not rows:
+        return "no answer to summarise"
+    out = [f"\nanswer length in tokens over {len(rows)} answers (cap {max_tokens}):"]
+    out.append(f"{'answers':<22}{'n':>4}{'p50':>7}{'p90':>7}{'p95':>7}{'p99':>7}{'max':>7}")
+    ended = [t for t, f in rows if f == "stop"]
+    for label, values in (("all", [t for t, _ in rows]), ("ended by themselves", ended)):
+        if values:
+            v = np.array(values, dtype=float)
+            cells = "".join(f"{np.percentile(v, q):>7.0f}" for q in (50, 90, 95, 99))
+            out.append(f"{label:<22}{len(v):>4}{cells}{v.max():>7.0f}")
+    out.append(f"answers that reached the cap of {max_tokens}: {len(rows) - len(ended)}")
+    out.append(f"\n{'cap':>6}{'end by themselves':>20}{'share':>8}")
+    for cap in caps:
+        n = sum(1 for t in ended if t < cap)
+        out.append(f"{cap:>6}{n:>14}/{len(rows):<5}{n / len(rows):>8.0%}")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":
