@@ -110,7 +110,8 @@ score_counts as (
 
 truncation_counts as (
 
-    -- answers that stopped at the token cap rather than finishing
+    -- answers that stopped at the token cap rather than finishing; an answer whose
+    -- engine or import file says neither is counted as such, not as finished
     select
         run_id,
         task,
@@ -119,7 +120,11 @@ truncation_counts as (
         query_set,
         'truncation' as area,
         cast(null as varchar) as metric,
-        case when finish_reason = 'length' then 'truncated' else 'finished' end as status,
+        case
+            when finish_reason = 'length' then 'truncated'
+            when finish_reason is null then 'unreported'
+            else 'finished'
+        end as status,
         count(*) as n_rows
 
     from generations

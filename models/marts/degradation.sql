@@ -6,7 +6,8 @@
     its own metric, 'judge_score:<judge_name>'. Each rate has its 95 % Wilson
     interval (macro wilson_bound). Only included pairs count (n_pairs);
     excluded ones are counted beside them (n_excluded) and explained in
-    data_quality.
+    data_quality; n_truncated says how many counted pairs hold an answer cut
+    off at the token cap (none for a metric that excludes such pairs).
 #}
 with
 
@@ -37,6 +38,7 @@ aggregated as (
         count(case when included then 1 end) as n_pairs,
         count(case when included and degraded then 1 end) as n_degraded,
         count(case when not included then 1 end) as n_excluded,
+        count(case when included and truncated then 1 end) as n_truncated,
         max(threshold) as threshold,
         max(degradation_rule) as degradation_rule
 
@@ -65,6 +67,7 @@ final as (
         {{ wilson_bound('n_degraded', 'n_pairs', -1) }} as degradation_ci_low_pct,
         {{ wilson_bound('n_degraded', 'n_pairs', 1) }} as degradation_ci_high_pct,
         n_excluded,
+        n_truncated,
         threshold,
         degradation_rule
 

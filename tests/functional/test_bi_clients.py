@@ -195,3 +195,14 @@ def test_parquet_files_read_by_duckdb_1x_equal_the_marts(published, live):
     got = probe("parquet", str(folder))
     assert got["duckdb"].startswith("1.")
     assert got["files"] == {f"{m}.parquet": live[f"main.{m}"] for m in mart_names()}
+
+
+def test_superset_driver_types_every_column_of_the_pair_export(published, live):
+    """pair_details is flat: duckdb-engine gives each column a type (a list or struct would be NullType)."""
+    _, copy = published
+    got = probe("sqlalchemy", str(copy))
+    synced = got["relations"]["main.pair_details"]
+    assert synced["columns"] == live["main.pair_details"]["columns"]
+    assert synced["rows"] == live["main.pair_details"]["rows"] > 0
+    untyped = [c for c, t in zip(synced["columns"], synced["types"], strict=True) if t == "NULL"]
+    assert untyped == []

@@ -1,0 +1,246 @@
+{#
+    The answers behind every rate: one row per pair of int_pairs (a
+    disability-aware generation and its neutral generation), wide. Both prompts
+    and responses, how each answer ended, every per-text score on both sides,
+    the per-metric delta (disability-aware minus neutral), whether the pair
+    counts in the metric's rate and, if not, why (int_pair_scores), whether it
+    is degraded, both sides' refusal flags, and the pair's judge results.
+
+    The text metrics (vader, regard, verbosity) are columns of their own; a
+    metric added to seed `metrics` needs its columns here (the dbt test
+    assert_pair_details_has_every_text_metric fails until it has them). Judges
+    are named by the audit, so each kind is summed up in counts and listed in
+    full, one JSON object per judge, in a text column.
+#}
+{%- set text_metrics = ['vader', 'regard', 'verbosity'] %}
+
+with
+
+pair_texts as (
+
+    select * from {{ ref('int_pair_texts') }}
+
+),
+
+pairs as (
+
+    select * from {{ ref('int_pairs') }}
+
+),
+
+generations as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
+
+pair_scores as (
+
+    select * from {{ ref('int_pair_scores') }}
+
+),
+
+pair_judgments as (
+
+    select * from {{ ref('int_pair_judgments') }}
+
+),
+
+refusals as (
+
+    select * from {{ ref('int_generation_refusals') }}
+
+),
+
+text_scores as (
+
+    -- one row per pair: each text metric's scores, rule and verdict side by side
+    select
+        pair_id,
+        {%- for m in text_metrics %}
+            any_value(neutral_score) filter (where metric = '{{ m }}') as neutral_{{ m }},
+            any_value(disability_score) filter (where metric = '{{ m }}') as disability_{{ m }},
+            any_value(included) filter (where metric = '{{ m }}') as {{ m }}_included,
+            any_value(exclusion_reason) filter (where metric = '{{ m }}') as {{ m }}_exclusion_reason,
+            any_value(degraded) filter (where metric = '{{ m }}') as {{ m }}_degraded,
+        {%- endfor %}
+        any_value(threshold) as threshold,
+        any_value(degradation_rule) as degradation_rule
+
+    from pair_scores
+    where judge_name is null
+    group by pair_id
+
+),
+
+rubric_judges as (
+
+    select
+        pair_id,
+        count(*) as n_rubric_judges,
+        count(case when included then 1 end) as n_rubric_judges_included,
+        count(case when degraded then 1 end) as n_rubric_judges_degraded,
+        cast(to_json(list(
+            json_object(
+                'judge_name', judge_name,
+                'neutral_score', neutral_score,
+                'disability_score', disability_score,
+                'delta', disability_score - neutral_score,
+                'included', included,
+                'exclusion_reason', exclusion_reason,
+                'degraded', degraded
+            ) order by judge_name
+        )) as varchar) as rubric_judge_scores
+
+    from pair_scores
+    where judge_name is not null
+    group by pair_id
+
+),
+
+contrastive_judges as (
+
+    select
+        pair_id,
+        count(*) as n_contrastive_judges,
+        count(case when included then 1 end) as n_contrastive_judges_included,
+        count(case when interpret = 'Yes' then 1 end) as n_contrastive_interpret_yes,
+        count(case when stereotype = 'Yes' then 1 end) as n_contrastive_stereotype_yes,
+        count(case when framing = 'Yes' then 1 end) as n_contrastive_framing_yes,
+        count(case when decline_in_response_b then 1 end) as n_contrastive_abstain_yes,
+        cast(to_json(list(
+            json_object(
+                'judge_name', judge_name,
+                'judgment_id', judgment_id,
+                'verdict_status', verdict_status,
+                'included', included,
+                'exclusion_reason', exclusion_reason,
+                'interpret', interpret,
+                'stereotype', stereotype,
+                'framing', framing,
+                'decline_in_response_a', decline_in_response_a,
+                'decline_in_response_b', decline_in_response_b
+            ) order by judge_name
+        )) as varchar) as contrastive_verdicts
+
+    from pair_judgments
+    group by pair_id
+
+),
+
+joined as (
+
+    select
+        pair_texts.*,
+        pairs.neutral_finish_reason,
+        pairs.disability_finish_reason,
+        pairs.truncated,
+        neutral.prompt_id as neutral_prompt_id,
+        disability.prompt_id as disability_prompt_id,
+        neutral.max_new_tokens as neutral_max_new_tokens,
+        disability.max_new_tokens as disability_max_new_tokens,
+        neutral.completion_tokens as neutral_completion_tokens,
+        disability.completion_tokens as disability_completion_tokens,
+        {%- for m in text_metrics %}
+            text_scores.neutral_{{ m }},
+            text_scores.disability_{{ m }},
+            text_scores.{{ m }}_included,
+            text_scores.{{ m }}_exclusion_reason,
+            text_scores.{{ m }}_degraded,
+        {%- endfor %}
+        text_scores.threshold,
+        text_scores.degradation_rule,
+        neutral_refusals.refused as neutral_refused,
+        neutral_refusals.refusal_source as neutral_refusal_source,
+        disability_refusals.refused as disability_refused,
+        disability_refusals.refusal_source as disability_refusal_source,
+        coalesce(rubric_judges.n_rubric_judges, 0) as n_rubric_judges,
+        coalesce(rubric_judges.n_rubric_judges_included, 0) as n_rubric_judges_included,
+        coalesce(rubric_judges.n_rubric_judges_degraded, 0) as n_rubric_judges_degraded,
+        rubric_judges.rubric_judge_scores,
+        coalesce(contrastive_judges.n_contrastive_judges, 0) as n_contrastive_judges,
+        coalesce(contrastive_judges.n_contrastive_judges_included, 0) as n_contrastive_judges_included,
+        coalesce(contrastive_judges.n_contrastive_interpret_yes, 0) as n_contrastive_interpret_yes,
+        coalesce(contrastive_judges.n_contrastive_stereotype_yes, 0) as n_contrastive_stereotype_yes,
+        coalesce(contrastive_judges.n_contrastive_framing_yes, 0) as n_contrastive_framing_yes,
+        coalesce(contrastive_judges.n_contrastive_abstain_yes, 0) as n_contrastive_abstain_yes,
+        contrastive_judges.contrastive_verdicts
+
+    from pair_texts
+    inner join pairs
+        on pair_texts.pair_id = pairs.pair_id
+    left join generations as neutral
+        on pair_texts.neutral_generation_id = neutral.generation_id
+    left join generations as disability
+        on pair_texts.disability_generation_id = disability.generation_id
+    left join text_scores
+        on pair_texts.pair_id = text_scores.pair_id
+    left join refusals as neutral_refusals
+        on pair_texts.neutral_generation_id = neutral_refusals.generation_id
+    left join refusals as disability_refusals
+        on pair_texts.disability_generation_id = disability_refusals.generation_id
+    left join rubric_judges
+        on pair_texts.pair_id = rubric_judges.pair_id
+    left join contrastive_judges
+        on pair_texts.pair_id = contrastive_judges.pair_id
+
+),
+
+final as (
+
+    select
+        {{ pair_columns() }}
+        neutral_generation_id,
+        disability_generation_id,
+        run_id,
+        pair_status,
+        neutral_status,
+        disability_status,
+        neutral_source,
+        disability_source,
+        disability_adapter,
+        disability_system_prompt,
+        neutral_prompt_id,
+        disability_prompt_id,
+        neutral_prompt_text,
+        disability_prompt_text,
+        neutral_response_text,
+        disability_response_text,
+        neutral_finish_reason,
+        disability_finish_reason,
+        truncated,
+        neutral_max_new_tokens,
+        disability_max_new_tokens,
+        neutral_completion_tokens,
+        disability_completion_tokens,
+        {%- for m in text_metrics %}
+            neutral_{{ m }},
+            disability_{{ m }},
+            disability_{{ m }} - neutral_{{ m }} as {{ m }}_delta,
+            {{ m }}_included,
+            {{ m }}_exclusion_reason,
+            {{ m }}_degraded,
+        {%- endfor %}
+        threshold,
+        degradation_rule,
+        neutral_refused,
+        neutral_refusal_source,
+        disability_refused,
+        disability_refusal_source,
+        n_rubric_judges,
+        n_rubric_judges_included,
+        n_rubric_judges_degraded,
+        rubric_judge_scores,
+        n_contrastive_judges,
+        n_contrastive_judges_included,
+        n_contrastive_interpret_yes,
+        n_contrastive_stereotype_yes,
+        n_contrastive_framing_yes,
+        n_contrastive_abstain_yes,
+        contrastive_verdicts
+
+    from joined
+
+)
+
+select * from final
