@@ -20,7 +20,7 @@ from prefect import flow, get_run_logger  # noqa: E402
 from prefect.context import get_run_context  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from ableaudit.audit import tasks  # noqa: E402
+from ableaudit.audit import alerts, tasks  # noqa: E402
 from ableaudit.audit.planning import audit_task, plan_task  # noqa: E402
 from ableaudit.audit.runs import (  # noqa: E402
     AuditIncomplete,
@@ -44,7 +44,7 @@ def audit_targets(
     """
     prompts = tasks.prepare_prompts(wh, cfg, kind)
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
-    plans = plan_task(cfg, kind, prompts, image_root)
+    plans = plan_task(cfg, kind, prompts, image_root, run_id)
     with ThreadPoolTaskRunner(max_workers=cfg.parallel_targets) as runner:
         futures = [
             (
@@ -111,6 +111,7 @@ def audit(
             summary.get("published", "(not built)"),
             summary.get("report", "(not built)"),
         )
+        summary["alert"] = alerts.after_audit(wh, run_id, cfg, summary)
         failures = run_failures(wh, run_id)
         if failures:
             raise AuditIncomplete(failures)
