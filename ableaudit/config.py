@@ -331,8 +331,9 @@ class AlertSettings(_Strict):
     """The name of an environment variable holding that URL, for URLs that carry a token."""
     block: str | None = None
     """A saved Prefect block: ``webhook/NAME`` (gets the JSON), or ``TYPE/NAME`` of a notification block."""
-    on: list[Literal["regression", "gate_failure"]] = ["regression", "gate_failure"]
-    """What sends an alert: a regressed slice of this run, a failed error-severity gate, or both."""
+    when: list[Literal["regression", "gate_failure"]] = ["regression", "gate_failure"]
+    """What sends an alert: a regressed slice of this run, a failed error-severity gate, or both.
+    (Not ``on:``, which YAML reads as ``true``.)"""
     report_url_base: str | None = None
     """The URL at which the report folder (``published/<warehouse>/report/``) is served."""
     timeout_s: float = Field(10.0, gt=0)
@@ -367,11 +368,11 @@ class AlertSettings(_Strict):
             )
         return v
 
-    @field_validator("on")
+    @field_validator("when")
     @classmethod
     def _some_trigger(cls, v: list[str]) -> list[str]:
         if not v or len(set(v)) != len(v):
-            raise ValueError("`alerts.on` lists regression and/or gate_failure, each once")
+            raise ValueError("`alerts.when` lists regression and/or gate_failure, each once")
         return v
 
     @model_validator(mode="after")

@@ -135,13 +135,13 @@ def check_and_send(
         report=report,
         report_url_base=settings.report_url_base,
     )
-    outcome = AlertOutcome(triggered=[r for r in payload["reasons"] if r in settings.on])
+    outcome = AlertOutcome(triggered=[r for r in payload["reasons"] if r in settings.when])
     log = _logger()
     if not outcome.triggered:
         log.info(
             "alerts: run %s: no regression and no failed gate among %s; nothing sent",
             run_id,
-            ", ".join(settings.on),
+            ", ".join(settings.when),
         )
         return outcome
     outcome.payload = payload

@@ -215,10 +215,10 @@ def test_nothing_is_sent_when_nothing_regressed_and_every_gate_passed(tmp_path, 
 
 def test_only_the_configured_reasons_send(tmp_path, webhook_receiver):
     wh = _warehouse(tmp_path, [REGRESSED], [_gate()])
-    cfg = _config(webhook_url=webhook_receiver.url, on=["gate_failure"])
+    cfg = _config(webhook_url=webhook_receiver.url, when=["gate_failure"])
     assert alerts.after_audit(wh, RUN_2, cfg, _summary(wh))["sent"] is False
     assert webhook_receiver.requests == []
-    cfg = _config(webhook_url=webhook_receiver.url, on=["regression"])
+    cfg = _config(webhook_url=webhook_receiver.url, when=["regression"])
     assert alerts.after_audit(wh, RUN_2, cfg, _summary(wh))["triggered"] == ["regression"]
     assert len(webhook_receiver.requests) == 1
 
