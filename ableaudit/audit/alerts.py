@@ -33,6 +33,7 @@ RETRY_DELAYS_S = (2.0, 10.0)
 # The columns of run_comparison an alert carries for each regressed slice (the contract's names).
 SLICE_COLUMNS = (
     "task",
+    "query_set",
     "metric",
     "slice",
     "slice_value",
@@ -165,15 +166,23 @@ def check_and_send(
 
 
 def read_comparison(warehouse: str | Path, run_id: str) -> list[dict[str, Any]]:
-    """This run's rows of run_comparison (it is the candidate), every flag."""
+    """This run's rows of run_comparison against the previous run (it is the candidate), every flag."""
     con = connect(warehouse, read_only=True)
     try:
         if not _has_table(con, "run_comparison"):
             raise RuntimeError(
                 f"the warehouse {warehouse} has no run_comparison table; build it with `ableaudit build`"
             )
+        # a run may also be compared with a baseline a gate rule pins; the alert reads the
+        # comparison with the previous run of its target
+        columns = {r[0] for r in con.execute("describe run_comparison").fetchall()}
+        previous = (
+            "and list_contains(string_split(comparison, ','), 'previous') "
+            if "comparison" in columns
+            else ""
+        )
         cur = con.execute(
-            "select * from run_comparison where candidate_run_id = ? "
+            f"select * from run_comparison where candidate_run_id = ? {previous}"
             "order by model_id, arm, task, metric, slice, slice_value",
             [run_id],
         )

@@ -90,6 +90,7 @@ FAILED_GATE = _gate(
 
 def _warehouse(tmp_path, comparison: list[dict], gates: list[dict] | None) -> str:
     """A DuckDB file holding the two marts (gate_results left out when ``gates`` is None)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "wh.duckdb"
     con = duckdb.connect(str(path))
     try:
@@ -100,7 +101,7 @@ def _warehouse(tmp_path, comparison: list[dict], gates: list[dict] | None) -> st
                 baseline_revision varchar, candidate_revision varchar, n_units bigint,
                 baseline_rate double, candidate_rate double, change double,
                 change_ci_low double, change_ci_high double, p_value double, flag varchar,
-                flag_rule varchar, reason varchar)"""
+                flag_rule varchar, reason varchar, comparison varchar default 'previous')"""
         )
         for row in comparison:
             con.execute(
@@ -228,6 +229,18 @@ def test_rows_of_other_runs_do_not_alert(tmp_path, webhook_receiver):
     wh = _warehouse(tmp_path, [earlier, _comparison()], [_gate(), FAILED_GATE | {"run_id": RUN_1}])
     outcome = alerts.after_audit(wh, RUN_2, _config(webhook_url=webhook_receiver.url), _summary(wh))
     assert outcome["triggered"] == [] and webhook_receiver.requests == []
+
+
+def test_only_the_comparison_with_the_previous_run_alerts(tmp_path, webhook_receiver):
+    pinned = REGRESSED | {"baseline_run_id": "run-0", "comparison": "pinned"}
+    wh = _warehouse(tmp_path, [pinned, _comparison()], [_gate()])
+    cfg = _config(webhook_url=webhook_receiver.url)
+    assert alerts.after_audit(wh, RUN_2, cfg, _summary(wh))["triggered"] == []
+    both = REGRESSED | {"comparison": "previous,last_passing"}
+    wh = _warehouse(tmp_path / "2", [pinned, both], [_gate()])
+    assert alerts.after_audit(wh, RUN_2, cfg, _summary(wh))["sent"] is True
+    (body,) = webhook_receiver.payloads
+    assert body["targets"][0]["baseline_run_ids"] == [RUN_1]
 
 
 def test_without_gate_results_a_regression_still_alerts_and_says_why(tmp_path, webhook_receiver):
