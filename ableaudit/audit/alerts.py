@@ -147,6 +147,7 @@ def check_and_send(
         return outcome
     outcome.payload = payload
     outcome.destination = describe_destination(settings)
+    emit_alert_event(payload)
     try:
         outcome.attempts = deliver(payload, settings)
         outcome.sent = True
@@ -163,6 +164,42 @@ def check_and_send(
             err,
         )
     return outcome
+
+
+# The Prefect event a due alert emits, whatever its delivery: an automation can act on it.
+ALERT_EVENT = "ableaudit.audit.alert"
+
+
+def emit_alert_event(payload: Mapping[str, Any]) -> None:
+    """Emit ``ALERT_EVENT`` for the run, its payload the alert's summary (docs/alerts.md).
+
+    Only inside a flow run: Prefect relates the event to the flow run and its deployment,
+    which is what an automation filters on.
+    """
+    from prefect.context import FlowRunContext
+    from prefect.events import emit_event
+
+    if FlowRunContext.get() is None:
+        return
+    try:
+        emit_event(
+            event=ALERT_EVENT,
+            resource={
+                "prefect.resource.id": f"ableaudit.run.{payload['run_id']}",
+                "prefect.resource.name": f"{payload['audit']} run {payload['run_id']}",
+            },
+            related=[
+                {
+                    "prefect.resource.id": f"ableaudit.model.{t['model_id']}",
+                    "prefect.resource.role": "model",
+                    "prefect.resource.name": t["model_id"],
+                }
+                for t in payload["targets"]
+            ],
+            payload=dict(payload),
+        )
+    except Exception as err:  # the event is a convenience; the webhook is the delivery
+        _logger().warning("alerts: the Prefect event %s was not emitted: %s", ALERT_EVENT, err)
 
 
 def read_comparison(warehouse: str | Path, run_id: str) -> list[dict[str, Any]]:

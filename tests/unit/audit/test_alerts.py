@@ -16,6 +16,8 @@ from ableaudit.gates import GATE_COLUMNS, GateReport
 from tests.fixtures.webhook_receiver import closed_port_url
 
 RUN_1, RUN_2 = "run-1", "run-2"
+
+
 REPORT = "/srv/wh/published/ableaudit/report/index.html"
 
 
