@@ -170,19 +170,19 @@ def check_and_send(
 ALERT_EVENT = "ableaudit.audit.alert"
 
 
-def emit_alert_event(payload: Mapping[str, Any]) -> None:
+def emit_alert_event(payload: Mapping[str, Any]) -> Any:
     """Emit ``ALERT_EVENT`` for the run, its payload the alert's summary (docs/alerts.md).
 
     Only inside a flow run: Prefect relates the event to the flow run and its deployment,
-    which is what an automation filters on.
+    which is what an automation filters on. Returns the event (None when none was emitted).
     """
     from prefect.context import FlowRunContext
     from prefect.events import emit_event
 
     if FlowRunContext.get() is None:
-        return
+        return None
     try:
-        emit_event(
+        return emit_event(
             event=ALERT_EVENT,
             resource={
                 "prefect.resource.id": f"ableaudit.run.{payload['run_id']}",
@@ -200,6 +200,7 @@ def emit_alert_event(payload: Mapping[str, Any]) -> None:
         )
     except Exception as err:  # the event is a convenience; the webhook is the delivery
         _logger().warning("alerts: the Prefect event %s was not emitted: %s", ALERT_EVENT, err)
+        return None
 
 
 def read_comparison(warehouse: str | Path, run_id: str) -> list[dict[str, Any]]:
