@@ -91,12 +91,7 @@ judged as (
 
     select
         *,
-        case
-            when pair_status != 'complete' then pair_status
-            when truncated and truncated_pairs = 'exclude' then 'truncated_answer'
-            when neutral_score is null then 'neutral_score_' || neutral_score_status
-            when disability_score is null then 'disability_score_' || disability_score_status
-        end as exclusion_reason,
+        {{ pair_exclusion_reason() }} as exclusion_reason,
         cast({{ var('degradation_threshold') }} as double) as threshold,
         '{{ degradation_rule() }}' as degradation_rule
 
