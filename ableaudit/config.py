@@ -322,7 +322,8 @@ class AlertSettings(_Strict):
 
     After a built run, a regression against the target's previous run (mart run_comparison)
     or a failed error-severity gate (mart gate_results) sends one JSON summary through a
-    Prefect webhook block. Exactly one destination is set.
+    Prefect webhook block (at most one destination; none: only the Prefect event
+    ``ableaudit.audit.alert``, for an automation to act on).
     """
 
     webhook_url: str | None = None
@@ -378,10 +379,9 @@ class AlertSettings(_Strict):
     @model_validator(mode="after")
     def _one_destination(self) -> AlertSettings:
         given = [k for k in ("webhook_url", "webhook_url_env", "block") if getattr(self, k)]
-        if len(given) != 1:
+        if len(given) > 1:
             raise ValueError(
-                "set exactly one of webhook_url, webhook_url_env or block "
-                f"(found {', '.join(given) or 'none'})"
+                f"set one of webhook_url, webhook_url_env or block, not {' and '.join(given)}"
             )
         return self
 

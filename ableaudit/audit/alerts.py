@@ -147,7 +147,15 @@ def check_and_send(
         return outcome
     outcome.payload = payload
     outcome.destination = describe_destination(settings)
-    emit_alert_event(payload)
+    event = emit_alert_event(payload)
+    if not (settings.webhook_url or settings.webhook_url_env or settings.block):
+        outcome.sent = event is not None
+        if outcome.sent:
+            log.info("alerts: %s: Prefect event %s emitted", run_id, ALERT_EVENT)
+        else:
+            outcome.error = f"the Prefect event {ALERT_EVENT} was not emitted"
+            log.warning("alerts: %s; the audit itself succeeded", outcome.error)
+        return outcome
     try:
         outcome.attempts = deliver(payload, settings)
         outcome.sent = True
@@ -324,6 +332,8 @@ def describe_destination(settings: AlertSettings) -> str:
     """Where an alert goes, fit for a log line: never a URL's path, query or credentials."""
     if settings.block:
         return f"block {settings.block}"
+    if not (settings.webhook_url or settings.webhook_url_env):
+        return f"Prefect event {ALERT_EVENT}"
     if settings.webhook_url_env:
         url = os.environ.get(settings.webhook_url_env, "")
         return f"{_host(url) or '(unset)'} (from ${settings.webhook_url_env})"

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import duckdb
 from prefect import flow
 
 from ableaudit.audit import alerts
+from ableaudit.config import parse_config
 from ableaudit.gates import GateReport
 
 REGRESSED = {
@@ -31,6 +33,17 @@ REGRESSED = {
 }
 
 
+@flow(name="alert-only-event")
+def _alert_without_destination(wh: str) -> dict:
+    cfg = parse_config(
+        {
+            "targets": [{"name": "hosted", "backend": "openai", "model": "m"}],
+            "alerts": {"when": ["regression"]},
+        }
+    )
+    return alerts.after_audit(wh, "run-2", cfg, {"published": wh, "report": None})
+
+
 @flow(name="alert-event")
 def _emit(payload: dict):
     return alerts.emit_alert_event(payload)
@@ -53,3 +66,24 @@ def test_a_due_alert_is_a_prefect_event_of_its_flow_run():
     assert roles["flow-run"].startswith("prefect.flow-run.")  # Prefect relates it to the run
     assert event.payload["reasons"] == ["regression"]
     assert event.payload["targets"][0]["regressed"][0]["slice_value"] == "hearing"
+
+
+def test_an_alerts_block_without_destination_emits_the_event_alone(tmp_path):
+    wh = tmp_path / "wh.duckdb"
+    con = duckdb.connect(str(wh))
+    columns = ", ".join(f"{k} {_duck_type(v)}" for k, v in REGRESSED.items())
+    con.execute(f"create table run_comparison ({columns})")
+    con.execute(
+        f"insert into run_comparison values ({', '.join('?' for _ in REGRESSED)})",
+        list(REGRESSED.values()),
+    )
+    con.close()
+    outcome = _alert_without_destination(str(wh))
+    assert outcome["triggered"] == ["regression"] and outcome["sent"] is True
+    assert outcome["destination"] == "Prefect event ableaudit.audit.alert"
+
+
+def _duck_type(value) -> str:
+    return (
+        "double" if isinstance(value, float) else "bigint" if isinstance(value, int) else "varchar"
+    )

@@ -306,6 +306,15 @@ def test_an_unbuilt_run_or_a_warehouse_without_marts_alerts_nothing(tmp_path, ca
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 2
 
 
+def test_without_a_destination_outside_a_flow_run_nothing_is_delivered(tmp_path, caplog):
+    wh = _warehouse(tmp_path, [REGRESSED], [_gate()])
+    caplog.set_level(logging.WARNING, logger="ableaudit")
+    outcome = alerts.after_audit(wh, RUN_2, _config(), _summary(wh))
+    assert outcome["destination"] == "Prefect event ableaudit.audit.alert"
+    assert outcome["sent"] is False and "was not emitted" in outcome["error"]
+    assert "was not emitted" in caplog.text
+
+
 def test_no_alerts_block_means_no_check():
     cfg = parse_config({"targets": [{"name": "t", "backend": "openai", "model": "m"}]})
     assert alerts.after_audit("absent.duckdb", RUN_2, cfg, {"published": "x"}) is None
