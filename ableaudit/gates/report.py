@@ -63,6 +63,20 @@ class GateReport:
         )
 
 
+class GateBlocked(RuntimeError):
+    """An error rule of the release gates failed on the latest run of a target."""
+
+    def __init__(self, report: GateReport):
+        self.report = report
+        lines = [r["message"] for r in report.failed_errors]
+        super().__init__(
+            f"{len(lines)} error rule verdict(s) block the release "
+            f"(`ableaudit gate` prints them all, docs/gates.md): "
+            + "; ".join(lines[:5])
+            + ("; ..." if len(lines) > 5 else "")
+        )
+
+
 class GateResultsMissing(RuntimeError):
     """The warehouse has no gate_results (never built, or built without gates)."""
 
