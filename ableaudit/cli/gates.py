@@ -15,10 +15,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     gates_file = args.gates
     if gates_file is None and args.config is not None:
-        from ableaudit.config import load_config
+        from ableaudit.config import ConfigError, load_config
 
         cfg = load_config(args.config)
         gates_file = cfg.gates_path(args.config)
+        if gates_file is None:
+            raise ConfigError(
+                f"{args.config} has no `gates:`; add `gates: <gates file>` or pass --gates FILE"
+            )
     report = gate_command(
         warehouse_path(args.warehouse), gates_file, args.run, args.junit, args.vars
     )
