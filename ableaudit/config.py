@@ -417,6 +417,24 @@ class AuditConfig(_Strict):
     reask: Literal["never", "each_run"] = "never"
     # After a built run: alert on a regression or a failed gate (None: no alerts).
     alerts: AlertSettings | None = None
+    # Release gates (docs/gates.md): a gates file whose rules the build turns into
+    # gate_results and dbt tests; a path relative to the working directory or the project.
+    gates: str | None = None
+
+    def gates_path(self, config_path: str | Path | None = None) -> Path | None:
+        """The gates file, checked to exist; None when the config names none."""
+        if not self.gates:
+            return None
+        p = _project_path(self.gates)
+        if not p.exists() and config_path is not None:
+            beside = Path(config_path).parent / self.gates
+            p = beside if beside.exists() else p
+        if not p.is_file():
+            raise ConfigError(
+                f"gates: {self.gates!r} is not a file; point it at a gates file "
+                "(e.g. configs/gates.example.yml, see docs/gates.md)"
+            )
+        return p.resolve()
 
     @model_validator(mode="before")
     @classmethod

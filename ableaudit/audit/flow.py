@@ -29,6 +29,7 @@ from ableaudit.audit.runs import (  # noqa: E402
     start_run,
 )
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
+from ableaudit.gates import GateBlocked, evaluate, load_gates  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 
 
@@ -78,7 +79,11 @@ def audit(
     succeeded is published and a scheduler still sees the run as failed
     (``AuditIncomplete``, naming the kinds of error and how to retry).
     """
-    cfg = load_config(tasks.resolve_config_path(config))
+    config_path = tasks.resolve_config_path(config)
+    cfg = load_config(config_path)
+    gates = cfg.gates_path(config_path)
+    if gates is not None:
+        load_gates(gates)  # a mistake in the gates file stops the audit before it starts
     wh = str(warehouse_path(warehouse))
     run_id = _run_id()
     start_run(wh, run_id, cfg)
@@ -103,8 +108,10 @@ def audit(
                 wh, scoped, run_id
             )
         if cfg.build if build is None else build:
-            summary["published"] = tasks.build_warehouse(wh)
+            summary["published"] = tasks.build_warehouse(wh, str(gates) if gates else None)
             summary["report"] = tasks.render_report(summary["published"])
+            if gates is not None:
+                summary["gate_blocking"] = tasks.release_gate(wh)
         get_run_logger().info(
             "results: warehouse %s; published copy %s; report %s",
             wh,
@@ -116,6 +123,8 @@ def audit(
         if failures:
             raise AuditIncomplete(failures)
         status = "completed"
+        if summary.get("gate_blocking"):
+            raise GateBlocked(evaluate(wh))
     except (KeyboardInterrupt, SystemExit):
         status = "interrupted"
         raise

@@ -3,7 +3,8 @@
 Every command takes --warehouse (default: $ABLEAUDIT_WAREHOUSE, else
 warehouse/ableaudit.duckdb). Exit status: 0 done; 1 a crash (a traceback); 2 an error a
 user can fix (one message); 3 an audit that ran to its end but left some requests failed
-(the message counts them; running the same command again sends only those).
+(the message counts them; running the same command again sends only those); 4 a release
+gate blocked by an error rule (`ableaudit gate`, docs/gates.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT, __version__
+from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.warehouse import warehouse_path
 
@@ -39,6 +41,7 @@ EXIT_INCOMPLETE = 3
 def cmd_audit(args: argparse.Namespace) -> int:
     from ableaudit.audit.flow import audit as flow
     from ableaudit.audit.runs import AuditIncomplete
+    from ableaudit.gates import GateBlocked
 
     wh = warehouse_path(args.warehouse)
     try:
@@ -48,6 +51,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     except AuditIncomplete as err:
         print(f"ableaudit: audit incomplete: {err}", file=sys.stderr)
         return EXIT_INCOMPLETE
+    except GateBlocked as err:
+        print(f"ableaudit: release gate failed: {err}", file=sys.stderr)
+        return EXIT_GATE_FAILED
     print()
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
@@ -285,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     add_judge_parser(sub, common)
+    add_gate_parser(sub, common)
 
     exp = sub.add_parser("export", help="write files for people").add_subparsers(
         dest="what", required=True

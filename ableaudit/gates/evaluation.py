@@ -295,8 +295,12 @@ def judge_drop_checks(
                         verdict=verdict,
                         message=f"{rule.id}: {scope}: {why} ({n} pairs)",
                         evidence_sql=(
-                            "select * from gate_results where rule_id = "
-                            f"{_sql(rule.id)} and run_id = {_sql(run_id)}"
+                            "select cohort_id as run_id, metric, slice, slice_value, n_pairs, "
+                            "mean_neutral_score, mean_disability_score from run_rates where "
+                            f"cohort_kind = 'run' and cohort_id = {_sql(run_id)} and model_id = "
+                            f"{_sql(target['model_id'])} and arm = {_sql(target['arm'])} and "
+                            f"metric = {_sql(t.metric)} and slice = {_sql(slice_)} and "
+                            f"slice_value = {_sql(t.slice_value)}"
                         ),
                     )
                 )

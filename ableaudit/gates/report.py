@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ableaudit.warehouse.connection import connect, warehouse_path
+from ableaudit.warehouse.connection import connect
+from ableaudit.warehouse.connection import warehouse_path as resolve_warehouse
 
 GATE_COLUMNS = (
     "rule_id",
@@ -63,6 +64,20 @@ class GateReport:
         )
 
 
+class GateBlocked(RuntimeError):
+    """An error rule of the release gates failed on the latest run of a target."""
+
+    def __init__(self, report: GateReport):
+        self.report = report
+        lines = [r["message"] for r in report.failed_errors]
+        super().__init__(
+            f"{len(lines)} error rule verdict(s) block the release "
+            f"(`ableaudit gate` prints them all, docs/gates.md): "
+            + "; ".join(lines[:5])
+            + ("; ..." if len(lines) > 5 else "")
+        )
+
+
 class GateResultsMissing(RuntimeError):
     """The warehouse has no gate_results (never built, or built without gates)."""
 
@@ -76,7 +91,7 @@ def _has_table(con: Any, name: str) -> bool:
 
 
 def evaluate(
-    warehouse_path_: str | os.PathLike | None = None, run_id: str | None = None
+    warehouse_path: str | os.PathLike | None = None, run_id: str | None = None
 ) -> GateReport:
     """The verdicts of run ``run_id``, else of the latest run of every target (model_id, arm).
 
@@ -84,7 +99,7 @@ def evaluate(
     a row in gate_results. Raises GateResultsMissing (a RuntimeError) when the warehouse
     has no gate_results, and ValueError when ``run_id`` has no verdicts.
     """
-    wh = warehouse_path(warehouse_path_)
+    wh = resolve_warehouse(warehouse_path)
     if not wh.exists():
         raise FileNotFoundError(f"no warehouse at {wh}: run an audit or `ableaudit build` first")
     con = connect(wh, read_only=True)

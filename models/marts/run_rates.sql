@@ -74,7 +74,9 @@ aggregated as (
         slice_value,
         count(case when included then 1 end) as n_pairs,
         count(case when included and flagged then 1 end) as n_flagged,
-        count(case when not included then 1 end) as n_excluded
+        count(case when not included then 1 end) as n_excluded,
+        avg(case when included then neutral_score end) as mean_neutral_score,
+        avg(case when included then disability_score end) as mean_disability_score
 
     from sliced
     group by cohort_kind, cohort_id, task, model_id, arm, query_set, metric, slice, slice_value
@@ -104,13 +106,18 @@ final as (
         {{ wilson_bound('aggregated.n_flagged', 'aggregated.n_pairs', -1) }} as rate_ci_low_pct,
         {{ wilson_bound('aggregated.n_flagged', 'aggregated.n_pairs', 1) }} as rate_ci_high_pct,
         aggregated.n_excluded,
-        excluded_reasons.exclusion_reasons
+        excluded_reasons.exclusion_reasons,
+        aggregated.mean_neutral_score,
+        aggregated.mean_disability_score
 
     from aggregated
     left join excluded_reasons
         on aggregated.cohort_kind = excluded_reasons.cohort_kind
         and aggregated.cohort_id = excluded_reasons.cohort_id
-        and {{ join_keys('aggregated', 'excluded_reasons', ['task', 'model_id', 'arm', 'query_set', 'metric', 'slice', 'slice_value']) }}
+        and {{ join_keys(
+            'aggregated', 'excluded_reasons',
+            ['task', 'model_id', 'arm', 'query_set', 'metric', 'slice', 'slice_value'],
+        ) }}
 
 )
 
