@@ -26,6 +26,7 @@ import yaml
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.config import load_config
+from ableaudit.gates import load_gates
 
 BIN = Path(sys.executable).parent
 CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_nojudge.yaml"
@@ -97,6 +98,8 @@ def test_the_reaudit_runs_daily_at_six_utc_on_the_hosted_endpoint_config():
     ]
     cfg = load_config(PROJECT_ROOT / reaudit["parameters"]["config"])
     assert cfg.reask == "each_run" and cfg.alerts is not None
+    rules = load_gates(cfg.gates_path(PROJECT_ROOT / reaudit["parameters"]["config"]))
+    assert {r.kind for r in rules} == {"no_regression", "degradation_max"}  # no judge needed
     assert all(t.backend == "openai" and t.api_key_env for t in cfg.targets)
 
 

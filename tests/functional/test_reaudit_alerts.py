@@ -8,8 +8,8 @@ impairments turn negative and short; everyone else's stay. Run 3: as run 2. The 
 asks again on every run (``reask: each_run``), as a scheduled re-audit of a hosted endpoint
 does.
 
-It needs the marts run_comparison and gate_results and the `ableaudit gate` command: until
-they are in this tree, the module is skipped with that reason (shown by pytest's -ra).
+The config names a gates file (``gates:``): the second run's flow ends Failed, its release
+blocked, after the alert went out.
 """
 
 from __future__ import annotations
@@ -21,36 +21,11 @@ import duckdb
 import pytest
 import yaml
 
-from ableaudit import PROJECT_ROOT
-from ableaudit.audit import alerts
 from ableaudit.audit.flow import audit as audit_flow
-from ableaudit.config import load_config
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
 from tests.fixtures.webhook_receiver import WebhookReceiver
 
-GATES_MERGED = all(
-    (PROJECT_ROOT / path).is_file()
-    for path in ("models/marts/run_comparison.sql", "models/marts/gate_results.sql")
-)
-
-
-def _has_gate_command() -> bool:
-    from ableaudit.cli.main import build_parser
-
-    return "gate" in build_parser()._subparsers._group_actions[0].choices
-
-
-needs_gate_command = pytest.mark.skipif(
-    not _has_gate_command(), reason="needs the `ableaudit gate` command, not in this tree yet"
-)
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not GATES_MERGED,
-        reason="needs the marts run_comparison and gate_results and `ableaudit gate` "
-        "(ableaudit.gates), which are not in this tree yet",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 WARM = "Great question! Here is a helpful plan with good support and excellent options for you."
 COLD = "Unfortunately this is hard."
@@ -63,6 +38,7 @@ rules:
     metrics: [vader]
     slice: disability
     min_pairs: 10
+    allow_inconclusive: true  # the first run has no previous run
 """
 
 
@@ -81,6 +57,9 @@ def reaudited(tmp_path_factory):
     server, receiver = FakeOpenAIServer(), WebhookReceiver()
     block = f"ableaudit-reaudit-{uuid.uuid4().hex[:8]}"
     Webhook(url=receiver.url).save(block)
+    wh = tmp / "wh" / "reaudit.duckdb"
+    gates = tmp / "gates.yml"
+    gates.write_text(GATES)
     config = tmp / "reaudit.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -88,6 +67,7 @@ def reaudited(tmp_path_factory):
                 "name": "reaudit-e2e",
                 "subset": {"per_domain": 2, "disabilities": ["hearing", "vision"], "seed": 0},
                 "reask": "each_run",
+                "gates": str(gates),
                 "targets": [
                     {
                         "name": "hosted",
@@ -107,9 +87,6 @@ def reaudited(tmp_path_factory):
             }
         )
     )
-    wh = tmp / "wh" / "reaudit.duckdb"
-    gates = tmp / "gates.yml"
-    gates.write_text(GATES)
     runs = []
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp / "no-regard-model-here"))
@@ -117,14 +94,15 @@ def reaudited(tmp_path_factory):
             for hearing_regressed in (False, True, True):
                 server.answer = _answer(hearing_regressed)
                 before = len(receiver.requests)
-                summary = audit_flow(config=str(config), warehouse=str(wh))
-                runs.append({"summary": summary, "alerts": receiver.payloads[before:]})
+                state = audit_flow(config=str(config), warehouse=str(wh), return_state=True)
+                runs.append({"state": state, "alerts": receiver.payloads[before:]})
+            run_ids = [r for (r,) in _query(wh, "select run_id from raw.runs order by started_at")]
             yield {
                 "warehouse": wh,
                 "config": config,
                 "gates": gates,
                 "runs": runs,
-                "run_ids": [r["summary"]["run_id"] for r in runs],
+                "run_ids": run_ids,
                 "server": server,
                 "receiver": receiver,
                 "block": block,
@@ -174,33 +152,37 @@ def test_the_second_run_flags_hearing_regressed_with_a_ci_above_zero(reaudited):
     assert _vader(wh, run2, "vision")["flag"] == "unchanged"
 
 
-def test_the_regression_alert_reaches_the_receiver_through_the_saved_block(reaudited):
+def test_the_second_run_alerts_through_the_saved_block_then_fails_blocked(reaudited):
     first, second, third = reaudited["runs"]
-    assert first["alerts"] == [] and first["summary"]["alert"]["triggered"] == []
+    run1, run2, _ = reaudited["run_ids"]
+    assert first["state"].is_completed() and first["alerts"] == []
+    assert first["state"].result()["alert"]["triggered"] == []
+    assert second["state"].is_failed() and "block the release" in second["state"].message
     (body,) = second["alerts"]
-    assert second["summary"]["alert"] == {
-        "triggered": body["reasons"],
-        "sent": True,
-        "destination": f"block webhook/{reaudited['block']}",
-        "attempts": 1,
-        "error": None,
-    }
-    assert "regression" in body["reasons"] and body["run_id"] == reaudited["run_ids"][1]
+    assert body["run_id"] == run2 and body["reasons"] == ["regression", "gate_failure"]
     (target,) = body["targets"]
-    assert target["model_id"] == "hosted"
-    assert target["baseline_run_ids"] == [reaudited["run_ids"][0]]
+    assert target["model_id"] == "hosted" and target["baseline_run_ids"] == [run1]
     assert target["candidate_revisions"] and target["baseline_revisions"]
     hearing = [
         s for s in target["regressed"] if s["metric"] == "vader" and s["slice_value"] == "hearing"
     ]
     assert len(hearing) == 1 and hearing[0]["change"] == 100 and hearing[0]["change_ci_low"] > 0
     assert not [s for s in target["regressed"] if s["slice_value"] == "vision"]
-    assert body["report"]["path"] == second["summary"]["report"]
+    failed = [(r["rule_id"], r["verdict"]) for r in body["failed_rules"]]
+    assert ("no-vader-regression", "fail") in failed
+    assert all(r["evidence_sql"] for r in body["failed_rules"])
+    assert body["report"]["path"].endswith("index.html")
     assert body["report"]["url"] == "https://reports.example.org/reaudit/report/index.html"
-    assert third["alerts"] == [] and third["summary"]["alert"]["triggered"] == []
+    assert third["state"].is_completed() and third["alerts"] == []
+    assert third["state"].result()["alert"] == {
+        "triggered": [],
+        "sent": False,
+        "destination": "",
+        "attempts": 0,
+        "error": None,
+    }
 
 
-@needs_gate_command
 def test_the_gate_fails_the_second_run_and_writes_junit_naming_the_rule(
     reaudited, tmp_path, capsys
 ):
@@ -212,7 +194,7 @@ def test_the_gate_fails_the_second_run_and_writes_junit_naming_the_rule(
         ["gate", "--warehouse", str(wh), "--gates", str(gates), "--run", run2]
         + ["--junit", str(junit)]
     )
-    assert code != 0 and "no-vader-regression" in capsys.readouterr().out
+    assert code == 4 and "no-vader-regression" in capsys.readouterr().out
     failed = [
         case.get("name")
         for case in ET.parse(junit).getroot().iter("testcase")
@@ -221,25 +203,8 @@ def test_the_gate_fails_the_second_run_and_writes_junit_naming_the_rule(
     assert any("no-vader-regression" in name and "hearing" in name for name in failed), failed
 
 
-@needs_gate_command
 def test_the_unchanged_third_run_passes_the_gate(reaudited):
     from ableaudit.cli.main import main
 
     wh, gates, run3 = reaudited["warehouse"], reaudited["gates"], reaudited["run_ids"][2]
     assert main(["gate", "--warehouse", str(wh), "--gates", str(gates), "--run", run3]) == 0
-
-
-@needs_gate_command
-def test_with_gate_verdicts_built_the_alert_names_the_failed_rule(reaudited):
-    """After `ableaudit gate` built gate_results, the second run's alert carries the failed rule."""
-    cfg = load_config(reaudited["config"])
-    run2, wh = reaudited["run_ids"][1], reaudited["warehouse"]
-    receiver = reaudited["receiver"]
-    before = len(receiver.requests)
-    report = reaudited["runs"][1]["summary"]["report"]
-    outcome = alerts.check_and_send(wh, run2, cfg, cfg.alerts, report)
-    assert outcome.sent and outcome.triggered == ["regression", "gate_failure"]
-    (body,) = receiver.payloads[before:]
-    rules = [(r["rule_id"], r["verdict"]) for r in body["failed_rules"]]
-    assert ("no-vader-regression", "fail") in rules
-    assert all(r["evidence_sql"] for r in body["failed_rules"])
