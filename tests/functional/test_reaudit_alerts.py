@@ -3,7 +3,7 @@ OpenAI-compatible server (tests.fixtures.openai_server), each built, compared wi
 before it, gated, and alerting through a saved Prefect Webhook block to a receiver on
 127.0.0.1 (tests.fixtures.webhook_receiver).
 
-Run 1: every answer is the same warm text. Run 2: the answers to people with hearing
+Run 1: every answer is the same warm text (landed without a build, to save one). Run 2: the answers to people with hearing
 impairments turn negative and short; everyone else's stay. Run 3: as run 2. The config
 asks again on every run (``reask: each_run``), as a scheduled re-audit of a hosted endpoint
 does.
@@ -25,7 +25,8 @@ from ableaudit.audit.flow import audit as audit_flow
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
 from tests.fixtures.webhook_receiver import WebhookReceiver
 
-pytestmark = pytest.mark.slow
+# three audits and builds in one fixture: beyond the suite's 900 s per test on 2 shared cores
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 
 WARM = "Great question! Here is a helpful plan with good support and excellent options for you."
 COLD = "Unfortunately this is hard."
@@ -91,10 +92,13 @@ def reaudited(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp / "no-regard-model-here"))
         try:
-            for hearing_regressed in (False, True, True):
+            # the first run lands without a build (the second run's build compares it)
+            for build, hearing_regressed in ((False, False), (True, True), (True, True)):
                 server.answer = _answer(hearing_regressed)
                 before = len(receiver.requests)
-                state = audit_flow(config=str(config), warehouse=str(wh), return_state=True)
+                state = audit_flow(
+                    config=str(config), warehouse=str(wh), build=build, return_state=True
+                )
                 runs.append({"state": state, "alerts": receiver.payloads[before:]})
             run_ids = [r for (r,) in _query(wh, "select run_id from raw.runs order by started_at")]
             yield {
@@ -156,7 +160,7 @@ def test_the_second_run_alerts_through_the_saved_block_then_fails_blocked(reaudi
     first, second, third = reaudited["runs"]
     run1, run2, _ = reaudited["run_ids"]
     assert first["state"].is_completed() and first["alerts"] == []
-    assert first["state"].result()["alert"]["triggered"] == []
+    assert first["state"].result()["alert"]["error"].startswith("not built")
     assert second["state"].is_failed() and "block the release" in second["state"].message
     (body,) = second["alerts"]
     assert body["run_id"] == run2 and body["reasons"] == ["regression", "gate_failure"]
