@@ -108,6 +108,26 @@ def _row(rule: GateRule, target: dict, run_id: str | None, scope: str, **values:
     }
 
 
+def _no_evidence(
+    rule: GateRule, target: dict, run_id: str | None, scope: str, threshold: float, message: str
+) -> dict:
+    """An inconclusive verdict for want of any data (no measure, no judge verdict, no baseline)."""
+    return _row(
+        rule,
+        target,
+        run_id,
+        scope,
+        observed=np.nan,
+        threshold=threshold,
+        ci_low=np.nan,
+        ci_high=np.nan,
+        n_pairs=0,
+        verdict="inconclusive",
+        message=message,
+        evidence_sql=None,
+    )
+
+
 def threshold_verdict(
     rule: GateRule, observed: float, threshold: float, n: int, unavailable: str | None = None
 ) -> tuple[str, str]:
@@ -168,19 +188,13 @@ def degradation_checks(rule: GateRule, run_rates: pd.DataFrame, runs: pd.DataFra
                 what = f"{metric} {slice_}" + (f"={value}" if value else "")
                 hint = "" if metric in known else f" (measures present: {', '.join(known)})"
                 rows.append(
-                    _row(
+                    _no_evidence(
                         rule,
                         target,
                         run_id,
                         what,
-                        observed=np.nan,
-                        threshold=p["max_pct"],
-                        ci_low=np.nan,
-                        ci_high=np.nan,
-                        n_pairs=0,
-                        verdict="inconclusive",
-                        message=f"{rule.id}: {what}: no pair of this run has the measure{hint}",
-                        evidence_sql=None,
+                        p["max_pct"],
+                        f"{rule.id}: {what}: no pair of this run has the measure{hint}",
                     )
                 )
                 continue
@@ -244,19 +258,13 @@ def judge_drop_checks(
             if pairs.empty:
                 what = metric or "judge_score"
                 rows.append(
-                    _row(
+                    _no_evidence(
                         rule,
                         target,
                         run_id,
                         f"{what} {slice_}",
-                        observed=np.nan,
-                        threshold=max_drop,
-                        ci_low=np.nan,
-                        ci_high=np.nan,
-                        n_pairs=0,
-                        verdict="inconclusive",
-                        message=f"{rule.id}: no usable rubric-judge score on this run's pairs",
-                        evidence_sql=None,
+                        max_drop,
+                        f"{rule.id}: no usable rubric-judge score on this run's pairs",
                     )
                 )
                 continue
@@ -327,19 +335,13 @@ def interpretive_shift_checks(
         run_id = run_ids[-1]
         if mine.empty:
             rows.append(
-                _row(
+                _no_evidence(
                     rule,
                     target,
                     run_id,
                     f"{dimension} {slice_}",
-                    observed=np.nan,
-                    threshold=p["max_pct"],
-                    ci_low=np.nan,
-                    ci_high=np.nan,
-                    n_pairs=0,
-                    verdict="inconclusive",
-                    message=f"{rule.id}: no contrastive-judge verdict for this target",
-                    evidence_sql=None,
+                    p["max_pct"],
+                    f"{rule.id}: no contrastive-judge verdict for this target",
                 )
             )
             continue
@@ -538,19 +540,13 @@ def regression_checks(
                         )
                     )
                     rows.append(
-                        _row(
+                        _no_evidence(
                             rule,
                             target,
                             run_id,
                             f"vs {against}",
-                            observed=np.nan,
-                            threshold=p.get("max_increase", 0.0),
-                            ci_low=np.nan,
-                            ci_high=np.nan,
-                            n_pairs=0,
-                            verdict="inconclusive",
-                            message=f"{rule.id}: {why}",
-                            evidence_sql=None,
+                            p.get("max_increase", 0.0),
+                            f"{rule.id}: {why}",
                         )
                     )
                     continue

@@ -187,6 +187,16 @@ def test_an_unchanged_run_is_unchanged_and_revisions_compare_too(built):
     assert list(rev.flag) == ["regressed"]
 
 
+def test_the_current_state_reads_the_latest_answer_of_each_unit(built):
+    got = read(
+        built,
+        """select n_pairs, degradation_pct from degradation where model_id = 'model-a'
+        and metric = 'vader' and slice = 'overall'""",
+    ).iloc[0]
+    assert got.n_pairs == len(QUERIES) * len(DISABILITIES)  # not three runs' pairs pooled
+    assert got.degradation_pct == pytest.approx(100 * flags("run-3").mean())
+
+
 def test_too_few_pairs_are_inconclusive_with_a_reason(built):
     got = comparison(built, "run-b1", "run-b2", "overall", "all")
     assert got.flag == "inconclusive" and "fewer than 10" in got.reason

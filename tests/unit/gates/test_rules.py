@@ -100,3 +100,18 @@ def test_rules_round_trip_through_a_dict():
         yaml.safe_load((PROJECT_ROOT / "configs" / "gates.example.yml").read_text())
     )
     assert [GateRule.from_dict(r.to_dict()) for r in rules] == rules
+
+
+def test_the_audit_config_names_its_gates_file(tmp_path: Path):
+    from ableaudit.config import ConfigError, parse_config
+
+    target = {"name": "t", "backend": "openai", "model": "m"}
+    cfg = parse_config({"targets": [target], "gates": "configs/gates.example.yml"}, "a.yaml")
+    assert cfg.gates_path() == (PROJECT_ROOT / "configs" / "gates.example.yml").resolve()
+    (tmp_path / "mine.yml").write_text("rules: []\n")
+    beside = parse_config({"targets": [target], "gates": "mine.yml"}, "a.yaml")
+    assert beside.gates_path(tmp_path / "a.yaml") == (tmp_path / "mine.yml").resolve()
+    assert parse_config({"targets": [target]}, "a.yaml").gates_path() is None
+    missing = parse_config({"targets": [target], "gates": "nope.yml"}, "a.yaml")
+    with pytest.raises(ConfigError, match="gates: 'nope.yml' is not a file"):
+        missing.gates_path()
