@@ -348,6 +348,75 @@ class VisionSettings(_Strict):
         return _project_path(self.manifest) if self.manifest else None
 
 
+class AlertSettings(_Strict):
+    """Where an audit run sends an alert, and on what (the ``alerts:`` block; see docs/alerts.md).
+
+    After a built run, a regression against the target's previous run (mart run_comparison)
+    or a failed error-severity gate (mart gate_results) sends one JSON summary through a
+    Prefect webhook block (at most one destination; none: only the Prefect event
+    ``ableaudit.audit.alert``, for an automation to act on).
+    """
+
+    webhook_url: str | None = None
+    """The URL to POST the JSON summary to (a Prefect ``Webhook`` block is made from it in-process)."""
+    webhook_url_env: str | None = None
+    """The name of an environment variable holding that URL, for URLs that carry a token."""
+    block: str | None = None
+    """A saved Prefect block: ``webhook/NAME`` (gets the JSON), or ``TYPE/NAME`` of a notification block."""
+    when: list[Literal["regression", "gate_failure"]] = ["regression", "gate_failure"]
+    """What sends an alert: a regressed slice of this run, a failed error-severity gate, or both.
+    (Not ``on:``, which YAML reads as ``true``.)"""
+    report_url_base: str | None = None
+    """The URL at which the report folder (``published/<warehouse>/report/``) is served."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Seconds to wait for the receiver on each attempt."""
+    retries: int = Field(2, ge=0)
+    """Attempts after a failed delivery (2 s, then 10 s apart)."""
+
+    @field_validator("webhook_url", "report_url_base")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^/\s]+", v):
+            raise ValueError(f"{v!r} is not an http(s) URL; write it as https://host/path")
+        return v
+
+    @field_validator("webhook_url_env")
+    @classmethod
+    def _env_is_a_name(cls, v: str | None) -> str | None:
+        if v is not None and (_looks_like_key(v) or not ENV_VAR_NAME.match(v)):
+            raise ValueError(
+                "webhook_url_env must name an environment variable (letters, digits and '_'), "
+                "not hold the URL: `export ALERT_URL=https://...` and set `webhook_url_env: ALERT_URL`"
+            )
+        return v
+
+    @field_validator("block")
+    @classmethod
+    def _block_slug(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[a-z0-9-]+/[a-z0-9-]+$", v):
+            raise ValueError(
+                f"block {v!r} must be a saved block's TYPE/NAME in lowercase with '-', "
+                "as `prefect block ls` shows it, e.g. webhook/ableaudit-alerts"
+            )
+        return v
+
+    @field_validator("when")
+    @classmethod
+    def _some_trigger(cls, v: list[str]) -> list[str]:
+        if not v or len(set(v)) != len(v):
+            raise ValueError("`alerts.when` lists regression and/or gate_failure, each once")
+        return v
+
+    @model_validator(mode="after")
+    def _one_destination(self) -> AlertSettings:
+        given = [k for k in ("webhook_url", "webhook_url_env", "block") if getattr(self, k)]
+        if len(given) > 1:
+            raise ValueError(
+                f"set one of webhook_url, webhook_url_env or block, not {' and '.join(given)}"
+            )
+        return self
+
+
 # Deprecated top-level keys, each with the field of the `vision:` block that replaces it.
 DEPRECATED_VISION_KEYS = {
     "image_set": "image_set",
@@ -374,6 +443,29 @@ class AuditConfig(_Strict):
     parallel_targets: int = Field(1, ge=1)
     # Vision targets (task: vision) describe the images of one image set.
     vision: VisionSettings = VisionSettings()
+    # 'never': a run sends only what no earlier run answered (resume). 'each_run': every run
+    # asks every prompt again (a scheduled re-audit of an endpoint that may change behind its name).
+    reask: Literal["never", "each_run"] = "never"
+    # After a built run: alert on a regression or a failed gate (None: no alerts).
+    alerts: AlertSettings | None = None
+    # Release gates (docs/gates.md): a gates file whose rules the build turns into
+    # gate_results and dbt tests; a path relative to the working directory or the project.
+    gates: str | None = None
+
+    def gates_path(self, config_path: str | Path | None = None) -> Path | None:
+        """The gates file, checked to exist; None when the config names none."""
+        if not self.gates:
+            return None
+        p = _project_path(self.gates)
+        if not p.exists() and config_path is not None:
+            beside = Path(config_path).parent / self.gates
+            p = beside if beside.exists() else p
+        if not p.is_file():
+            raise ConfigError(
+                f"gates: {self.gates!r} is not a file; point it at a gates file "
+                "(e.g. configs/gates.example.yml, see docs/gates.md)"
+            )
+        return p.resolve()
 
     @model_validator(mode="before")
     @classmethod

@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.fixtures.tiny_vlm",
     "tests.fixtures.warehouse",
     "tests.fixtures.report_world",
+    "tests.fixtures.webhook_receiver",
 ]
 
 

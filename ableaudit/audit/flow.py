@@ -21,7 +21,7 @@ from prefect.context import get_run_context  # noqa: E402
 from prefect.exceptions import TerminationSignal  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from ableaudit.audit import stopping, tasks  # noqa: E402
+from ableaudit.audit import alerts, stopping, tasks  # noqa: E402
 from ableaudit.audit.planning import (  # noqa: E402
     audit_task,
     imported_units,
@@ -37,6 +37,7 @@ from ableaudit.audit.runs import (  # noqa: E402
 )
 from ableaudit.backends.base import GenerationCancelled  # noqa: E402
 from ableaudit.config import AuditConfig, load_config  # noqa: E402
+from ableaudit.gates import GateBlocked, evaluate, load_gates  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 from ableaudit.warehouse.connection import connect  # noqa: E402
 from ableaudit.warehouse.landing import landed_keys  # noqa: E402
@@ -55,7 +56,7 @@ def audit_targets(
     """
     prompts = tasks.prepare_prompts(wh, cfg, kind)
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
-    plans = plan_task(cfg, kind, prompts, image_root)
+    plans = plan_task(cfg, kind, prompts, image_root, run_id)
     refuse_imported_units(plans, imported_units(wh, plans))
     planned += [g.generation_id for p in plans for _, group in p.groups for g in group]
     stopping.check()
@@ -96,7 +97,11 @@ def audit(
     run is 'interrupted'); see ``ableaudit.audit.stopping``. The last log lines say where
     the warehouse, the published copy, its Parquet folder and the report are.
     """
-    cfg = load_config(tasks.resolve_config_path(config))
+    config_path = tasks.resolve_config_path(config)
+    cfg = load_config(config_path)
+    gates = cfg.gates_path(config_path)
+    if gates is not None:
+        load_gates(gates)  # a mistake in the gates file stops the audit before it starts
     wh = str(warehouse_path(warehouse))
     run_id = _run_id()
     stopping.reset()
@@ -133,12 +138,17 @@ def audit(
             if cfg.build if build is None else build:
                 step = "build"
                 stopping.check()
-                summary["published"] = tasks.build_warehouse(wh)
+                summary["published"] = tasks.build_warehouse(wh, str(gates) if gates else None)
                 summary["report"] = tasks.render_report(summary["published"])
+                if gates is not None:
+                    summary["gate_blocking"] = tasks.release_gate(wh)
+            summary["alert"] = alerts.after_audit(wh, run_id, cfg, summary)
         failures = run_failures(wh, run_id)
         if failures:
             raise AuditIncomplete(failures)
         status = "completed"
+        if summary.get("gate_blocking"):
+            raise GateBlocked(evaluate(wh))
     except stopping.Interrupted as stop:
         status = "interrupted"
         left = len(planned) - len(landed_keys(wh, planned))

@@ -232,6 +232,7 @@ def expand_plan(
     temperatures: Iterable[float],
     samples: int,
     image_root: str | Path | None = None,
+    round_id: str | None = None,
 ) -> list[PlannedGeneration]:
     """Every (arm x temperature x sample x prompt), each with its key: the one place a generation's identity is built.
 
@@ -241,6 +242,8 @@ def expand_plan(
     (one with ``rel_path`` and ``image_sha256``; ``image_root`` is then required),
     and the model_id the row reports (a row belongs to one model in the marts).
     Not the server: replicas of one model (``base_url`` lists) share keys.
+    ``round_id`` (a run's id, under ``reask: each_run``) makes every key that run's own,
+    so the run asks again what earlier runs answered; None keeps the keys run-independent.
     """
     fingerprint = model_fingerprint(target.model, target.revision)
     root = str(Path(image_root).resolve()) if image_root is not None else None
@@ -274,6 +277,8 @@ def expand_plan(
                         "sample_index": sample_index,
                         "options": target.options,
                     }
+                    if round_id is not None:
+                        identity["round"] = round_id
                     image: dict[str, Any] = {}
                     if p.get("image_sha256") is not None:
                         if root is None:
@@ -354,14 +359,21 @@ def adapter_groups(task: AuditTask, target: Target) -> list[tuple[str | None, li
 
 
 def plan_task(
-    cfg: AuditConfig, kind: str, prompts: list[dict[str, Any]], image_root: str | Path | None = None
+    cfg: AuditConfig,
+    kind: str,
+    prompts: list[dict[str, Any]],
+    image_root: str | Path | None = None,
+    run_id: str | None = None,
 ) -> list[TargetPlan]:
     """Every target of task ``kind`` ('text' | 'vision') with its planned generations, by adapter group.
 
     Each target plans (arm x temperature x sample x prompt), an arm sending
     the prompts of its roles; a vision prompt's image is read under
-    ``image_root`` at send time.
+    ``image_root`` at send time. Under ``reask: each_run`` the keys are the run's own.
     """
+    if cfg.reask == "each_run" and run_id is None:
+        raise ValueError("reask: each_run plans a run's own generations: pass the run_id")
+    round_id = run_id if cfg.reask == "each_run" else None
     task = audit_task(cfg, kind)
     plans = []
     for target in task.targets:
@@ -400,6 +412,7 @@ def plan_task(
                         temperatures=temperatures,
                         samples=task.samples,
                         image_root=image_root,
+                        round_id=round_id,
                     ),
                 )
             )

@@ -86,10 +86,31 @@ def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)
-def build_warehouse(warehouse: str) -> str:
-    run_dbt(["seed"], warehouse)
-    run_dbt(["build"], warehouse)
+def build_warehouse(warehouse: str, gates_file: str | None = None) -> str:
+    """Seed, build and publish. With a gates file, gate_results holds its verdicts; the gate
+    tests are left to ``release_gate`` so that a blocked release is still published."""
+    if gates_file is None:
+        run_dbt(["seed"], warehouse)
+        run_dbt(["build"], warehouse)
+    else:
+        from ableaudit.gates.command import build_vars
+
+        extra = ["--vars", build_vars(gates_file)]
+        run_dbt(["seed", *extra], warehouse)
+        run_dbt(["build", "--exclude", "test_name:gate_rule", *extra], warehouse)
     return str(publish(warehouse))
+
+
+@task(name="release-gate", cache_policy=NO_CACHE)
+def release_gate(warehouse: str) -> list[str]:
+    """The verdicts of the latest run of each target that block its release (error rules)."""
+    from ableaudit.gates import evaluate
+
+    report = evaluate(warehouse)
+    for row in report.rows:
+        if row["verdict"] != "pass":
+            get_run_logger().info("gate %s: %s", row["verdict"], row["message"])
+    return [r["message"] for r in report.failed_errors]
 
 
 @task(name="render-report", cache_policy=NO_CACHE)

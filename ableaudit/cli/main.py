@@ -4,8 +4,9 @@ Every command takes --warehouse (default: $ABLEAUDIT_WAREHOUSE, else
 warehouse/ableaudit.duckdb). Exit status: 0 done; 1 a crash (a traceback); 2 an error a
 user can fix (one message; --debug adds its traceback); 3 an audit that ran to its end but
 left some requests failed (the message counts them; running the same command again sends
-only those); 130 and 143 an audit stopped by Ctrl-C (SIGINT) or SIGTERM once what finished
-had landed (running the same command again resumes it).
+only those); 4 a release gate blocked by an error rule (`ableaudit gate`, docs/gates.md);
+130 and 143 an audit stopped by Ctrl-C (SIGINT) or SIGTERM once what finished had landed
+(running the same command again resumes it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import traceback
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT, __version__
+from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.cli.landings import add_landing_parsers, recorded
 from ableaudit.errors import AbleauditError, UsageError, require_file
@@ -152,6 +154,7 @@ def _audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     from ableaudit.audit.flow import result_paths
     from ableaudit.audit.runs import AuditIncomplete, AuditInterrupted
     from ableaudit.audit.stopping import EXIT_STATUS
+    from ableaudit.gates import GateBlocked
 
     try:
         summary = flow(
@@ -167,6 +170,9 @@ def _audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
             f"  {_same_command(args)}"
         )
         return EXIT_STATUS[stop.signum]
+    except GateBlocked as err:
+        print(f"ableaudit: release gate failed: {err}", file=sys.stderr)
+        return EXIT_GATE_FAILED
     print()
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
@@ -502,6 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_judge_parser(sub, common)
     add_landing_parsers(sub, common, build=build_and_publish)
+    add_gate_parser(sub, common)
 
     exp = sub.add_parser("export", help="write files for people").add_subparsers(
         dest="what", required=True

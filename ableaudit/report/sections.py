@@ -173,7 +173,6 @@ def headline(ctx: Context) -> Section:
             "The degradation mart is empty: land generations (an audit or `ableaudit import responses`) "
             "and run `ableaudit build` to fill it."
         )
-        _gates(ctx, section)
         return section
     section.data_statement = data_statement(m, "degradation", {"slice": "overall"})
     section.blocks.append(
@@ -279,7 +278,6 @@ def headline(ctx: Context) -> Section:
                 note=note,
             )
         )
-    _gates(ctx, section)
     return section
 
 
@@ -302,42 +300,84 @@ def _ci_cell(
     )
 
 
-def _gates(ctx: Context, section: Section) -> None:
-    """Release gates' verdicts, when the warehouse has a gate_results table."""
-    if not ctx.marts.has("gate_results"):
-        return
-    gates = ctx.marts.frame("gate_results")
-    section.blocks.append(Heading("Release gates", "gates"))
+GATE_KEY = ["rule_id", "task", "model_id", "arm", "query_set", "run_id", "scope"]
+_GATE_ORDER = {"fail": 0, "inconclusive": 1, "pass": 2}
+
+
+def release_gates(ctx: Context) -> Section | None:
+    """The release gates' verdicts on the latest run of each target, blocking ones first; the
+    report opens with them when gate_results has rows (docs/gates.md)."""
+    m = ctx.marts
+    if not m.has("gate_results"):
+        return None
+    gates = m.frame("gate_results", "is_latest_run")
     if gates.empty:
-        section.blocks.append(
-            Paragraph("The gate_results mart is empty: no gate was evaluated in this build.")
+        return None
+    section = Section(
+        "gates",
+        "Release gates: may this release go?",
+        "The verdict of every rule of the gates file on the latest run of each model and arm: "
+        "pass, fail, or inconclusive when the evidence is too thin to decide.",
+    )
+    gates = gates.assign(
+        _blocks=~gates.passed_for_gate.astype(bool),
+        _order=gates.verdict.map(_GATE_ORDER).fillna(3),
+    ).sort_values(
+        ["_blocks", "_order", "severity", "rule_id", "scope"],
+        ascending=[False, True, True, True, True],
+    )
+    n_block = int(gates._blocks.sum())
+    section.blocks.append(
+        Paragraph(
+            (
+                f"The release is blocked: {n_block} verdict{'s' if n_block != 1 else ''} of error rules "
+                "fail or are inconclusive."
+                if n_block
+                else "No error rule blocks the release."
+            )
+            + " A gate never passes for lack of evidence: an inconclusive verdict blocks an error rule "
+            "unless the rule allows it; a warn rule only reports. Observed and threshold are rates in %, "
+            "a judge-score drop in points, or a change in points (no_regression)."
         )
-        return
-    key_cols = [c for c in gates.columns if not pd.api.types.is_float_dtype(gates[c])]
+    )
     rows = []
     for _, r in gates.iterrows():
-        k = key_of(r, key_cols)
-        cells = []
-        for c in gates.columns:
-            v = r[c]
-            if pd.api.types.is_float_dtype(gates[c]) or pd.api.types.is_integer_dtype(gates[c]):
-                cells.append(
-                    fmt.fig(
-                        fmt.number(v, 3) if pd.api.types.is_float_dtype(gates[c]) else fmt.count(v),
-                        Source("gate_results", c, k),
-                    )
-                )
-            else:
-                cells.append(fmt.label(v))
-        rows.append(cells)
+        k = key_of(r, [c for c in GATE_KEY if c in gates.columns])
+        src = lambda col, k=k: Source("gate_results", col, k)
+        rows.append(
+            [
+                fmt.row_header(r.rule_id),
+                fmt.label(f"{r.model_id}, {r.arm}"),
+                fmt.label(r.scope),
+                fmt.label(("BLOCKS: " if r._blocks else "") + str(r.verdict)),
+                fmt.label(r.severity),
+                fmt.fig(fmt.number(r.observed, 1), src("observed")),
+                fmt.fig(fmt.number(r.threshold, 1), src("threshold")),
+                _ci_cell(r, "ci_low", "ci_high", "gate_results", k, 1),
+                fmt.fig(fmt.count(r.n_pairs), src("n_pairs")),
+                fmt.label(r.message),
+            ]
+        )
     section.blocks.append(
         Table(
-            "Release gates and their verdicts (gate_results)",
-            list(gates.columns),
+            "Gate verdicts on the latest run of each target (gate_results), blocking ones first",
+            [
+                "Rule",
+                "Model, arm",
+                "Scope",
+                "Verdict",
+                "Severity",
+                "Observed",
+                "Threshold",
+                "95 % interval",
+                "Pairs",
+                "Why",
+            ],
             rows,
             row_headers=1,
         )
     )
+    return section
 
 
 # --------------------------------------------------------------------------- the papers' shaded tables
@@ -1867,6 +1907,7 @@ def data_quality_rows(dq: pd.DataFrame) -> list[list[Cell]]:
 
 
 BUILDERS = (
+    release_gates,
     headline,
     shaded_tables,
     sensitivity,
@@ -1881,8 +1922,8 @@ BUILDERS = (
 
 
 def build_sections(ctx: Context) -> list[Section]:
-    """Every section, in the report's order."""
-    return [builder(ctx) for builder in BUILDERS]
+    """Every section, in the report's order (the release gates only when there are verdicts)."""
+    return [section for builder in BUILDERS if (section := builder(ctx)) is not None]
 
 
 def json_dumps(value: Any) -> str:

@@ -70,20 +70,7 @@ pair_metrics as (
 
 with_scores as (
 
-    select
-        pair_metrics.*,
-        neutral_scores.score as neutral_score,
-        disability_scores.score as disability_score,
-        coalesce(neutral_scores.score_status, 'missing') as neutral_score_status,
-        coalesce(disability_scores.score_status, 'missing') as disability_score_status
-
-    from pair_metrics
-    left join generation_scores as neutral_scores
-        on pair_metrics.neutral_generation_id = neutral_scores.generation_id
-        and pair_metrics.metric = neutral_scores.metric
-    left join generation_scores as disability_scores
-        on pair_metrics.disability_generation_id = disability_scores.generation_id
-        and pair_metrics.metric = disability_scores.metric
+    {{ pair_metric_scores('pair_metrics', 'generation_scores') }}
 
 ),
 
@@ -91,12 +78,7 @@ judged as (
 
     select
         *,
-        case
-            when pair_status != 'complete' then pair_status
-            when truncated and truncated_pairs = 'exclude' then 'truncated_answer'
-            when neutral_score is null then 'neutral_score_' || neutral_score_status
-            when disability_score is null then 'disability_score_' || disability_score_status
-        end as exclusion_reason,
+        {{ pair_exclusion_reason() }} as exclusion_reason,
         cast({{ var('degradation_threshold') }} as double) as threshold,
         '{{ degradation_rule() }}' as degradation_rule
 

@@ -1,14 +1,24 @@
 {#
-    Pairing happens here, once. Each disability-aware
+    Pairing happens here, once, for the current state (the latest answer of
+    each unit; int_run_pairs pairs within each run and model revision with
+    the same keys and status rule). Each disability-aware
     generation is paired with the neutral generation of the same task, model,
     arm, query, temperature and sample. Every disability-aware generation gets a
     row, complete or not: an incomplete pair carries a status instead of vanishing.
 #}
 with
 
-generations as (
+landed as (
 
     select * from {{ ref('stg_raw__generations') }}
+
+),
+
+generations as (
+
+    -- the current state: the latest answer of each unit (an earlier run's answer to the
+    -- same prompt, e.g. of another model revision, stays in int_run_pairs)
+    {{ latest_answers('landed') }}
 
 ),
 
@@ -48,11 +58,7 @@ paired as (
 
     from disability
     left join neutral
-        on {{ join_keys(
-            'disability', 'neutral',
-            ['task', 'model_id', 'arm', 'query_set', 'query_id', 'temperature', 'sample_index'],
-            nullable=['temperature'],
-        ) }}
+        on {{ join_keys('disability', 'neutral', pair_unit_keys(), nullable=['temperature']) }}
 
 ),
 
@@ -80,15 +86,7 @@ final as (
         -- an answer stopped by the token cap: metrics that cannot read it exclude the pair (seed metrics)
         coalesce(neutral_finish_reason = 'length' or disability_finish_reason = 'length', false) as truncated,
         -- the first problem found names the pair's status; neutral-side problems first
-        case
-            when neutral_generation_id is null then 'missing_neutral'
-            when neutral_status = 'error' then 'neutral_error'
-            when neutral_status = 'empty' then 'neutral_empty'
-            when disability_status = 'error' then 'disability_error'
-            when disability_status = 'empty' then 'disability_empty'
-            when neutral_status = 'ok' and disability_status = 'ok' then 'complete'
-            else 'unknown_status'
-        end as pair_status,
+        {{ pair_status() }} as pair_status,
         run_id
 
     from paired

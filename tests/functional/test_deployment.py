@@ -1,12 +1,15 @@
 """The deployment path: `prefect deployment run audit/audit`, served by a process worker.
 
-Starts a real Prefect server on 127.0.0.1, registers the deployments of
-prefect.yaml, triggers a run with the CLI as a user would, and lets a worker
-execute it once.
+Offline, prefect.yaml goes through Prefect's own loader: every deployment's
+schedules, entry point and parameters are valid. Then a real Prefect server on
+127.0.0.1 registers the deployments of prefect.yaml (the re-audit with its
+schedule), a run is triggered with the CLI as a user would, and a worker
+executes it once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -14,14 +17,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import pytest
+import yaml
 
 from ableaudit import PROJECT_ROOT
+from ableaudit.config import load_config
+from ableaudit.gates import load_gates
 
-pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_nojudge.yaml"
 
@@ -45,6 +51,56 @@ def _prefect(env: dict, *args: str, timeout: float = 300) -> str:
         f"prefect {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     )
     return out.stdout
+
+
+def _deployments() -> dict[str, dict]:
+    """prefect.yaml's deployments as `prefect deploy` reads them (its model refuses a bad file)."""
+    from prefect.cli.deploy._models import PrefectYamlModel
+
+    raw = yaml.safe_load((PROJECT_ROOT / "prefect.yaml").read_text())
+    model = PrefectYamlModel.model_validate(raw)
+    return {d.name: d.model_dump(exclude_unset=True, mode="json") for d in model.deployments}
+
+
+def test_every_deployment_has_a_loadable_flow_valid_parameters_and_schedules():
+    from prefect.cli.deploy._schedules import _schedule_config_to_deployment_schedule
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.flows import load_flow_from_entrypoint
+
+    deployments = _deployments()
+    assert set(deployments) == {"audit", "reaudit", "train-detector", "train-dpo"}
+    for d in deployments.values():
+        flow = load_flow_from_entrypoint(str(PROJECT_ROOT / d["entrypoint"]))
+        flow.validate_parameters(d.get("parameters", {}))  # raises on a parameter the flow lacks
+        for schedule in d.get("schedules") or []:
+            DeploymentScheduleCreate(**_schedule_config_to_deployment_schedule(schedule))
+        config = d.get("parameters", {}).get("config")
+        if config:
+            load_config(PROJECT_ROOT / config)
+
+
+def test_the_reaudit_runs_daily_at_six_utc_on_the_hosted_endpoint_config():
+    from prefect.cli.deploy._schedules import _schedule_config_to_deployment_schedule
+    from prefect.server.schemas.schedules import CronSchedule
+
+    reaudit = _deployments()["reaudit"]
+    assert reaudit["entrypoint"] == "flows/audit.py:audit"
+    (schedule,) = [_schedule_config_to_deployment_schedule(s) for s in reaudit["schedules"]]
+    assert schedule["active"] is False  # registered paused: it calls a paid API
+    cron = schedule["schedule"]
+    assert (cron.cron, cron.timezone) == ("0 6 * * *", "UTC")
+    start = datetime(2026, 3, 28, 12, tzinfo=UTC)
+    dates = asyncio.run(CronSchedule(cron=cron.cron, timezone="UTC").get_dates(n=3, start=start))
+    assert [d.isoformat() for d in dates] == [
+        "2026-03-29T06:00:00+00:00",
+        "2026-03-30T06:00:00+00:00",
+        "2026-03-31T06:00:00+00:00",
+    ]
+    cfg = load_config(PROJECT_ROOT / reaudit["parameters"]["config"])
+    assert cfg.reask == "each_run" and cfg.alerts is not None
+    rules = load_gates(cfg.gates_path(PROJECT_ROOT / reaudit["parameters"]["config"]))
+    assert {r.kind for r in rules} == {"no_regression", "degradation_max"}  # no judge needed
+    assert all(t.backend == "openai" and t.api_key_env for t in cfg.targets)
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +146,25 @@ def server(tmp_path_factory):
         log.close()
 
 
+@pytest.mark.slow
 def test_deployment_run_audit_audit(server, tmp_path):
     env = dict(server, ABLEAUDIT_REGARD_MODEL=str(tmp_path / "absent"))
     wh = tmp_path / "deployed.duckdb"
     _prefect(env, "work-pool", "create", "ableaudit", "--type", "process", "--overwrite")
     out = _prefect(env, "deploy", "--all")
-    assert "audit/audit" in out
+    assert "audit/audit" in out and "audit/reaudit" in out
+    registered = json.loads(
+        _client_query(
+            env,
+            "d = await c.read_deployment_by_name('audit/reaudit')\n"
+            "    print(json.dumps([d.parameters, [[s.schedule.cron, s.schedule.timezone, s.active]"
+            " for s in d.schedules]]))",
+        )
+    )
+    assert registered == [
+        {"config": "configs/reaudit.example.yaml"},
+        [["0 6 * * *", "UTC", False]],
+    ]
     run_out = _prefect(
         env,
         "deployment",
@@ -117,25 +186,11 @@ def test_deployment_run_audit_audit(server, tmp_path):
     )
     assert worker.returncode == 0, worker.stdout[-4000:] + worker.stderr[-4000:]
     runs = json.loads(
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                (
-                    "import asyncio, json\n"
-                    "from prefect.client.orchestration import get_client\n"
-                    "async def main():\n"
-                    "    async with get_client() as c:\n"
-                    "        runs = await c.read_flow_runs()\n"
-                    "        print(json.dumps([[r.name, r.state.type.value] for r in runs]))\n"
-                    "asyncio.run(main())\n"
-                ),
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        _client_query(
+            env,
+            "runs = await c.read_flow_runs()\n"
+            "    print(json.dumps([[r.name, r.state.type.value] for r in runs]))",
+        )
     )
     assert runs and all(state == "COMPLETED" for _, state in runs), runs
     con = duckdb.connect(str(wh), read_only=True)
@@ -147,3 +202,23 @@ def test_deployment_run_audit_audit(server, tmp_path):
     finally:
         con.close()
     assert (wh.parent / "published" / wh.name).is_file()
+
+
+def _client_query(env: dict, body: str) -> str:
+    """Runs ``body`` (Python, with a Prefect client ``c``) against the server of ``env``."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import asyncio, json\n"
+            "from prefect.client.orchestration import get_client\n"
+            "async def main():\n"
+            "  async with get_client() as c:\n"
+            f"    {body}\n"
+            "asyncio.run(main())\n",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout

@@ -384,26 +384,60 @@ def test_a_published_copy_alone_is_enough(report_world, tmp_path):
     )
 
 
-def test_gate_results_are_shown_only_when_the_table_exists(report_world, rendered, tmp_path):
-    assert 'id="gates"' not in rendered.index.read_text()
-    copy = tmp_path / report_world.name
-    shutil.copy(report_world, copy)
+GATE_ROWS = """
+    create or replace table gate_results as
+    select * from (values
+        ('max-vader', 'degradation_max', 'error', 'text', 'ableaudit', 'm-small', 'baseline',
+         'run-2', 'vader overall=all', 81.8, 50.0, 70.1, 90.2, 44, 'fail', false,
+         'max-vader: vader overall=all: 81.8% is above 50%', true),
+        ('shift', 'interpretive_shift_max', 'warn', 'text', 'ableaudit', 'm-small', 'baseline',
+         'run-2', 'judge interpret overall=all', 12.5, 20.0, null, null, 40, 'pass', true,
+         'shift: Yes-rate 12.5% is within 20%', true),
+        ('max-vader', 'degradation_max', 'error', 'text', 'ableaudit', 'm-small', 'baseline',
+         'run-1', 'vader overall=all', 10.0, 50.0, 5.0, 20.0, 44, 'pass', true,
+         'an earlier run, not shown', false)
+    ) as t(rule_id, rule_kind, severity, task, query_set, model_id, arm, run_id, scope,
+           observed, threshold, ci_low, ci_high, n_pairs, verdict, passed_for_gate,
+           message, is_latest_run)
+"""
+
+
+def gated_copy(world: Path, folder: Path) -> Path:
+    """A copy of a built world whose gate_results holds verdicts (one blocking, one earlier run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / world.name
+    shutil.copy(world, copy)
     con = duckdb.connect(str(copy))
     try:
-        con.execute(
-            "create table gate_results as select 'max_vader_degradation' as gate, 'm-small' as model_id, "
-            "'fail' as verdict, 81.8 as observed, 50.0 as limit_value"
-        )
+        con.execute(GATE_ROWS)
     finally:
         con.close()
+    return copy
+
+
+def test_gate_verdicts_open_the_report_only_when_gate_results_has_rows(
+    report_world, rendered, tmp_path
+):
+    assert 'id="gates"' not in rendered.index.read_text()
+    copy = gated_copy(report_world, tmp_path / "world")
     out = render_report(copy, tmp_path / "gated")
     html = out.index.read_text()
-    assert 'id="gates"' in html and "max_vader_degradation" in html and "fail" in html
+    assert 'id="gates"' in html and html.index('id="gates"') < html.index('id="headline"')
+    assert "BLOCKS: fail" in html and "max-vader: vader overall=all" in html
+    assert "an earlier run, not shown" not in html
     wh = Warehouse(copy)
     try:
-        assert check_figures([out.index], wh)["gate_results"] == 2
+        # observed, threshold and pairs of both rows, and the one interval
+        assert check_figures([out.index], wh)["gate_results"] == 7
     finally:
         wh.con.close()
+    # an empty gate_results (a build without gates) adds no section
+    con = duckdb.connect(str(copy))
+    try:
+        con.execute("delete from gate_results")
+    finally:
+        con.close()
+    assert 'id="gates"' not in render_report(copy, tmp_path / "empty").index.read_text()
 
 
 def test_a_missing_or_unbuilt_warehouse_is_one_clear_error(tmp_path, capsys):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ableaudit.report import render_report
-from tests.functional.test_report import SECTIONS
+from tests.functional.test_report import SECTIONS, gated_copy
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,9 @@ def browsed(report_world, one_model_world, tmp_path_factory):
     _browser_tools()
     tmp = tmp_path_factory.mktemp("report_browser")
     results = {}
-    for name, world in (("rich", report_world), ("one_model", one_model_world)):
+    # "gated": the rich world with release-gate verdicts, which open the report
+    gated = gated_copy(report_world, tmp / "gated-world")
+    for name, world in (("rich", report_world), ("one_model", one_model_world), ("gated", gated)):
         report = render_report(world, tmp / name)
         shots = tmp / f"screenshots-{name}"
         run = subprocess.run(
@@ -63,7 +65,7 @@ def browsed(report_world, one_model_world, tmp_path_factory):
     return results
 
 
-@pytest.mark.parametrize("world", ["rich", "one_model"])
+@pytest.mark.parametrize("world", ["rich", "one_model", "gated"])
 def test_axe_core_finds_no_violation_on_any_page(browsed, world):
     pages = browsed[world]["pages"]
     assert len(pages) == len(browsed[world]["report"].pages) >= 4
@@ -71,7 +73,7 @@ def test_axe_core_finds_no_violation_on_any_page(browsed, world):
     assert violations == {}
 
 
-@pytest.mark.parametrize("world", ["rich", "one_model"])
+@pytest.mark.parametrize("world", ["rich", "one_model", "gated"])
 def test_pages_request_nothing_and_log_no_error(browsed, world):
     for p in browsed[world]["pages"]:
         assert p["requests"] == [], p["page"]
@@ -79,7 +81,7 @@ def test_pages_request_nothing_and_log_no_error(browsed, world):
         assert p["landmarks"] == {"lang": "en", "main": 1, "nav": 1, "h1": 1}, p["page"]
 
 
-@pytest.mark.parametrize("world", ["rich", "one_model"])
+@pytest.mark.parametrize("world", ["rich", "one_model", "gated"])
 def test_keyboard_and_zoom(browsed, world):
     for p in browsed[world]["pages"]:
         assert p["firstFocus"] == "skip-link" and p["afterSkip"] == "main", p["page"]
@@ -89,6 +91,8 @@ def test_keyboard_and_zoom(browsed, world):
 def test_every_section_and_a_drill_down_are_present(browsed):
     pages = {p["page"]: p for p in browsed["rich"]["pages"]}
     assert pages["index.html"]["sections"] == SECTIONS
+    gated = {p["page"]: p for p in browsed["gated"]["pages"]}
+    assert gated["index.html"]["sections"] == ["gates", *SECTIONS]
     evidence = [p for name, p in pages.items() if name.startswith("evidence")]
     assert len(evidence) == 5
     for p in evidence:

@@ -259,3 +259,68 @@ def test_a_repeated_replica_is_named_without_its_credentials():
         )
     assert "lists a server twice" in str(err.value) and "s3cr3t-canary" not in str(err.value)
     assert "http://127.0.0.1:8000/v1" in str(err.value)
+
+
+def _with_alerts(alerts) -> dict:
+    return {"targets": [{"name": "m", "backend": "openai", "model": "x"}], "alerts": alerts}
+
+
+def test_the_reaudit_example_alerts_and_reasks():
+    cfg = load_config(ROOT / "configs" / "reaudit.example.yaml")
+    assert cfg.reask == "each_run"
+    assert cfg.alerts.webhook_url_env == "ABLEAUDIT_ALERT_URL"
+    assert cfg.alerts.when == ["regression", "gate_failure"]
+    (target,) = cfg.targets
+    assert target.backend == "openai" and target.base_urls[0].startswith("https://")
+    assert target.api_key_env == "OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    "alerts",
+    [
+        {"webhook_url": "http://127.0.0.1:9000/hook"},
+        {"webhook_url_env": "ALERT_URL", "when": ["gate_failure"]},
+        {"block": "webhook/ableaudit-alerts", "report_url_base": "https://r.example.org/report/"},
+        {},  # no destination: the Prefect event alone
+    ],
+)
+def test_alerts_take_one_destination(alerts):
+    cfg = parse_config(_with_alerts(alerts))
+    assert cfg.alerts.retries == 2 and cfg.alerts.timeout_s == 10
+
+
+@pytest.mark.parametrize(
+    "alerts, fragment",
+    [
+        ({"webhook_url": "http://a", "block": "webhook/a"}, "not webhook_url and block"),
+        ({"webhook_url": "hooks.example.org/x"}, "alerts.webhook_url: Value error, "),
+        ({"webhook_url_env": "https://hooks.example.org/x"}, "alerts.webhook_url_env:"),
+        ({"block": "My Block"}, "alerts.block: Value error, block 'My Block' must be"),
+        ({"block": "webhook/a", "when": []}, "alerts.when: Value error"),
+        ({"block": "webhook/a", "when": ["regression", "regression"]}, "alerts.when: Value error"),
+        ({"block": "webhook/a", "when": ["drift"]}, "alerts.when.0:"),
+        ({"block": "webhook/a", "report_url_base": "/srv/report"}, "alerts.report_url_base:"),
+        ({"block": "webhook/a", "retries": -1}, "alerts.retries:"),
+        ({"block": "webhook/a", "webhok_url": "x"}, "alerts.webhok_url:"),
+    ],
+)
+def test_a_bad_alerts_block_names_the_field(alerts, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_config(_with_alerts(alerts))
+    assert fragment in str(err.value)
+
+
+def test_reask_takes_never_or_each_run():
+    base = {"targets": [{"name": "m", "backend": "openai", "model": "x"}]}
+    assert parse_config(base).reask == "never"
+    with pytest.raises(ConfigError, match="reask: Input should be 'never' or 'each_run'"):
+        parse_config(base | {"reask": "always"})
+
+
+def test_alerts_when_survives_yaml(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text(
+        "targets: [{name: m, backend: openai, model: x}]\n"
+        "alerts: {webhook_url: 'http://127.0.0.1:9/h', when: [gate_failure]}\n"
+    )
+    assert load_config(path).alerts.when == ["gate_failure"]
