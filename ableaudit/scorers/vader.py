@@ -12,6 +12,7 @@ from importlib.metadata import version
 
 import pyarrow as pa
 
+from ableaudit.scorers.parallel import map_batches
 from ableaudit.scorers.registry import scorer
 
 # Bump the prefix when this wrapper changes what it feeds VADER; the library
@@ -35,5 +36,5 @@ def vader_compound(texts: Iterable[str | None]) -> list[float | None]:
 
 @scorer("vader", SCORER_VERSION, sql_function="vader_compound", returns="DOUBLE")
 def vader_compound_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """The vectorised form DuckDB calls as ``vader_compound(text)``."""
-    return pa.array(vader_compound(texts.to_pylist()), type=pa.float64())
+    """The vectorised form DuckDB calls as ``vader_compound(text)``, on every available core."""
+    return pa.array(map_batches(vader_compound, texts.to_pylist()), type=pa.float64())
