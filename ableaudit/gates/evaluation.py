@@ -147,6 +147,10 @@ def _applies(rule: GateRule, target: dict) -> bool:
     return (rule.model_id in (None, target["model_id"])) and (rule.arm in (None, target["arm"]))
 
 
+RUN_RATE_COLUMNS = ["cohort_kind", "cohort_id", "cohort_started_at", *TARGET]
+"""The columns of run_rates that ``runs_of_targets`` reads."""
+
+
 def runs_of_targets(run_rates: pd.DataFrame) -> pd.DataFrame:
     """One row per run of each target, ordered by start: task, model_id, arm, query_set,
     run_id, started_at (from run_rates, cohort_kind 'run')."""

@@ -2,18 +2,13 @@
 target, read from mart run_comparison (ableaudit.gates.evaluation.regression_checks)."""
 
 from ableaudit.dbt.models import read, to_arrow
-from ableaudit.gates.evaluation import GATE_CHECK_SCHEMA, regression_checks, runs_of_targets
+from ableaudit.gates.evaluation import (
+    GATE_CHECK_SCHEMA,
+    RUN_RATE_COLUMNS,
+    regression_checks,
+    runs_of_targets,
+)
 from ableaudit.gates.rules import rules_for_build
-
-RATE_COLUMNS = [
-    "cohort_kind",
-    "cohort_id",
-    "cohort_started_at",
-    "task",
-    "model_id",
-    "arm",
-    "query_set",
-]
 
 
 def model(dbt, session):
@@ -22,6 +17,8 @@ def model(dbt, session):
 
     rules = rules_for_build(gates_file)
     comparison = read(dbt.ref("run_comparison"), where="compared_by = 'run'")
-    runs = runs_of_targets(read(dbt.ref("run_rates"), RATE_COLUMNS, where="cohort_kind = 'run'"))
+    runs = runs_of_targets(
+        read(dbt.ref("run_rates"), RUN_RATE_COLUMNS, where="cohort_kind = 'run'")
+    )
     checks = read(dbt.ref("int_gate_checks"))
     return to_arrow(regression_checks(rules, comparison, runs, checks), GATE_CHECK_SCHEMA)

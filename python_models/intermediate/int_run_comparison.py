@@ -12,6 +12,7 @@ var('comparison_min_units') units a change is 'inconclusive'.
 from ableaudit.dbt.models import bootstrap_settings, meta, read, to_arrow
 from ableaudit.gates.evaluation import (
     RUN_COMPARISON_SCHEMA,
+    RUN_RATE_COLUMNS,
     baselines,
     run_comparisons,
     runs_of_targets,
@@ -35,15 +36,6 @@ FLAG_COLUMNS = [
     "included",
     "flagged",
 ]
-RATE_COLUMNS = [
-    "cohort_kind",
-    "cohort_id",
-    "cohort_started_at",
-    "task",
-    "model_id",
-    "arm",
-    "query_set",
-]
 
 
 def model(dbt, session):
@@ -58,7 +50,9 @@ def model(dbt, session):
 
     rules = rules_for_build(gates_file)
     flags = read(dbt.ref("int_run_pair_flags"), FLAG_COLUMNS, where="included")
-    runs = runs_of_targets(read(dbt.ref("run_rates"), RATE_COLUMNS, where="cohort_kind = 'run'"))
+    runs = runs_of_targets(
+        read(dbt.ref("run_rates"), RUN_RATE_COLUMNS, where="cohort_kind = 'run'")
+    )
     checks = read(dbt.ref("int_gate_checks"))
     out = run_comparisons(
         flags,
