@@ -320,60 +320,74 @@ def judge_drop_checks(
 
 
 def interpretive_shift_checks(
-    rule: GateRule, shift: pd.DataFrame, runs: pd.DataFrame
+    rule: GateRule, run_rates: pd.DataFrame, runs: pd.DataFrame
 ) -> list[dict]:
-    """Against the current state (mart interpretive_shift), attributed to each target's latest run."""
+    """Per run: each contrastive judge's Yes-rate on the rule's dimension, read from the
+    verdicts on the run's own answers (run_rates, measure contrastive:<judge>:<dimension>),
+    held under max_pct slice by slice."""
     p = rule.params
     dimension, slice_ = p.get("dimension", "interpret"), p.get("slice", "overall")
+    prefix, suffix = "contrastive:", f":{dimension}"
+    rates = run_rates[
+        (run_rates.cohort_kind == "run")
+        & (run_rates.slice == slice_)
+        & run_rates.metric.str.startswith(prefix, na=False)
+        & run_rates.metric.str.endswith(suffix, na=False)
+    ]
+    if p.get("judge"):
+        rates = rates[rates.metric == f"{prefix}{p['judge']}{suffix}"]
     rows = []
     for target, run_ids in _targets(runs):
         if not _applies(rule, target):
             continue
-        mine = shift[
-            (shift[TARGET] == pd.Series(target)).all(axis=1)
-            & (shift.dimension == dimension)
-            & (shift.slice == slice_)
-        ]
-        if p.get("judge"):
-            mine = mine[mine.judge_name == p["judge"]]
-        run_id = run_ids[-1]
-        if mine.empty:
-            rows.append(
-                _no_evidence(
-                    rule,
-                    target,
-                    run_id,
-                    f"{dimension} {slice_}",
-                    p["max_pct"],
-                    f"{rule.id}: no contrastive-judge verdict for this target",
+        mine = rates[(rates[TARGET] == pd.Series(target)).all(axis=1)]
+        for run_id in run_ids:
+            cells = mine[mine.cohort_id == run_id]
+            if cells.empty:
+                rows.append(
+                    _no_evidence(
+                        rule,
+                        target,
+                        run_id,
+                        f"{dimension} {slice_}",
+                        p["max_pct"],
+                        f"{rule.id}: no contrastive-judge verdict on this run's answers"
+                        + (f" from judge {p['judge']}" if p.get("judge") else ""),
+                    )
                 )
-            )
-            continue
-        for cell in mine.itertuples():
-            scope = f"{cell.judge_name} {dimension} {slice_}={cell.slice_value}"
-            n = int(cell.n_pairs_judged)
-            verdict, why = threshold_verdict(rule, _num(cell.yes_pct), p["max_pct"], n)
-            rows.append(
-                _row(
-                    rule,
-                    target,
-                    run_id,
-                    scope,
-                    observed=_num(cell.yes_pct),
-                    threshold=p["max_pct"],
-                    ci_low=np.nan,
-                    ci_high=np.nan,
-                    n_pairs=n,
-                    verdict=verdict,
-                    message=f"{rule.id}: {scope}: Yes-rate {why}"
-                    + ("" if verdict == "inconclusive" else f" ({n} pairs)"),
-                    evidence_sql=(
-                        f"select * from interpretive_shift where model_id = {_sql(target['model_id'])} "
-                        f"and arm = {_sql(target['arm'])} and judge_name = {_sql(cell.judge_name)} "
-                        f"and dimension = {_sql(dimension)} and slice = {_sql(slice_)}"
-                    ),
+                continue
+            for cell in cells.itertuples():
+                judge = cell.metric[len(prefix) : -len(suffix)]
+                scope = f"{judge} {dimension} {slice_}={cell.slice_value}"
+                n = int(cell.n_pairs)
+                unavailable = None
+                if n == 0:
+                    unavailable = f"no usable verdict ({cell.exclusion_reasons or 'no pair'})"
+                verdict, why = threshold_verdict(
+                    rule, _num(cell.rate_pct), p["max_pct"], n, unavailable
                 )
-            )
+                rows.append(
+                    _row(
+                        rule,
+                        target,
+                        run_id,
+                        scope,
+                        observed=_num(cell.rate_pct),
+                        threshold=p["max_pct"],
+                        ci_low=_num(cell.rate_ci_low_pct),
+                        ci_high=_num(cell.rate_ci_high_pct),
+                        n_pairs=n,
+                        verdict=verdict,
+                        message=f"{rule.id}: {scope}: Yes-rate {why}"
+                        + ("" if verdict == "inconclusive" else f" ({n} pairs)"),
+                        evidence_sql=(
+                            "select * from run_rates where cohort_kind = 'run' and cohort_id = "
+                            f"{_sql(run_id)} and model_id = {_sql(target['model_id'])} and arm = "
+                            f"{_sql(target['arm'])} and metric = {_sql(cell.metric)} and slice = "
+                            f"{_sql(slice_)} and slice_value = {_sql(cell.slice_value)}"
+                        ),
+                    )
+                )
     return rows
 
 
@@ -381,7 +395,6 @@ def threshold_checks(
     rules: list[GateRule],
     run_rates: pd.DataFrame,
     pair_flags: pd.DataFrame,
-    shift: pd.DataFrame,
     n_boot: int = 2000,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -394,7 +407,7 @@ def threshold_checks(
         elif rule.kind == "judge_drop":
             rows += judge_drop_checks(rule, pair_flags, runs, n_boot, seed)
         elif rule.kind == "interpretive_shift_max":
-            rows += interpretive_shift_checks(rule, shift, runs)
+            rows += interpretive_shift_checks(rule, run_rates, runs)
     return typed_frame(rows, GATE_CHECK_SCHEMA)
 
 

@@ -26,7 +26,8 @@ columns of COMPARISON_STATS_SCHEMA:
     flag           'inconclusive' under `min_units` units (matched when paired, else the
                    smaller cohort) or without a CI; else 'regressed' when the CI lies
                    above 0, 'improved' when below, 'unchanged' when it holds 0.
-                   A higher rate is always worse (degradation, refusal, mismatch)
+                   A higher rate is always worse (degradation, refusal, mismatch,
+                   a contrastive judge's Yes)
     flag_rule      the rule above, in words, with min_units
     reason         why the flag is 'inconclusive' or a statistic is NULL, else NULL
 """

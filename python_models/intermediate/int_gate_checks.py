@@ -3,7 +3,8 @@ no_regression), per run of each target: rules from var('gates_file') (docs/gates
 
 Thin wiring over ableaudit.gates.evaluation.threshold_checks: per-run rates from
 run_rates, the run's own judged pairs from int_run_pair_flags (judge_drop tests them
-with ableaudit.stats.significance), interpretive_shift for the current state.
+with ableaudit.stats.significance). interpretive_shift_max reads the contrastive measures
+of run_rates, so each run is held to the verdicts on its own answers.
 """
 
 from ableaudit.dbt.models import bootstrap_settings, read, to_arrow
@@ -44,6 +45,5 @@ def model(dbt, session):
         FLAG_COLUMNS,
         where="cohort_kind = 'run' and included and metric like 'judge_score:%'",
     )
-    shift = read(dbt.ref("interpretive_shift"))
-    checks = threshold_checks(rules, run_rates, pair_flags, shift, n_boot=n_boot, seed=seed)
+    checks = threshold_checks(rules, run_rates, pair_flags, n_boot=n_boot, seed=seed)
     return to_arrow(checks, GATE_CHECK_SCHEMA)

@@ -10,6 +10,7 @@ from statsmodels.stats.multitest import multipletests
 
 from ableaudit.gates.evaluation import (
     degradation_checks,
+    interpretive_shift_checks,
     judge_drop_checks,
     last_passing,
     passed_for_gate,
@@ -138,6 +139,37 @@ def test_degradation_max_is_never_passed_without_evidence():
     )
     assert all(r["verdict"] == "inconclusive" for r in typo)
     assert "measures present: regard, vader" in typo[0]["message"]
+
+
+def test_interpretive_shift_holds_each_run_to_its_own_verdicts():
+    run_rates = pd.DataFrame(
+        [
+            rates(cohort_id="r1", metric="contrastive:j:a:interpret", rate_pct=10.0),
+            rates(metric="contrastive:j:a:interpret", rate_pct=30.0),
+            rates(metric="contrastive:j:a:framing", rate_pct=90.0),
+            rates(
+                metric="contrastive:k:interpret",
+                n_pairs=0,
+                rate_pct=None,
+                exclusion_reasons="not_judged: 40",
+            ),
+        ]
+    )
+    got = interpretive_shift_checks(
+        rule(kind="interpretive_shift_max", max_pct=20), run_rates, RUNS
+    )
+    verdicts = {(r["run_id"], r["scope"]): r["verdict"] for r in got}
+    assert verdicts == {
+        ("r1", "j:a interpret overall=all"): "pass",
+        ("r2", "j:a interpret overall=all"): "fail",
+        ("r2", "k interpret overall=all"): "inconclusive",
+    }
+    assert "not_judged: 40" in next(r["message"] for r in got if r["scope"].startswith("k "))
+    one = interpretive_shift_checks(
+        rule(kind="interpretive_shift_max", max_pct=20, judge="k"), run_rates, RUNS
+    )
+    assert [r["verdict"] for r in one] == ["inconclusive", "inconclusive"]
+    assert "no contrastive-judge verdict on this run's answers from judge k" in one[0]["message"]
 
 
 def test_regression_needs_a_baseline_and_reads_the_flag():
