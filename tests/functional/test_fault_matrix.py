@@ -67,8 +67,9 @@ def _config(tmp_path, servers: dict[str, FaultServer]) -> str:
             "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
             "decoding": {"max_new_tokens": 16},
             "options": {
-                # a refusing server is back after 1 s: the third attempt (~1.2 s) gets through
-                "max_retries": 3 if case == "refuse" else 1,
+                # a refusing server is back 1 s after each of its 3 faulted prompts; a request
+                # sent beside them may meet all three closures (backoff 0.5, 1, 2, 4, 8 s)
+                "max_retries": 6 if case == "refuse" else 1,
                 **({"timeout_s": 1.0} if case == "slow" else {}),
             },
         }
