@@ -293,11 +293,20 @@ def test_alerts_take_one_destination(alerts):
     "alerts, fragment",
     [
         ({"webhook_url": "http://a", "block": "webhook/a"}, "not webhook_url and block"),
-        ({"webhook_url": "hooks.example.org/x"}, "alerts.webhook_url: Value error, "),
+        (
+            {"webhook_url": "hooks.example.org/x"},
+            "alerts.webhook_url: 'hooks.example.org/x' is not an http(s) URL",
+        ),
         ({"webhook_url_env": "https://hooks.example.org/x"}, "alerts.webhook_url_env:"),
-        ({"block": "My Block"}, "alerts.block: Value error, block 'My Block' must be"),
-        ({"block": "webhook/a", "when": []}, "alerts.when: Value error"),
-        ({"block": "webhook/a", "when": ["regression", "regression"]}, "alerts.when: Value error"),
+        ({"block": "My Block"}, "alerts.block: block 'My Block' must be"),
+        (
+            {"block": "webhook/a", "when": []},
+            "alerts.when: `alerts.when` lists regression and/or gate_failure, each once",
+        ),
+        (
+            {"block": "webhook/a", "when": ["regression", "regression"]},
+            "alerts.when: `alerts.when` lists regression and/or gate_failure, each once",
+        ),
         ({"block": "webhook/a", "when": ["drift"]}, "alerts.when.0:"),
         ({"block": "webhook/a", "report_url_base": "/srv/report"}, "alerts.report_url_base:"),
         ({"block": "webhook/a", "retries": -1}, "alerts.retries:"),
@@ -313,7 +322,9 @@ def test_a_bad_alerts_block_names_the_field(alerts, fragment):
 def test_reask_takes_never_or_each_run():
     base = {"targets": [{"name": "m", "backend": "openai", "model": "x"}]}
     assert parse_config(base).reask == "never"
-    with pytest.raises(ConfigError, match="reask: Input should be 'never' or 'each_run'"):
+    with pytest.raises(
+        ConfigError, match="reask: 'always' is wrong: it must be 'never' or 'each_run'"
+    ):
         parse_config(base | {"reask": "always"})
 
 

@@ -528,12 +528,12 @@ CASES: list[Case] = [
     Case(
         "responses-missing-file",
         lambda d, w: ["import", "responses", str(d / "nowhere.csv")],
-        ("nowhere.csv does not exist or is not a file",),
+        ("nowhere.csv does not exist; check the path",),
     ),
     Case(
         "responses-a-folder",
         lambda d, w: ["import", "responses", str(d)],
-        ("does not exist or is not a file",),
+        ("is a folder, not a file; check the path",),
     ),
     # ---- responses: Parquet
     Case(

@@ -92,7 +92,7 @@ def test_imported_units_reads_only_imported_rows_of_the_planned_models(tmp_path)
         ],
     )
     assert imported_units(wh, _plans(model_id="served-a")) == {
-        _unit("edu_001", None): "run-served-a"
+        _unit("edu_001", None): "run run-served-a"
     }
     # the target's name stands for its model_id when it gives none
     assert imported_units(wh, _plans()) == {}

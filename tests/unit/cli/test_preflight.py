@@ -277,6 +277,7 @@ def test_a_good_config_passes_preflight_and_reaches_the_flow(tmp_path, server, m
         return {"run_id": "r", "targets": {"m": {"inserted": 0}}}
 
     fake.audit = audit
+    fake.result_paths = lambda warehouse, published, report: {"warehouse": warehouse}
     monkeypatch.setitem(sys.modules, "ableaudit.audit.flow", fake)
     code, path = _audit(
         tmp_path, "targets:\n" + served().replace("{url}", server.base_url), "--no-build"
@@ -344,6 +345,7 @@ def test_print_config_to_a_path_writes_it_and_the_audit_runs_from_it(
     called = {}
     fake = types.ModuleType("ableaudit.audit.flow")
     fake.audit = lambda **kw: called.update(kw) or {"run_id": "r", "targets": {}}
+    fake.result_paths = lambda warehouse, published, report: {"warehouse": warehouse}
     monkeypatch.setitem(sys.modules, "ableaudit.audit.flow", fake)
     out = tmp_path / "cfg" / "endpoint.yaml"
     argv = ["audit", "--model", SERVED_ID, "--base-url", server.base_url, "--subset", "1"]
