@@ -204,34 +204,8 @@ def degradation_checks(rule: GateRule, run_rates: pd.DataFrame, runs: pd.DataFra
                 continue
             for cell in cells.itertuples():
                 scope = f"{metric} {slice_}={cell.slice_value}"
-                n = int(cell.n_pairs)
-                unavailable = None
-                if n == 0:
-                    unavailable = f"no usable score ({cell.exclusion_reasons or 'no pair'})"
-                verdict, why = threshold_verdict(
-                    rule, _num(cell.rate_pct), p["max_pct"], n, unavailable
-                )
                 rows.append(
-                    _row(
-                        rule,
-                        target,
-                        run_id,
-                        scope,
-                        observed=_num(cell.rate_pct),
-                        threshold=p["max_pct"],
-                        ci_low=_num(cell.rate_ci_low_pct),
-                        ci_high=_num(cell.rate_ci_high_pct),
-                        n_pairs=n,
-                        verdict=verdict,
-                        message=f"{rule.id}: {scope}: {why}"
-                        + ("" if verdict == "inconclusive" else f" ({n} pairs)"),
-                        evidence_sql=(
-                            "select * from run_rates where cohort_kind = 'run' and cohort_id = "
-                            f"{_sql(run_id)} and model_id = {_sql(target['model_id'])} and arm = "
-                            f"{_sql(target['arm'])} and metric = {_sql(metric)} and slice = "
-                            f"{_sql(slice_)} and slice_value = {_sql(cell.slice_value)}"
-                        ),
-                    )
+                    _rate_row(rule, target, run_id, scope, cell, metric, slice_, "score", "")
                 )
     return rows
 
@@ -359,33 +333,17 @@ def interpretive_shift_checks(
             for cell in cells.itertuples():
                 judge = cell.metric[len(prefix) : -len(suffix)]
                 scope = f"{judge} {dimension} {slice_}={cell.slice_value}"
-                n = int(cell.n_pairs)
-                unavailable = None
-                if n == 0:
-                    unavailable = f"no usable verdict ({cell.exclusion_reasons or 'no pair'})"
-                verdict, why = threshold_verdict(
-                    rule, _num(cell.rate_pct), p["max_pct"], n, unavailable
-                )
                 rows.append(
-                    _row(
+                    _rate_row(
                         rule,
                         target,
                         run_id,
                         scope,
-                        observed=_num(cell.rate_pct),
-                        threshold=p["max_pct"],
-                        ci_low=_num(cell.rate_ci_low_pct),
-                        ci_high=_num(cell.rate_ci_high_pct),
-                        n_pairs=n,
-                        verdict=verdict,
-                        message=f"{rule.id}: {scope}: Yes-rate {why}"
-                        + ("" if verdict == "inconclusive" else f" ({n} pairs)"),
-                        evidence_sql=(
-                            "select * from run_rates where cohort_kind = 'run' and cohort_id = "
-                            f"{_sql(run_id)} and model_id = {_sql(target['model_id'])} and arm = "
-                            f"{_sql(target['arm'])} and metric = {_sql(cell.metric)} and slice = "
-                            f"{_sql(slice_)} and slice_value = {_sql(cell.slice_value)}"
-                        ),
+                        cell,
+                        cell.metric,
+                        slice_,
+                        "verdict",
+                        "Yes-rate ",
                     )
                 )
     return rows
@@ -610,3 +568,44 @@ def regression_checks(
                         )
                     )
     return typed_frame(rows, GATE_CHECK_SCHEMA)
+
+
+def _rate_row(
+    rule: GateRule,
+    target: dict,
+    run_id: str,
+    scope: str,
+    cell: Any,
+    metric: str,
+    slice_: str,
+    scored: str,
+    label: str,
+) -> dict:
+    """The verdict of a max-rate rule on one run_rates cell (``rule.params['max_pct']``):
+    no usable ``scored`` (score, verdict) in the cell is inconclusive; ``label`` names the rate."""
+    n = int(cell.n_pairs)
+    unavailable = None
+    if n == 0:
+        unavailable = f"no usable {scored} ({cell.exclusion_reasons or 'no pair'})"
+    max_pct = rule.params["max_pct"]
+    verdict, why = threshold_verdict(rule, _num(cell.rate_pct), max_pct, n, unavailable)
+    return _row(
+        rule,
+        target,
+        run_id,
+        scope,
+        observed=_num(cell.rate_pct),
+        threshold=max_pct,
+        ci_low=_num(cell.rate_ci_low_pct),
+        ci_high=_num(cell.rate_ci_high_pct),
+        n_pairs=n,
+        verdict=verdict,
+        message=f"{rule.id}: {scope}: {label}{why}"
+        + ("" if verdict == "inconclusive" else f" ({n} pairs)"),
+        evidence_sql=(
+            "select * from run_rates where cohort_kind = 'run' and cohort_id = "
+            f"{_sql(run_id)} and model_id = {_sql(target['model_id'])} and arm = "
+            f"{_sql(target['arm'])} and metric = {_sql(metric)} and slice = "
+            f"{_sql(slice_)} and slice_value = {_sql(cell.slice_value)}"
+        ),
+    )
