@@ -256,11 +256,11 @@ def _ensure_prompts(wh: Path) -> None:
 
 
 def cmd_import_responses(args: argparse.Namespace) -> int:
-    from ableaudit.ingest.responses import import_responses, read_checked
+    from ableaudit.ingest.responses import check_file, import_responses
 
     wh = warehouse_path(args.warehouse)
     require_file(args.file, "responses file")
-    read_checked(args.file)  # the file's own faults, before dbt prepares the prompts (a minute)
+    check_file(args.file)  # the file's own faults, before dbt prepares the prompts (a minute)
     _ensure_prompts(wh)
     with recorded(wh, "import-responses", args.file, file=args.file):
         report = import_responses(

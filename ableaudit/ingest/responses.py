@@ -21,7 +21,7 @@ because both would then count as pairs of that unit.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +29,10 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ableaudit.ingest import files
+from ableaudit.ingest import files, response_batches
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import land_imported_generations
+from ableaudit.warehouse.landing import land_imported_generations, land_response_batches
 
 REQUIRED = ("model_id", "query_id", "disability", "response_text")
 OPTIONAL = ("arm", "sample_index", "temperature", "query_set", "task", "condition", "domain")
@@ -248,8 +248,26 @@ def validate_rows(
     Pure, so every rule is testable without a warehouse.
     """
     problems = Problems()
-    landing: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
+    landing = list(
+        checked_rows(numbered, disabilities, prompts, default_query_set, run_id, problems, {})
+    )
+    if problems:
+        raise ResponseImportError(problems.message(path))
+    return landing
+
+
+def checked_rows(
+    numbered: Iterable[tuple[int, dict[str, Any]]],
+    disabilities: dict[str, str],
+    prompts: dict[tuple[str, str, str | None], tuple[str, str, str]],
+    default_query_set: str,
+    run_id: str | None,
+    problems: Problems,
+    seen: dict[str, int],
+) -> Iterator[dict[str, Any]]:
+    """``validate_rows`` a part of a file at a time: each good row as raw.generations holds it,
+    each problem added to ``problems``; ``seen`` (key -> row) carries over from the parts
+    before, so a key twice in the file is found across parts."""
     query_ids: dict[str, set[str]] = {}
     for qs, qid, _ in prompts:
         query_ids.setdefault(qs, set()).add(qid)
@@ -360,7 +378,7 @@ def validate_rows(
             )
             continue
         seen[key] = i
-        landing.append(
+        yield (
             {
                 "generation_id": key,
                 "run_id": run_id,
@@ -396,9 +414,6 @@ def validate_rows(
                 "_row": i,
             }
         )
-    if problems:
-        raise ResponseImportError(problems.message(path))
-    return landing
 
 
 UNIT = ("task", "model_id", "arm", "query_set", "query_id", "disability_id", "temperature")
@@ -408,9 +423,9 @@ def _unit(r: dict[str, Any]) -> tuple:
     return (*(r[c] for c in UNIT), r["sample_index"])
 
 
-def _rows_named(rows: Sequence[dict[str, Any]]) -> str:
-    shown = ", ".join(str(r["_row"]) for r in rows[:ROWS_SHOWN])
-    more = f" and {len(rows) - ROWS_SHOWN} more" if len(rows) > ROWS_SHOWN else ""
+def _rows_named(rows: Sequence[int], total: int) -> str:
+    shown = ", ".join(str(n) for n in rows[:ROWS_SHOWN])
+    more = f" and {total - ROWS_SHOWN} more" if total > ROWS_SHOWN else ""
     return f"{shown}{more}"
 
 
@@ -420,10 +435,20 @@ def refuse_generated_units(
     """Refuse rows on a unit an audit generated: both rows would form a pair of that unit."""
     clash = [r for r in landing if _unit(r) in generated]
     if clash:
-        models = sorted({r["model_id"] for r in clash})
+        generated_units_refused(
+            path, [r["_row"] for r in clash], len(clash), {r["model_id"] for r in clash}
+        )
+
+
+def generated_units_refused(
+    path: str | Path, rows: Sequence[int], total: int, model_ids: Iterable[str]
+) -> None:
+    """The message of ``refuse_generated_units``: ``rows``, the first rows of ``total``."""
+    if total:
+        models = sorted(model_ids)
         raise ResponseImportError(
-            f"{path}: {len(clash)} row(s) cannot be imported; nothing was landed:\n  "
-            f"model_id: rows {_rows_named(clash)}: an audit already generated responses for "
+            f"{path}: {total} row(s) cannot be imported; nothing was landed:\n  "
+            f"model_id: rows {_rows_named(rows, total)}: an audit already generated responses for "
             f"the same unit (task, model_id {', '.join(map(repr, models))}, arm, query, "
             "disability, temperature, sample_index), so both would be counted; import under "
             f"a distinct model_id (e.g. {models[0] + '-imported'!r})"
@@ -448,16 +473,20 @@ def changed_texts(
     ]
 
 
-def refuse_changed(path: str | Path, changed: Sequence[tuple[dict[str, Any], str | None]]) -> None:
-    """One message summarising the texts a re-import would change, and how to replace them."""
+def refuse_changed(
+    path: str | Path, changed: Sequence[tuple[dict[str, Any], str | None]], total: int | None = None
+) -> None:
+    """One message summarising the texts a re-import would change, and how to replace them
+    (``total``: how many there are, when ``changed`` holds only the first)."""
+    total = len(changed) if total is None else total
     lines = [
         f"row {r['_row']} [{r['generation_id'][:12]} {r['model_id']} {r['prompt_id']} "
         f"sample {r['sample_index']}]: landed {_clip(old)} -> file {_clip(r['response_text'])}"
         for r, old in changed[:ROWS_SHOWN]
     ]
-    more = [f"... and {len(changed) - ROWS_SHOWN} more"] if len(changed) > ROWS_SHOWN else []
+    more = [f"... and {total - ROWS_SHOWN} more"] if total > ROWS_SHOWN else []
     raise ResponseImportError(
-        f"{path}: {len(changed)} row(s) are already landed with a different response_text; "
+        f"{path}: {total} row(s) are already landed with a different response_text; "
         "nothing was landed:\n  "
         + "\n  ".join(lines + more)
         + "\nRe-run with --replace to supersede the landed texts (the old rows are kept in "
@@ -480,19 +509,36 @@ def _disability_lookup(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return lookup
 
 
-def import_responses(
-    path: str | Path,
-    warehouse: str | Path,
-    default_query_set: str = "ableaudit",
-    run_id: str | None = None,
-    replace: bool = False,
-) -> ImportReport:
-    """Validate the whole file against the warehouse's prompts, then land it, or land nothing.
+def check_file(path: str | Path) -> response_batches.Source:
+    """The file, ready to be read a batch at a time, or ResponseImportError when the file
+    itself is wrong (its encoding, its shape, a missing or unknown column): checks that need
+    no warehouse, so the command line runs them before it prepares the prompts. A Parquet
+    file is not read here, only its schema; a CSV or JSONL file is read whole."""
+    if Path(path).suffix.lower() == ".parquet":
+        source = response_batches.open_parquet(path, ResponseImportError)
+        if not source.rows:
+            raise ResponseImportError(f"{path} holds no rows")
+        _require(path, source.columns, REQUIRED, f"optional: {list(OPTIONAL)}")
+    else:
+        numbered = read_checked(path)
+        source = response_batches.from_numbered(numbered)
+    files.refuse_unknown_columns(path, source.columns, (*REQUIRED, *OPTIONAL), ResponseImportError)
+    return source
 
-    ``replace``: rows already landed under the same key with another text supersede
-    the landed row (kept in raw.generation_history) instead of being refused.
-    """
-    numbered = read_checked(path)
+
+def _require(path: str | Path, columns: Sequence[str], required: Sequence[str], optional: str):
+    missing = [c for c in required if c not in columns]
+    if missing:
+        raise ResponseImportError(
+            f"{path} lacks required column(s) {missing}; found {sorted(columns)}. "
+            f"Required: {list(required)}; {optional}"
+        )
+
+
+def _warehouse_lookups(
+    warehouse: str | Path,
+) -> tuple[dict[str, str], dict[tuple[str, str, str | None], tuple[str, str, str]]]:
+    """(disability lookup, prompts) of the warehouse, as ``validate_rows`` takes them."""
     con = connect(warehouse)
     try:
         tables = {
@@ -513,7 +559,84 @@ def import_responses(
                 "from main.int_prompts"
             ).fetchall()
         }
-        landing = validate_rows(path, numbered, disabilities, prompts, default_query_set, run_id)
+    finally:
+        con.close()
+    return disabilities, prompts
+
+
+def import_responses(
+    path: str | Path,
+    warehouse: str | Path,
+    default_query_set: str = "ableaudit",
+    run_id: str | None = None,
+    replace: bool = False,
+    batch_rows: int = response_batches.BATCH_ROWS,
+) -> ImportReport:
+    """Validate the whole file against the warehouse's prompts, then land it, or land nothing.
+
+    ``replace``: rows already landed under the same key with another text supersede
+    the landed row (kept in raw.generation_history) instead of being refused.
+
+    The file goes through Arrow record batches of ``batch_rows`` rows, checked, keyed and
+    landed in one transaction (``response_batches``, ``landing.land_response_batches``);
+    a file whose columns Arrow cannot carry as they are (an object, a list, a mix of
+    types) is checked and landed row by row. Either way a refused row is named by the
+    row-by-row checks.
+    """
+    source = check_file(path)
+    if source.batches is None:
+        numbered = [row for part in source.numbered() for row in part]
+        return _import_rows(path, warehouse, numbered, default_query_set, run_id, replace)
+    disabilities, prompts = _warehouse_lookups(warehouse)
+    if batch_rows != response_batches.BATCH_ROWS:
+        source = _rebatched(path, source, batch_rows)
+    out = land_response_batches(
+        warehouse,
+        (
+            response_batches.normalise(b, disabilities, prompts, default_query_set)
+            for b in source.batches()
+        ),
+        run_id=run_id,
+        replace=replace,
+    )
+    if out.refused:
+        problems, seen = Problems(), {}
+        for part in source.numbered():
+            for _ in checked_rows(
+                part, disabilities, prompts, default_query_set, run_id, problems, seen
+            ):
+                pass
+        if problems:
+            raise ResponseImportError(problems.message(path))
+        raise RuntimeError(  # the batch rules refused a row the row rules accept: a bug
+            f"{path}: the batch checks refused a row the row checks accept; please report it"
+        )
+    generated_units_refused(path, out.clash_rows, out.clashes, out.clash_models)
+    if out.changed and not replace:
+        refuse_changed(path, out.changed_shown, out.changed)
+    return ImportReport(inserted=out.inserted, unchanged=out.unchanged, replaced=out.replaced)
+
+
+def _rebatched(path: str | Path, source: response_batches.Source, batch_rows: int):
+    if Path(path).suffix.lower() == ".parquet":
+        return response_batches.open_parquet(path, ResponseImportError, batch_rows)
+    numbered = [row for part in source.numbered() for row in part]
+    return response_batches.from_numbered(numbered, batch_rows)
+
+
+def _import_rows(
+    path: str | Path,
+    warehouse: str | Path,
+    numbered: list[tuple[int, dict[str, Any]]],
+    default_query_set: str,
+    run_id: str | None,
+    replace: bool,
+) -> ImportReport:
+    """The import row by row: a Python dict per row (files Arrow cannot carry as they are)."""
+    disabilities, prompts = _warehouse_lookups(warehouse)
+    landing = validate_rows(path, numbered, disabilities, prompts, default_query_set, run_id)
+    con = connect(warehouse)
+    try:
         con.register(
             "import_keys",
             pa.table(

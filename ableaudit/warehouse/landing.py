@@ -396,6 +396,202 @@ def land_imported_generations(
     return report, len(replace)
 
 
+@dataclass
+class BatchLanding:
+    """What ``land_response_batches`` found and did. It committed only when nothing below
+    refused the file (``landed``); otherwise raw.* is as it was."""
+
+    refused: bool = False
+    """A row some rule refuses (a bad value, no such prompt, a key twice in the file): the
+    caller names the rows with the row-by-row checks."""
+    rows: int = 0
+    inserted: int = 0
+    unchanged: int = 0
+    replaced: int = 0
+    clashes: int = 0
+    """Rows on a unit an audit generated."""
+    clash_rows: list[int] = field(default_factory=list)
+    """The first of them (file row numbers)."""
+    clash_models: set[str] = field(default_factory=set)
+    changed: int = 0
+    """Rows already landed with another text."""
+    changed_shown: list[tuple[dict[str, Any], str | None]] = field(default_factory=list)
+    """The first of them: (incoming row, landed text)."""
+    landed: bool = False
+
+
+SHOWN = 5
+"""Rows kept per refusal for its message."""
+
+
+def _literal(value: str | None) -> str:
+    """A SQL string literal (a view cannot take parameters)."""
+    return "null" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def land_response_batches(
+    warehouse: str | Path,
+    batches: Iterable[pa.Table],
+    run_id: str | None = None,
+    replace: bool = False,
+) -> BatchLanding:
+    """Land an import's rows batch by batch in one transaction: committed when every row
+    passed, rolled back (nothing landed) at the first refused one.
+
+    ``batches``: tables in ``response_batches.NORMALISED``. Each batch is keyed in
+    DuckDB, checked for keys seen before in the file, for units an audit generated and
+    for landed keys whose text changed (kept to name, or superseded with ``replace``), and
+    inserted; a key already landed with the same text is left as it is.
+    """
+    from ableaudit.ingest.response_batches import decoding_sql, key_sql
+
+    out = BatchLanding()
+    cols = ", ".join(GENERATION_COLUMNS)
+    updates = ", ".join(f"{c} = i.{c}" for c in GENERATION_COLUMNS if c != "generation_id")
+    unit = ("task", "model_id", "arm", "query_set", "query_id", "disability_id", "temperature")
+    same_unit = " and ".join(f"b.{c} is not distinct from g.{c}" for c in unit)
+    present = 0
+    with WRITE_LOCK:
+        con = connect(warehouse)
+        try:
+            con.execute("begin transaction")
+            landing_id, own = _landing_for(con, "import-responses", None, run_id)
+            con.execute(
+                "create or replace temp table import_seen (generation_id varchar, _row bigint)"
+            )
+            for normalised in batches:
+                out.rows += normalised.num_rows
+                con.register("import_normalised", normalised)
+                keys = con.sql(
+                    f"select {key_sql('b')} as generation_id, "
+                    f"{decoding_sql('b')} as decoding_json from import_normalised b"
+                ).to_arrow_table()
+                if keys.num_rows != normalised.num_rows:
+                    raise RuntimeError("the keys of a batch do not match its rows")
+                batch = normalised.append_column(
+                    "generation_id", keys.column("generation_id")
+                ).append_column("decoding_json", keys.column("decoding_json"))
+                con.register("import_rows", batch)
+                con.execute(
+                    "create or replace temp view import_batch as select *, "
+                    f"{_literal(run_id)}::varchar as run_id, model_id as target, "
+                    "'import' as backend, null::varchar as model_revision, "
+                    "null::varchar as adapter, null::varchar as system_prompt, "
+                    "null::double as top_p, null::integer as max_new_tokens, "
+                    "null::bigint as seed, null::varchar as finish_reason, "
+                    "null::varchar as error_message, null::integer as prompt_tokens, "
+                    "null::integer as completion_tokens, null::double as latency_ms, "
+                    f"'imported' as source, {_literal(landing_id)} as landing_id "
+                    "from import_rows"
+                )
+                ((bad, twice),) = con.execute(
+                    "select count(*) filter (where not ok), "
+                    "count(*) - count(distinct generation_id) from import_batch"
+                ).fetchall()
+                if not bad and not twice:
+                    ((twice,),) = con.execute(
+                        "select count(*) from import_batch join import_seen using (generation_id)"
+                    ).fetchall()
+                if bad or twice:
+                    out.refused = True
+                    break
+                con.execute("insert into import_seen select generation_id, _row from import_batch")
+                clash = con.execute(
+                    "select b._row, b.model_id from import_batch b where exists ("
+                    "select 1 from raw.generations g where g.source = 'generated' "
+                    "and g.model_id in (select distinct model_id from import_batch) "
+                    f"and g.sample_index = b.sample_index and {same_unit}) order by b._row"
+                ).fetchall()
+                out.clashes += len(clash)
+                out.clash_rows += [n for n, _ in clash[: SHOWN - len(out.clash_rows)]]
+                out.clash_models |= {m for _, m in clash}
+                ((found, changed),) = con.execute(
+                    "select count(*), count(*) filter (where coalesce(g.response_text, '') "
+                    "<> b.response_text) from import_batch b "
+                    "join raw.generations g using (generation_id)"
+                ).fetchall()
+                present += found
+                if changed:
+                    if len(out.changed_shown) < SHOWN:
+                        shown = con.execute(
+                            "select b._row, b.generation_id, b.model_id, b.prompt_id, "
+                            "b.sample_index, b.response_text, g.response_text "
+                            "from import_batch b join raw.generations g using (generation_id) "
+                            "where coalesce(g.response_text, '') <> b.response_text "
+                            "order by b._row limit ?",
+                            [SHOWN - len(out.changed_shown)],
+                        ).fetchall()
+                        out.changed_shown += [
+                            (
+                                dict(
+                                    zip(
+                                        (
+                                            "_row",
+                                            "generation_id",
+                                            "model_id",
+                                            "prompt_id",
+                                            "sample_index",
+                                            "response_text",
+                                        ),
+                                        r[:6],
+                                        strict=True,
+                                    )
+                                ),
+                                r[6],
+                            )
+                            for r in shown
+                        ]
+                    out.changed += changed
+                if out.clashes or (out.changed and not replace):
+                    continue  # refused: keep checking the rest, land nothing
+                if changed:
+                    con.execute(
+                        "create or replace temp table import_superseded as "
+                        "select generation_id from import_batch b "
+                        "join raw.generations g using (generation_id) "
+                        "where coalesce(g.response_text, '') <> b.response_text"
+                    )
+                    con.execute(
+                        "insert into raw.generation_history (generation_id, run_id, status, "
+                        "response_text, source, landed_at, replaced_by_run_id, landing_id, "
+                        "replaced_by_landing_id) select g.generation_id, g.run_id, g.status, "
+                        "g.response_text, g.source, g.created_at, i.run_id, g.landing_id, "
+                        "i.landing_id from raw.generations g join import_batch i "
+                        "using (generation_id) join import_superseded using (generation_id)"
+                    )
+                    con.execute(
+                        f"update raw.generations as g set {updates}, created_at = now() "
+                        "from import_batch i where g.generation_id = i.generation_id "
+                        "and g.generation_id in (select generation_id from import_superseded)"
+                    )
+                    out.replaced += changed
+                # a key landed before stays as it is (or was superseded just above)
+                landed_before = (
+                    " b where not exists (select 1 from raw.generations g "
+                    "where g.generation_id = b.generation_id)"
+                    if found
+                    else ""
+                )
+                con.execute(
+                    f"insert into raw.generations ({cols}) select {cols} from import_batch"
+                    + landed_before
+                )
+            if out.refused or out.clashes or (out.changed and not replace) or not out.rows:
+                con.execute("rollback")
+                return out
+            _settle(con, landing_id, own)
+            con.execute("commit")
+        except BaseException:
+            con.execute("rollback")
+            raise
+        finally:
+            con.close()
+    out.inserted = out.rows - present
+    out.unchanged = present - out.replaced
+    out.landed = True
+    return out
+
+
 # --------------------------------------------------------------------------- judgments
 
 CALL_STATUSES = ("ok", "error")
