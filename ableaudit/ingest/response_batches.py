@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -65,7 +66,7 @@ NORMALISED = pa.schema(
         ("task", pa.string()),
         ("temperature", pa.float64()),
         ("sample_index", pa.int32()),
-        ("response_text", pa.string()),
+        ("response_text", pa.dictionary(pa.int32(), pa.string())),
         ("status", pa.string()),
         ("condition_given", pa.string()),
         ("domain_given", pa.string()),
@@ -134,14 +135,21 @@ def open_parquet(path: str | Path, error: type[Exception], batch_rows: int = BAT
 
     def opened() -> pq.ParquetFile:
         try:
-            return pq.ParquetFile(p)
+            return pq.ParquetFile(p, read_dictionary=read_dictionary)
         except (pa.ArrowException, OSError) as err:
             raise error(
                 f"{p} is not a readable Parquet file ({str(err).splitlines()[0]}); write it "
                 "again, e.g. with pandas.DataFrame.to_parquet"
             ) from None
 
+    read_dictionary: list[str] = []
     pf = opened()
+    text = (
+        pf.schema_arrow.field("response_text") if "response_text" in pf.schema_arrow.names else None
+    )
+    if text is not None and text.type in (pa.string(), pa.large_string()):
+        read_dictionary = ["response_text"]  # answers repeat: each distinct one checked once
+        pf = opened()
     names = pf.schema_arrow.names
     repeated = sorted({c for c in names if names.count(c) > 1})
     if repeated:
@@ -153,7 +161,7 @@ def open_parquet(path: str | Path, error: type[Exception], batch_rows: int = BAT
         try:
             for b in opened().iter_batches(batch_size=batch_rows):
                 yield b.append_column(
-                    "_row", pa.array(range(start, start + b.num_rows), pa.int64())
+                    "_row", pa.array(np.arange(start, start + b.num_rows, dtype=np.int64))
                 )
                 start += b.num_rows
         except (pa.ArrowException, OSError) as err:
@@ -167,7 +175,10 @@ def open_parquet(path: str | Path, error: type[Exception], batch_rows: int = BAT
             row_numbers = b.column("_row").to_pylist()
             yield list(zip(row_numbers, b.drop_columns(["_row"]).to_pylist()))
 
-    scalar = all(any(t(f.type) for t in _SCALAR) for f in pf.schema_arrow)
+    scalar = all(
+        any(t(f.type) for t in _SCALAR) or (f.name == "response_text" and _textual(f.type))
+        for f in pf.schema_arrow
+    )
     return Source(names, raw if scalar else None, numbered, rows)
 
 
@@ -176,9 +187,14 @@ def from_numbered(
 ) -> Source:
     """Rows a text reader gave (CSV, JSONL) as record batches: a column of text, of whole
     numbers or of floating numbers (and nulls) becomes an Arrow column of that type; a file
-    with any other column (an object, a list, true/false, a mix of types) is left to the
-    row-by-row path."""
+    with any other column (an object, a list, true/false, a mix of types, a number past
+    int64, text Arrow cannot encode) is left to the row-by-row path."""
     columns = files.columns_of(r for _, r in numbered)
+
+    def whole() -> Iterator[list[tuple[int, dict[str, Any]]]]:
+        yield list(numbered)
+
+    row_by_row = Source(columns, None, whole, len(numbered))
     types: dict[str, pa.DataType] = {}
     for c in columns:
         kinds = {type(r.get(c)) for _, r in numbered} - {type(None)}
@@ -189,24 +205,17 @@ def from_numbered(
         elif kinds == {float}:
             types[c] = pa.float64()
         else:
-            return Source(columns, None, lambda: iter([list(numbered)]), len(numbered))
-
-    def raw() -> Iterator[pa.RecordBatch]:
+            return row_by_row
+    batches = []
+    try:
         for start in range(0, len(numbered), batch_rows):
             part = numbered[start : start + batch_rows]
             arrays = [pa.array([n for n, _ in part], pa.int64())]
-            for c in columns:
-                arrays.append(pa.array([r.get(c) for _, r in part], types[c]))
-            yield pa.RecordBatch.from_arrays(arrays, names=["_row", *columns])
-
-    def whole() -> Iterator[list[tuple[int, dict[str, Any]]]]:
-        yield list(numbered)
-
-    try:  # an int past int64: the row-by-row path judges it
-        next(raw(), None)
-    except (pa.ArrowException, OverflowError):
-        return Source(columns, None, whole, len(numbered))
-    return Source(columns, raw, whole, len(numbered))
+            arrays += [pa.array([r.get(c) for _, r in part], types[c]) for c in columns]
+            batches.append(pa.RecordBatch.from_arrays(arrays, names=["_row", *columns]))
+    except (pa.ArrowException, OverflowError, UnicodeError):
+        return row_by_row
+    return Source(columns, lambda: iter(batches), whole, len(numbered))
 
 
 # --------------------------------------------------------------------------- one batch
@@ -233,7 +242,7 @@ def per_value(
     if column is None or pa.types.is_null(column.type):
         values, indices = (
             [None],
-            pa.array([0] * rows, pa.int32()) if rows else pa.array([], pa.int32()),
+            pa.repeat(pa.scalar(0, pa.int32()), rows),
         )
     else:
         encoded = pc.dictionary_encode(column, null_encoding="encode")
@@ -313,31 +322,20 @@ def normalise(
     domain_given, _ = per_value(col("domain"), n, given, [s])
     query_id, _ = per_value(col("query_id"), n, lambda v: (str(v or "").strip(),), [s])
 
-    text = col("response_text")
-    if text is None or pa.types.is_null(text.type):
-        text, ok_text = pa.array([""] * n, pa.string()), pa.array([True] * n)
-    elif pa.types.is_string(text.type) or pa.types.is_large_string(text.type):
-        text, ok_text = pc.fill_null(text.cast(pa.string()), ""), pa.array([True] * n)
-    else:  # a number or a boolean as the answer: refused, unless it is null
-        ok_text, text = pc.is_null(text), pa.array([""] * n, pa.string())
-    blank = pc.match_substring_regex(text, BLANK_PATTERN)
-    status = pc.if_else(blank, "empty", "ok")
+    text, ok_text, status = _texts(col("response_text"), n)
 
     prompt_id, domain, prompt_text, prompt_json, ok_prompt = _prompts_of(
         query_set, query_id, disability_id, prompts
     )
     ok_condition = pc.fill_null(pc.equal(condition_given, condition), True)
     ok_domain = pc.fill_null(pc.equal(domain_given, domain), True)
-    ok = pa.array([True] * n)
+    ok = pa.repeat(True, n)
     flags = (ok_model, ok_arm, ok_qs, ok_task, ok_temp, ok_sample, ok_dis, ok_text, ok_prompt)
     for flag in (*flags, ok_condition, ok_domain):
         ok = pc.and_(ok, flag)
     for field in batch.schema:
-        if field.name != "_row" and (
-            pa.types.is_string(field.type) or pa.types.is_large_string(field.type)
-        ):
-            nul = pc.fill_null(pc.match_substring(batch.column(field.name), "\x00"), False)
-            ok = pc.and_(ok, pc.invert(nul))
+        if field.name != "_row" and _textual(field.type):
+            ok = pc.and_(ok, pc.invert(_holds_nul(batch.column(field.name))))
     return pa.Table.from_arrays(
         [
             batch.column("_row"),
@@ -366,6 +364,45 @@ def normalise(
         ],
         schema=NORMALISED,
     )
+
+
+def _textual(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _encoded(column: pa.Array) -> pa.DictionaryArray:
+    """A text column as a dictionary of its distinct values (a file's answers repeat)."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    if not pa.types.is_string(column.type.value_type):
+        column = column.cast(pa.dictionary(column.type.index_type, pa.string()))
+    return column
+
+
+def _holds_nul(column: pa.Array) -> pa.Array:
+    """Whether each value holds a NUL character, looked for once per distinct value."""
+    encoded = _encoded(column)
+    found = pc.match_substring(encoded.dictionary, "\x00").take(encoded.indices)
+    return pc.fill_null(found, False)
+
+
+def _texts(column: pa.Array | None, n: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """(the answer as landed, whether it is acceptable, 'ok' or 'empty') of each row: null
+    is the empty answer; a value that is not text is refused; a text is 'empty' when
+    Python's ``str.strip`` leaves nothing of it (checked once per distinct text)."""
+    empty = pc.dictionary_encode(pa.repeat(pa.scalar("", pa.string()), n))
+    if column is None or pa.types.is_null(column.type):
+        return empty, pa.repeat(True, n), pa.repeat(pa.scalar("empty"), n)
+    if not _textual(column.type):  # a number or a boolean as the answer, unless null
+        return empty, pc.is_null(column), pa.repeat(pa.scalar("empty"), n)
+    encoded = _encoded(column)
+    blank = pc.match_substring_regex(encoded.dictionary, BLANK_PATTERN).take(encoded.indices)
+    status = pc.if_else(pc.fill_null(blank, True), "empty", "ok")
+    if encoded.null_count:
+        encoded = pc.dictionary_encode(pc.fill_null(encoded.cast(pa.string()), ""))
+    return encoded, pa.repeat(True, n), status
 
 
 def _prompts_of(

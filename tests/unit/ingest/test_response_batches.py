@@ -284,3 +284,21 @@ def test_a_file_arrow_cannot_carry_takes_the_row_path(prompted, tmp_path):
     assert response_batches.from_numbered(read_numbered(path)).batches is None
     assert import_responses(path, prompted).inserted == 3
     assert sorted(r["model_id"] for r in _landed(prompted)) == ["7", "m", "m"]
+
+
+def test_a_number_past_int64_is_named_by_the_row_checks(prompted, tmp_path):
+    path = tmp_path / "big.jsonl"
+    rows = [
+        {"model_id": "m", "query_id": "edu_001", "disability": "", "response_text": "A."}
+        | {"sample_index": n}
+        for n in (0, 2**70)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    from ableaudit.ingest.responses import read_numbered
+
+    assert response_batches.from_numbered(read_numbered(path), batch_rows=1).batches is None
+    with pytest.raises(
+        ResponseImportError, match=r"sample_index: row 2 \(1180591620717411303424\)"
+    ):
+        import_responses(path, prompted)
+    assert _landed(prompted) == []
