@@ -35,6 +35,8 @@ from ableaudit.ingest import files
 
 BATCH_ROWS = 65_536
 """Rows per record batch: what the import holds in memory at once, besides DuckDB's own."""
+READ_BUFFER = 4 * 2**20
+"""Bytes of a Parquet column read at a time (the file is streamed, not loaded)."""
 
 WHITESPACE = (
     "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
@@ -135,7 +137,10 @@ def open_parquet(path: str | Path, error: type[Exception], batch_rows: int = BAT
 
     def opened() -> pq.ParquetFile:
         try:
-            return pq.ParquetFile(p, read_dictionary=read_dictionary)
+            # read as a stream: a row group can hold the whole file (1M rows by default)
+            return pq.ParquetFile(
+                p, read_dictionary=read_dictionary, pre_buffer=False, buffer_size=READ_BUFFER
+            )
         except (pa.ArrowException, OSError) as err:
             raise error(
                 f"{p} is not a readable Parquet file ({str(err).splitlines()[0]}); write it "

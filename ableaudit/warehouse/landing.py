@@ -423,6 +423,9 @@ class BatchLanding:
 SHOWN = 5
 """Rows kept per refusal for its message."""
 
+IMPORT_MEMORY_LIMIT = "1GB"
+"""DuckDB's memory limit while an import lands (its Arrow batches come on top)."""
+
 
 def _literal(value: str | None) -> str:
     """A SQL string literal (a view cannot take parameters)."""
@@ -451,9 +454,14 @@ def land_response_batches(
     unit = ("task", "model_id", "arm", "query_set", "query_id", "disability_id", "temperature")
     same_unit = " and ".join(f"b.{c} is not distinct from g.{c}" for c in unit)
     present = 0
+    limit = None
     with WRITE_LOCK:
         con = connect(warehouse)
         try:
+            # DuckDB keeps what it wrote cached up to its memory limit (most of the machine by
+            # default); an import needs little, and spills the rest to disk
+            ((limit,),) = con.execute("select current_setting('memory_limit')").fetchall()
+            con.execute(f"set memory_limit = '{IMPORT_MEMORY_LIMIT}'")
             con.execute("begin transaction")
             landing_id, own = _landing_for(con, "import-responses", None, run_id)
             con.execute(
@@ -585,6 +593,8 @@ def land_response_batches(
             con.execute("rollback")
             raise
         finally:
+            if limit is not None:
+                con.execute(f"set memory_limit = '{limit}'")
             con.close()
     out.inserted = out.rows - present
     out.unchanged = present - out.replaced
