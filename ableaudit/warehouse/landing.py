@@ -423,7 +423,7 @@ class BatchLanding:
 SHOWN = 5
 """Rows kept per refusal for its message."""
 
-IMPORT_MEMORY_LIMIT = "1GB"
+IMPORT_MEMORY_LIMIT = "512MB"
 """DuckDB's memory limit while an import lands (its Arrow batches come on top)."""
 
 
