@@ -41,6 +41,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ableaudit.scorers.batching import length_batches
 from ableaudit.scorers.registry import scorer
 
 # Bump when the scoring procedure changes; the model reference is appended, so
@@ -223,15 +224,6 @@ def token_lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
     """Each text's length in tokens, untruncated (special tokens included)."""
     ids = tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
     return [len(i) for i in ids]
-
-
-def length_batches(lengths: Sequence[int], batch_size: int, sort: bool = True) -> list[list[int]]:
-    """Positions grouped into batches of ``batch_size``, shortest first when ``sort`` (stable),
-    so a batch pads little; the caller puts the results back at these positions."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__) if sort else range(len(lengths))
-    order = list(order)
-    size = max(1, int(batch_size))
-    return [order[i : i + size] for i in range(0, len(order), size)]
 
 
 def _score_batch(rm: RegardModel, texts: list[str], lengths: list[int]) -> list[RegardScore]:

@@ -10,6 +10,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.plugin import Plugin, register_udfs, scorer_version
 from ableaudit.scorers import regard, vader, verbosity
+from ableaudit.scorers.batching import length_batches
 from tests.fixtures.warehouse import make_tiny_regard_classifier, manual_regard
 
 TEXTS = [
@@ -208,8 +209,8 @@ def test_regard_sorted_by_length_equals_the_given_order(tiny_classifier):
         assert (a.status, a.n_tokens, a.reason) == (b.status, b.n_tokens, b.reason)
         assert a.regard == pytest.approx(b.regard, abs=1e-6)
     assert {s.status for s in by_length} == {"ok", "truncated"}
-    assert regard.length_batches([5, 1, 3, 1], 2) == [[1, 3], [2, 0]]
-    assert regard.length_batches([5, 1, 3], 2, sort=False) == [[0, 1], [2]]
+    assert length_batches([5, 1, 3, 1], 2) == [[1, 3], [2, 0]]
+    assert length_batches([5, 1, 3], 2, sort=False) == [[0, 1], [2]]
 
 
 def test_regard_availability_is_decided_once_and_cheaply(tmp_path, monkeypatch):
