@@ -273,6 +273,13 @@ def score_regard(
         return [RegardScore(None, None, None, None, None, "unavailable", str(err)[:1000])] * len(
             texts
         )
+    return score_texts(rm, texts, batch_size, sort_by_length)
+
+
+def score_texts(
+    rm: RegardModel, texts: Sequence[str], batch_size: int = 32, sort_by_length: bool = True
+) -> list[RegardScore]:
+    """score_regard with a loaded classifier: texts batched by token length, results in order."""
     out: list[RegardScore | None] = [None] * len(texts)
     try:
         lengths = token_lengths(rm.tokenizer, texts)
