@@ -71,6 +71,6 @@ def model(dbt, session):
     ).order("pair_id")
     # read to the end before returning: dbt then runs its own statements on this connection
     batches = list(
-        verdict_batches(pairs.fetch_arrow_reader(PAIRS_PER_CHUNK), adapter, batch_size=batch_size)
+        verdict_batches(pairs.to_arrow_reader(PAIRS_PER_CHUNK), adapter, batch_size=batch_size)
     )
     return pa.Table.from_batches(batches, schema=SCHEMA)

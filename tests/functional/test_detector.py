@@ -548,7 +548,10 @@ def test_streamed_chunks_and_length_sorted_batches_change_no_verdict(judged):
     )
     cols = ["pair_id", "status", "n_tokens", "interpret", "stereotype", "framing", "abstain"]
     assert len(whole) == len(streamed) == len(rows)
-    assert whole[cols].fillna("-").values.tolist() == streamed[cols].fillna("-").values.tolist()
+    assert (
+        whole[cols].astype(object).fillna("-").values.tolist()
+        == streamed[cols].astype(object).fillna("-").values.tolist()
+    )
     np.testing.assert_allclose(
         whole.p_interpret_yes.astype(float), streamed.p_interpret_yes.astype(float), atol=1e-5
     )
