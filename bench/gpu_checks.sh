@@ -11,11 +11,12 @@
 #   3. ableaudit.adapters.dpo.train: TRL DPO with a LoRA on a random-init Qwen2.5-0.5B, 20 steps, with
 #      load/train seconds, steps/s and peak GPU memory: DPO at a real model size.
 # Before, on a machine with the network: `bash bench/gpu_wheels.sh` (wheels the GPU image lacks, in
-# .whl/); copy .whl/ along and run `bash bench/gpu_checks.sh` there. A CPU dry run of the same script (no install, tiny sizes):
+# .whl/); copy .whl/ along and run `bash bench/gpu_checks.sh` there. A CPU dry run of the same script
+# (no install, tiny sizes, longer limits: a few minutes per step on a busy 2-core machine):
 #   PY=.venv/bin/python DEVICE=cpu NO_INSTALL=1 SHAPES=small GEN_ARGS="--n-prompts 8 --batches 2,4 \
 #   --max-new-tokens 8 --baseline-prompts 2 --repeat 1" ENC_ARGS="--encoder-texts 16 --encoder-batch 4" \
 #   DPO_ARGS="--random-init tiny --synthetic 8 --max-steps 2 --batch-size 2 --max-length 128" \
-#   bash bench/gpu_checks.sh
+#   GEN_TIMEOUT=900 ENC_TIMEOUT=900 DPO_TIMEOUT=900 OUT=/tmp/gpu-dry bash bench/gpu_checks.sh
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/ableaudit-gpu-checks}
