@@ -9,8 +9,20 @@ Two things are never hidden:
 - a text longer than the classifier's maximum length is scored on its first
   tokens and gets ``status='truncated'`` with the token counts in ``reason``;
 - when the classifier cannot be loaded (not downloaded, offline, bad path) every
-  text gets ``score=None, status='unavailable'`` and the reason, and the next
-  build retries it. A fake score is never produced.
+  text gets ``score=None, status='unavailable'`` and the reason. A fake score is
+  never produced.
+
+Availability is decided once per build and cheaply: a local folder that does
+not exist, or a Hugging Face id absent from the offline cache, is known to be
+unavailable without importing torch (``availability``); the outcome of a load
+is remembered per reference and files, so a build loads (or fails to load) the
+classifier once. The dbt model asks first (``regard_score(text, model, 0)``, the
+probe) and rewrites an 'unavailable' text only when the reason changed: while
+nothing changes an unavailable classifier costs milliseconds, and once it can
+be loaded every unavailable text is scored by the next build.
+
+Texts are scored in batches of similar token length (sorted, batched, put back
+in order), on CUDA when torch sees a GPU.
 
 The dbt model ``response_scores_regard`` picks the texts to score (the
 ``texts_to_score`` macro, as for every scorer) and calls ``regard_scores_arrow``
@@ -20,13 +32,16 @@ as the DuckDB UDF ``regard_score`` (registered by ``ableaudit.dbt.plugin``).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from ableaudit.scorers.batching import length_batches
 from ableaudit.scorers.registry import scorer
 
 # Bump when the scoring procedure changes; the model reference is appended, so
@@ -86,19 +101,78 @@ def model_reference(model_ref: str | None = None) -> str:
     return model_ref or os.environ.get("ABLEAUDIT_REGARD_MODEL") or DEFAULT_MODEL
 
 
-_LOADED: dict[str, RegardModel] = {}
+_LOADED: dict[str, tuple[tuple[Any, ...], RegardModel]] = {}
+_FAILED: dict[tuple[Any, ...], str] = {}
+# a Hugging Face model id: 'name' or 'owner/name'
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def _hint(allow_download: bool) -> str:
+    return (
+        "set ABLEAUDIT_REGARD_MODEL to a local copy of sasha/regardv3"
+        if allow_download
+        else "set ABLEAUDIT_ALLOW_DOWNLOAD=1 to fetch it, or ABLEAUDIT_REGARD_MODEL to a local copy"
+    )
+
+
+def _locate(model_ref: str, allow_download: bool) -> tuple[Any, ...]:
+    """What a load of ``model_ref`` would read, as a key that changes when those files change.
+
+    Raises RegardUnavailable, without importing torch, when there is nothing to load:
+    no such local folder and no copy in the offline Hugging Face cache (downloads off).
+    """
+    folder = Path(model_ref).expanduser()
+    if folder.is_dir():
+        files = tuple(
+            (f.name, f.stat().st_mtime_ns, f.stat().st_size)
+            for f in sorted(folder.iterdir())
+            if f.is_file()
+        )
+        return ("folder", str(folder.resolve()), files, allow_download)
+    cached = None
+    if _HUB_ID.match(model_ref):
+        from huggingface_hub import try_to_load_from_cache
+
+        try:
+            cached = try_to_load_from_cache(model_ref, "config.json")
+        except Exception:  # noqa: BLE001 - a malformed id is simply not in the cache
+            cached = None
+    if isinstance(cached, str):
+        stat = os.stat(cached)
+        return ("hub", model_ref, cached, stat.st_mtime_ns, allow_download)
+    if allow_download and _HUB_ID.match(model_ref):
+        return ("hub", model_ref, None, allow_download)
+    raise RegardUnavailable(
+        f"cannot load regard classifier {model_ref!r} (no such local folder, and not in the "
+        f"offline Hugging Face cache); {_hint(allow_download)}"
+    )
 
 
 def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardModel:
     """Load a classifier by HF id or local path; offline unless ABLEAUDIT_ALLOW_DOWNLOAD=1.
 
-    Only successful loads are cached, so a model installed between two builds is
-    picked up by the next one.
+    Loads and failures are remembered with the files they read (``_locate``): a
+    second call costs a directory listing, and a model installed or changed
+    between two builds is loaded again.
     """
-    if model_ref in _LOADED:
-        return _LOADED[model_ref]
     if allow_download is None:
         allow_download = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") == "1"
+    key = _locate(model_ref, allow_download)
+    cached = _LOADED.get(model_ref)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    if key in _FAILED:
+        raise RegardUnavailable(_FAILED[key])
+    try:
+        loaded = _load(model_ref, allow_download)
+    except RegardUnavailable as err:
+        _FAILED[key] = str(err)
+        raise
+    _LOADED[model_ref] = (key, loaded)
+    return loaded
+
+
+def _load(model_ref: str, allow_download: bool) -> RegardModel:
     try:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -108,13 +182,9 @@ def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardMod
             model_ref, local_files_only=not allow_download
         )
     except Exception as err:  # noqa: BLE001 - any load failure means 'unavailable', with its reason
-        hint = (
-            "set ABLEAUDIT_REGARD_MODEL to a local copy of sasha/regardv3"
-            if allow_download
-            else "set ABLEAUDIT_ALLOW_DOWNLOAD=1 to fetch it, or ABLEAUDIT_REGARD_MODEL to a local copy"
-        )
         raise RegardUnavailable(
-            f"cannot load regard classifier {model_ref!r} ({type(err).__name__}: {err}); {hint}"
+            f"cannot load regard classifier {model_ref!r} ({type(err).__name__}: {err}); "
+            f"{_hint(allow_download)}"
         ) from err
 
     labels = {str(name).lower(): int(idx) for idx, name in model.config.id2label.items()}
@@ -131,7 +201,7 @@ def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardMod
         if isinstance(m, int) and 0 < m < 1_000_000
     ]
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    loaded = RegardModel(
+    return RegardModel(
         tokenizer=tokenizer,
         model=model.to(device).eval(),
         positive_index=labels["positive"],
@@ -139,16 +209,26 @@ def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardMod
         max_tokens=min(limits) if limits else 512,
         device=device,
     )
-    _LOADED[model_ref] = loaded
-    return loaded
 
 
-def _score_batch(rm: RegardModel, texts: list[str]) -> list[RegardScore]:
+def availability(model_ref: str | None = None) -> str | None:
+    """None when the classifier loads, else the reason every 'unavailable' row records."""
+    try:
+        load_regard(model_reference(model_ref))
+    except RegardUnavailable as err:
+        return str(err)[:1000]
+    return None
+
+
+def token_lengths(tokenizer: Any, texts: Sequence[str]) -> list[int]:
+    """Each text's length in tokens, untruncated (special tokens included)."""
+    ids = tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+    return [len(i) for i in ids]
+
+
+def _score_batch(rm: RegardModel, texts: list[str], lengths: list[int]) -> list[RegardScore]:
     import torch
 
-    lengths = [
-        len(ids) for ids in rm.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
-    ]
     enc = rm.tokenizer(
         texts, truncation=True, max_length=rm.max_tokens, padding=True, return_tensors="pt"
     ).to(rm.device)
@@ -175,9 +255,15 @@ def _score_batch(rm: RegardModel, texts: list[str]) -> list[RegardScore]:
 
 
 def score_regard(
-    texts: Sequence[str], model_ref: str | None = None, batch_size: int = 32
+    texts: Sequence[str],
+    model_ref: str | None = None,
+    batch_size: int = 32,
+    sort_by_length: bool = True,
 ) -> list[RegardScore]:
-    """One RegardScore per text, in order; never raises for an unloadable model."""
+    """One RegardScore per text, in order; never raises for an unloadable model.
+
+    Texts are batched by token length (``sort_by_length``; False keeps the
+    given order, the reference the sorted path must equal)."""
     ref = model_reference(model_ref)
     if not texts:
         return []
@@ -187,13 +273,22 @@ def score_regard(
         return [RegardScore(None, None, None, None, None, "unavailable", str(err)[:1000])] * len(
             texts
         )
-    # Similar lengths batched together waste less padding.
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    return score_texts(rm, texts, batch_size, sort_by_length)
+
+
+def score_texts(
+    rm: RegardModel, texts: Sequence[str], batch_size: int = 32, sort_by_length: bool = True
+) -> list[RegardScore]:
+    """score_regard with a loaded classifier: texts batched by token length, results in order."""
     out: list[RegardScore | None] = [None] * len(texts)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
+    try:
+        lengths = token_lengths(rm.tokenizer, texts)
+    except Exception as err:  # noqa: BLE001 - recorded per text and retried by the next build
+        reason = f"scoring failed ({type(err).__name__}: {err})"[:1000]
+        return [RegardScore(None, None, None, None, rm.max_tokens, "error", reason)] * len(texts)
+    for idx in length_batches(lengths, batch_size, sort=sort_by_length):
         try:
-            batch_scores = _score_batch(rm, [texts[i] for i in idx])
+            batch_scores = _score_batch(rm, [texts[i] for i in idx], [lengths[i] for i in idx])
         except Exception as err:  # noqa: BLE001 - recorded per text and retried by the next build
             reason = f"scoring failed ({type(err).__name__}: {err})"[:1000]
             batch_scores = [
@@ -224,15 +319,25 @@ def regard_scores_arrow(
 
     ``model_ref`` ('' = ABLEAUDIT_REGARD_MODEL, else sasha/regardv3) and
     ``batch_size`` are the same for every row of a call; the first row's are used.
+    ``batch_size`` 0 is the availability probe: nothing is scored, each text gets
+    status 'ok' (the classifier loads) or 'unavailable' with the reason its rows
+    would record, and the other fields null.
     """
     values = texts.to_pylist()
     present = [i for i, t in enumerate(values) if t is not None]
     rows: list[dict[str, Any] | None] = [None] * len(values)
     if present:
         ref = model_refs[0].as_py() or None
-        batch_size = int(batch_sizes[0].as_py() or 32)
+        batch_size = batch_sizes[0].as_py()
         with _SCORING:
-            scores = score_regard([values[i] for i in present], ref, batch_size)
+            if batch_size == 0:
+                reason = availability(ref)
+                probe = RegardScore(
+                    None, None, None, None, None, "unavailable" if reason else "ok", reason
+                )
+                scores = [probe] * len(present)
+            else:
+                scores = score_regard([values[i] for i in present], ref, int(batch_size or 32))
         for i, score in zip(present, scores):
             rows[i] = {name: getattr(score, name) for name in SCORE_TYPE.names}
     return pa.array(rows, type=SCORE_TYPE)

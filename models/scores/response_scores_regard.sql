@@ -1,10 +1,15 @@
 {#
     Regard per distinct response text and classifier, scored once: the texts
     come from texts_to_score like every scorer's, and those whose last attempt
-    was 'unavailable' or 'error' (no result) are tried again. The regard_score
-    UDF (ableaudit.scorers.regard) runs the classifier var('regard_model')
-    (empty: $ABLEAUDIT_REGARD_MODEL, else sasha/regardv3), var('scorer_batch_size')
-    texts per forward pass.
+    was 'error' are tried again. A text whose last attempt was 'unavailable' is
+    tried again only when the classifier's availability changed: the probe
+    (regard_score with batch size 0, run once per build) says whether the
+    classifier loads today and if not why; a row with that same reason is left
+    as it is, so an unavailable classifier costs no rewrite, and once it loads
+    every unavailable text is scored. The regard_score UDF
+    (ableaudit.scorers.regard) runs the classifier var('regard_model') (empty:
+    $ABLEAUDIT_REGARD_MODEL, else sasha/regardv3), var('scorer_batch_size')
+    texts per forward pass, batched by token length.
 #}
 {{
     config(
@@ -23,9 +28,36 @@ generations as (
 
 ),
 
-pending as (
+not_final as (
 
     {{ texts_to_score('generations', 'regard', retry_statuses=['unavailable', 'error']) }}
+
+),
+
+availability as (
+
+    select regard_score('', '{{ regard_model }}', 0) as probe
+
+),
+
+pending as (
+
+    select not_final.*
+    from not_final
+    {%- if is_incremental() %}
+    cross join availability
+    left join (
+        select text_hash, reason from {{ this }}
+        where
+            scorer_version = {{ current_scorer_version('regard') }}
+            and status = 'unavailable'
+    ) as unavailable
+        on not_final.text_hash = unavailable.text_hash
+    where
+        unavailable.text_hash is null
+        or availability.probe.status != 'unavailable'
+        or unavailable.reason is distinct from availability.probe.reason
+    {%- endif %}
 
 ),
 

@@ -5,16 +5,26 @@ come from int_pair_texts. The adapter is var('detector_adapter'):
 an adapter_id of raw.adapters, 'latest' (the newest detector, the default), or
 '' / 'none' (no detector). Incremental on (pair_id, adapter_id): a pair is
 scored once per adapter and pair of generations; rows whose status is not final
-(no_adapter, incomplete_pair, error) are tried again by the next build.
+(incomplete_pair, error) are tried again by the next build.
+
+Without a detector nothing is read: the model writes one row (adapter_id
+'none', status 'no_adapter', no pair_id) saying why, in milliseconds. With one,
+the pairs to score stream from DuckDB in chunks of PAIRS_PER_CHUNK, each
+scored and turned into rows before the next is read.
 """
+
+import pyarrow as pa
 
 from ableaudit.adapters.detector.infer import (
     FINAL_STATUSES,
     PAIR_COLUMNS,
-    verdict_table,
+    SCHEMA,
+    no_adapter_table,
+    verdict_batches,
 )
 from ableaudit.adapters.registry import list_adapters, resolve_adapter
-from ableaudit.dbt.models import records
+
+PAIRS_PER_CHUNK = 4096
 
 
 def model(dbt, session):
@@ -32,16 +42,15 @@ def model(dbt, session):
 
     # the build's own connection (dbt passes it as `session`) reads the registry
     adapter = resolve_adapter(list_adapters(con=session, kind="detector"), choice, "detector")
-    reason = None
     if adapter is None:
-        reason = (
+        return no_adapter_table(
             "var detector_adapter is empty: no detector chosen"
             if (choice or "").strip().lower() in ("", "none")
             else "no detector adapter registered; run the train-detector flow"
         )
 
     texts = dbt.ref("int_pair_texts").set_alias("t")
-    if adapter is not None and dbt.is_incremental:
+    if dbt.is_incremental:
         # pairs already scored for good by this adapter, with the same generations, are skipped
         done = session.query(
             f"select pair_id, neutral_generation_id, disability_generation_id from {dbt.this} "
@@ -60,5 +69,8 @@ def model(dbt, session):
         ", ".join(columns) + ", neutral_response_text as response_a, "
         "disability_response_text as response_b"
     ).order("pair_id")
-    rows = records(pairs)
-    return verdict_table(rows, adapter, batch_size=batch_size, no_adapter_reason=reason)
+    # read to the end before returning: dbt then runs its own statements on this connection
+    batches = list(
+        verdict_batches(pairs.to_arrow_reader(PAIRS_PER_CHUNK), adapter, batch_size=batch_size)
+    )
+    return pa.Table.from_batches(batches, schema=SCHEMA)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -305,6 +306,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory, torch_one_thread) -> dict[s
     wh = build_judged_warehouse(root / "wh" / "ableaudit.duckdb")
     run_dbt(DETECTOR_SELECT, wh)
     before = read(wh, "select * from detector_verdicts")
+    run_dbt(["build", "--select", "detector_verdicts"], wh)
+    before_rebuilt = read(wh, "select * from detector_verdicts")
     encoder = tiny_bert(root / "tiny_bert")
     result = train_detector(
         wh,
@@ -319,7 +322,14 @@ def judged(tmp_path_factory: pytest.TempPathFactory, torch_one_thread) -> dict[s
         seed=0,
     )
     run_dbt(DETECTOR_SELECT, wh)
-    return {"warehouse": wh, "root": root, "encoder": encoder, "result": result, "before": before}
+    return {
+        "warehouse": wh,
+        "root": root,
+        "encoder": encoder,
+        "result": result,
+        "before": before,
+        "before_rebuilt": before_rebuilt,
+    }
 
 
 # --------------------------------------------------------------------------- data and split
@@ -450,12 +460,17 @@ def test_held_out_metrics_match_sklearn(judged):
 # --------------------------------------------------------------------------- detector_verdicts in dbt
 
 
-def test_before_any_detector_every_pair_is_no_adapter_never_no(judged):
+def test_before_any_detector_one_row_says_so_and_no_pair_is_a_no(judged):
     before = judged["before"]
-    pairs = read(judged["warehouse"], "select pair_id from int_pairs")
-    assert set(before.pair_id) == set(pairs.pair_id)
-    assert set(before.status) == {"no_adapter"} and set(before.adapter_id) == {"none"}
+    assert len(before) == 1  # not a row per pair: nothing was read or scored
+    (row,) = before.itertuples()
+    assert (row.adapter_id, row.status) == ("none", "no_adapter") and pd.isna(row.pair_id)
+    assert "no detector adapter registered; run the train-detector flow" in row.reason
     assert before[["interpret", "stereotype", "framing", "abstain"]].isna().all().all()
+    assert pd.notna(row.scored_at)
+    again = judged["before_rebuilt"]  # a second build without a detector: still the one row
+    assert len(again) == 1 and again.status.iloc[0] == "no_adapter"
+    assert again.scored_at.iloc[0] >= row.scored_at
 
 
 def test_detector_verdicts_give_every_pair_a_status(judged):
@@ -464,7 +479,7 @@ def test_detector_verdicts_give_every_pair_a_status(judged):
     pairs = read(wh, "select * from int_pairs")
     assert set(dv.adapter_id) == {
         "detector-v1"
-    }  # the 'none' rows went once a real adapter scored the pairs
+    }  # the 'none' row went once a real adapter scored the pairs
     assert sorted(dv.pair_id) == sorted(pairs.pair_id)
     merged = dv.merge(pairs[["pair_id", "pair_status"]], on="pair_id", suffixes=("", "_p"))
     assert (merged.pair_status == merged.pair_status_p).all()
@@ -509,6 +524,47 @@ def test_detector_verdicts_equal_direct_inference(judged):
             v.labels[d] for d in ("interpret", "stereotype", "framing", "abstain")
         ]
         assert row.p_interpret_yes == pytest.approx(v.probs["interpret"][2], abs=1e-5)
+
+
+def test_streamed_chunks_and_length_sorted_batches_change_no_verdict(judged):
+    """Pairs scored a chunk at a time, batched by token length, equal one pass in the given order."""
+    from ableaudit.adapters.detector.infer import score_pairs, verdict_batches, verdict_table
+    from ableaudit.adapters.detector.model import load_detector
+
+    wh = judged["warehouse"]
+    pairs = read(
+        wh,
+        "select pair_id, task, model_id, arm, query_set, query_id, disability_id, "
+        "neutral_generation_id, disability_generation_id, pair_status, "
+        "neutral_response_text as response_a, disability_response_text as response_b "
+        "from int_pair_texts order by pair_id",
+    )
+    rows = pairs.astype(object).where(pairs.notna(), None).to_dict("records")
+    adapter = judged["result"].adapter
+    whole = verdict_table(rows, adapter, batch_size=4, device="cpu").to_pandas()
+    chunks = [rows[i : i + 3] for i in range(0, len(rows), 3)]
+    streamed = pd.concat(
+        b.to_pandas() for b in verdict_batches(chunks, adapter, batch_size=2, device="cpu")
+    )
+    cols = ["pair_id", "status", "n_tokens", "interpret", "stereotype", "framing", "abstain"]
+    assert len(whole) == len(streamed) == len(rows)
+    assert (
+        whole[cols].astype(object).fillna("-").values.tolist()
+        == streamed[cols].astype(object).fillna("-").values.tolist()
+    )
+    np.testing.assert_allclose(
+        whole.p_interpret_yes.astype(float), streamed.p_interpret_yes.astype(float), atol=1e-5
+    )
+
+    det = load_detector(adapter.path, device="cpu")
+    texts = [(r["response_a"], r["response_b"]) for r in rows if r["pair_status"] == "complete"]
+    by_length = score_pairs(det, texts, batch_size=3)
+    as_given = score_pairs(det, texts, batch_size=3, sort_by_length=False)
+    for a, b in zip(by_length, as_given):
+        assert (a.status, a.n_tokens, a.labels) == (b.status, b.n_tokens, b.labels)
+        if a.probs:
+            for d in a.probs:
+                np.testing.assert_allclose(a.probs[d], b.probs[d], atol=1e-5)
 
 
 def test_agreement_has_detector_vs_judge_and_vs_human(judged):

@@ -228,6 +228,16 @@ def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, mo
     run_dbt(BUILD_SCORES, wh)
     first = read(wh, "select * from response_scores_regard")
     assert (first.status == "unavailable").all() and first.regard.isna().all()
+    assert first.reason.nunique() == 1 and "no such local folder" in first.reason.iloc[0]
+
+    # 1b. still missing: the rebuild checks once and rewrites none of the unavailable rows
+    run_dbt(["build", "--select", "response_scores_regard"], wh)
+    again = read(wh, "select text_hash, reason, scored_at from response_scores_regard")
+    kept = again.merge(first, on="text_hash", suffixes=("", "_before"))
+    assert len(kept) == len(first) == len(again)
+    assert (kept.scored_at == kept.scored_at_before).all() and (
+        kept.reason == kept.reason_before
+    ).all()
 
     # 2. the same classifier reference now exists: the unavailable texts are retried
     make_tiny_regard_classifier(model_dir, max_positions=32)

@@ -14,14 +14,20 @@ Every pair gets a verdict with a ``status``:
                    the reason; retried by the next build
 
 Labels are only ever set for 'scored' and 'truncated'. Results come back in the
-caller's order; pairs are sorted by length inside, so a batch pads little.
+caller's order; pairs are batched by token length inside (sorted, batched, put
+back), so a batch pads little.
+
+While no adapter is chosen or registered, ``detector_verdicts`` holds one row
+(``no_adapter_table``: adapter_id 'none', no pair_id, the reason) instead of a
+row per pair; with an adapter the pairs stream through ``verdict_batches`` a
+chunk at a time, so the texts of every pair are never in memory at once.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +36,7 @@ import pyarrow as pa
 
 from ableaudit.adapters.detector.data import DIMENSIONS, LABELS
 from ableaudit.adapters.detector.model import LoadedDetector, count_tokens, encode, load_detector
+from ableaudit.scorers.batching import length_batches
 
 SCORED_STATUSES = ("scored", "truncated")
 # final: a later build does not redo them for the same adapter and generations
@@ -48,17 +55,25 @@ class PairVerdict:
 
 
 def predict_logits(
-    det: LoadedDetector, pairs: Sequence[tuple[str, str]], batch_size: int = 64
+    det: LoadedDetector,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int = 64,
+    lengths: Sequence[int] | None = None,
+    sort_by_length: bool = True,
 ) -> list[dict[str, list[float]]]:
-    """Softmax probabilities per dimension for each pair (truncated to max_length), in input order."""
+    """Softmax probabilities per dimension for each pair (truncated to max_length), in input order.
+
+    Batched by token length (``lengths``, counted here when not given) unless
+    ``sort_by_length`` is False."""
     import torch
 
     out: list[dict[str, list[float]] | None] = [None] * len(pairs)
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+    if sort_by_length and lengths is None:
+        lengths = count_tokens(det.tokenizer, pairs)
+    batches = length_batches(lengths or [0] * len(pairs), batch_size, sort=sort_by_length)
     det.model.eval()
     with torch.inference_mode():
-        for start in range(0, len(order), max(1, batch_size)):
-            idx = order[start : start + batch_size]
+        for idx in batches:
             enc = encode(det.tokenizer, [pairs[i] for i in idx], det.max_length)
             enc = {k: v.to(det.device) for k, v in enc.items()}
             logits = det.model(**enc)
@@ -69,7 +84,10 @@ def predict_logits(
 
 
 def score_pairs(
-    det: LoadedDetector, pairs: Sequence[tuple[str | None, str | None]], batch_size: int = 64
+    det: LoadedDetector,
+    pairs: Sequence[tuple[str | None, str | None]],
+    batch_size: int = 64,
+    sort_by_length: bool = True,
 ) -> list[PairVerdict]:
     """A verdict per (response A, response B) with its status (module docstring)."""
     verdicts: list[PairVerdict | None] = [None] * len(pairs)
@@ -96,7 +114,13 @@ def score_pairs(
             run.append(i)
     if run:
         try:
-            probs = predict_logits(det, [(pairs[i][0], pairs[i][1]) for i in run], batch_size)  # type: ignore[misc]
+            probs = predict_logits(
+                det,
+                [(pairs[i][0], pairs[i][1]) for i in run],  # type: ignore[misc]
+                batch_size,
+                lengths=[lengths[i] for i in run],
+                sort_by_length=sort_by_length,
+            )
         except Exception as e:  # e.g. out of memory: rows with the reason, retried next build
             for i in run:
                 verdicts[i] = PairVerdict(
@@ -171,56 +195,86 @@ PAIR_COLUMNS = (
 )
 
 
-def verdict_table(
-    pairs: Sequence[dict[str, Any]],
-    adapter: Any | None,
+def no_adapter_table(reason: str | None = None) -> pa.Table:
+    """``detector_verdicts`` while no detector is chosen or registered: one row that says so.
+
+    adapter_id 'none', status 'no_adapter', no pair_id (it stands for every pair
+    of int_pairs) and the reason; nothing is read or loaded."""
+    row = dict.fromkeys(SCHEMA.names)
+    row.update(
+        adapter_id=NO_ADAPTER_ID,
+        status="no_adapter",
+        reason=(reason or "no detector adapter registered")
+        + ": no pair of int_pairs has a detector verdict",
+        scored_at=datetime.now(UTC),
+    )
+    return pa.Table.from_pylist([row], schema=SCHEMA)
+
+
+def verdict_batches(
+    chunks: Iterable[pa.RecordBatch | pa.Table | Sequence[dict[str, Any]]],
+    adapter: Any,
     *,
     batch_size: int = 64,
     device: str | None = "auto",
-    no_adapter_reason: str | None = None,
-) -> pa.Table:
-    """Rows of ``detector_verdicts`` for int_pairs rows (with response_a / response_b).
+) -> Iterator[pa.RecordBatch]:
+    """Rows of ``detector_verdicts``, one record batch per chunk of int_pairs rows
+    (with response_a / response_b), for the registered ``adapter`` (an ``AdapterRecord``).
 
-    ``adapter`` is an ``AdapterRecord`` (or None: every row is 'no_adapter',
-    with ``no_adapter_reason``). Incomplete pairs are rows with status
-    'incomplete_pair' (or 'empty' when a side is empty) without loading anything.
+    The detector is loaded once, at the first complete pair, and used for every
+    chunk; incomplete pairs are rows with status 'incomplete_pair' (or 'empty'
+    when a side is empty) and need no load. A detector that cannot load makes
+    'error' rows with the reason, retried by the next build.
     """
+    state: dict[str, Any] = {}
+    try:
+        for chunk in chunks:
+            pairs = chunk.to_pylist() if isinstance(chunk, pa.RecordBatch | pa.Table) else chunk
+            yield _verdict_batch(pairs, adapter, state, batch_size=batch_size, device=device)
+    finally:
+        if state.get("detector") is not None:
+            _release(state["detector"])
+
+
+def _verdict_batch(
+    pairs: Sequence[dict[str, Any]],
+    adapter: Any,
+    state: dict[str, Any],
+    *,
+    batch_size: int,
+    device: str | None,
+) -> pa.RecordBatch:
     now = datetime.now(UTC)
-    adapter_id = adapter.adapter_id if adapter is not None else NO_ADAPTER_ID
+    adapter_id = adapter.adapter_id
     verdicts: list[PairVerdict | None] = [None] * len(pairs)
     complete = []
     for i, p in enumerate(pairs):
         ps = p.get("pair_status")
-        if adapter is None:
-            verdicts[i] = PairVerdict(
-                status="no_adapter", reason=no_adapter_reason or "no detector adapter registered"
-            )
-        elif ps in ("neutral_empty", "disability_empty"):
+        if ps in ("neutral_empty", "disability_empty"):
             verdicts[i] = PairVerdict(status="empty", reason=f"pair_status {ps}")
         elif ps != "complete":
             verdicts[i] = PairVerdict(status="incomplete_pair", reason=f"pair_status {ps}")
         else:
             complete.append(i)
-    det: LoadedDetector | None = None
-    dev = None
-    max_length = None
-    if complete:
+    if complete and "detector" not in state and "error" not in state:
         try:
-            det = load_detector(adapter.path, device=device)
-            dev, max_length = det.device, det.max_length
+            state["detector"] = load_detector(adapter.path, device=device)
         except Exception as e:  # an adapter that cannot load is an error row, retried next build
-            for i in complete:
-                verdicts[i] = PairVerdict(
-                    status="error", reason=f"cannot load adapter {adapter_id}: {e}"[:500]
-                )
-        else:
-            scored = score_pairs(
-                det,
-                [(pairs[i].get("response_a"), pairs[i].get("response_b")) for i in complete],
-                batch_size,
-            )
-            for i, v in zip(complete, scored):
-                verdicts[i] = v
+            state["error"] = f"cannot load adapter {adapter_id}: {e}"[:500]
+    det: LoadedDetector | None = state.get("detector")
+    if complete and det is None:
+        for i in complete:
+            verdicts[i] = PairVerdict(status="error", reason=state["error"])
+    elif complete and det is not None:
+        scored = score_pairs(
+            det,
+            [(pairs[i].get("response_a"), pairs[i].get("response_b")) for i in complete],
+            batch_size,
+        )
+        for i, v in zip(complete, scored):
+            verdicts[i] = v
+    dev = det.device if det is not None else None
+    max_length = det.max_length if det is not None else None
     rows = []
     for p, v in zip(pairs, verdicts):
         assert v is not None
@@ -244,14 +298,30 @@ def verdict_table(
                 )
                 if probs
                 else None,
-                "base_model": adapter.base_model if adapter is not None else None,
+                "base_model": adapter.base_model,
                 "device": dev if v.status in SCORED_STATUSES else None,
                 "scored_at": now,
             }
         )
-    if det is not None:
-        _release(det)
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
+    return pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+
+
+def verdict_table(
+    pairs: Sequence[dict[str, Any]],
+    adapter: Any | None,
+    *,
+    batch_size: int = 64,
+    device: str | None = "auto",
+    no_adapter_reason: str | None = None,
+) -> pa.Table:
+    """Rows of ``detector_verdicts`` for int_pairs rows (with response_a / response_b), at once.
+
+    ``adapter`` is an ``AdapterRecord``, or None: the one 'no_adapter' row
+    (``no_adapter_table``) with ``no_adapter_reason``."""
+    if adapter is None:
+        return no_adapter_table(no_adapter_reason)
+    batches = list(verdict_batches([pairs], adapter, batch_size=batch_size, device=device))
+    return pa.Table.from_batches(batches, schema=SCHEMA)
 
 
 def _release(det: LoadedDetector) -> None:

@@ -10,6 +10,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.plugin import Plugin, register_udfs, scorer_version
 from ableaudit.scorers import regard, vader, verbosity
+from ableaudit.scorers.batching import length_batches
 from tests.fixtures.warehouse import make_tiny_regard_classifier, manual_regard
 
 TEXTS = [
@@ -191,3 +192,55 @@ def test_regard_udf_in_duckdb_scores_each_text_once(tiny_classifier, monkeypatch
             pos - neg, abs=1e-12
         )
         assert (n_tokens, status, reason) == (expected[t][1], "ok", None)
+
+
+def test_regard_sorted_by_length_equals_the_given_order(tiny_classifier):
+    texts = [
+        " ".join(["you can plan the steps ahead"] * 9),
+        "great",
+        "unfortunately it is very difficult",
+        "",
+        "sorry " * 12,
+        "plan ahead",
+    ]
+    ordered = regard.score_regard(texts, str(tiny_classifier), batch_size=2, sort_by_length=False)
+    by_length = regard.score_regard(texts, str(tiny_classifier), batch_size=2)
+    for a, b in zip(ordered, by_length):
+        assert (a.status, a.n_tokens, a.reason) == (b.status, b.n_tokens, b.reason)
+        assert a.regard == pytest.approx(b.regard, abs=1e-6)
+    assert {s.status for s in by_length} == {"ok", "truncated"}
+    assert length_batches([5, 1, 3, 1], 2) == [[1, 3], [2, 0]]
+    assert length_batches([5, 1, 3], 2, sort=False) == [[0, 1], [2]]
+
+
+def test_regard_availability_is_decided_once_and_cheaply(tmp_path, monkeypatch):
+    """Nothing to load: the reason comes without a load; a failed load is tried once per files."""
+    monkeypatch.delenv("ABLEAUDIT_ALLOW_DOWNLOAD", raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    loads = []
+    real = regard._load
+    monkeypatch.setattr(regard, "_load", lambda *a: loads.append(a) or real(*a))
+    missing = tmp_path / "later"
+    reason = regard.availability(str(missing))
+    assert "no such local folder" in reason and str(missing) in reason
+    assert regard.availability(str(missing)) == reason and loads == []
+    hub = regard.availability("someone/not-cached")
+    assert "offline Hugging Face cache" in hub and "ABLEAUDIT_ALLOW_DOWNLOAD" in hub and loads == []
+
+    odd = make_tiny_regard_classifier(missing, labels=("LABEL_0", "LABEL_1"))
+    first = regard.availability(str(odd))
+    assert "'positive' and 'negative'" in first and len(loads) == 1
+    assert regard.availability(str(odd)) == first and len(loads) == 1  # remembered
+    make_tiny_regard_classifier(missing)  # the files change: loaded again, now usable
+    assert regard.availability(str(odd)) is None and len(loads) == 2
+    assert regard.score_regard(["great"], str(odd))[0].status == "ok" and len(loads) == 2
+
+
+def test_regard_probe_says_whether_the_classifier_loads(tiny_classifier, tmp_path):
+    con = duckdb.connect()
+    register_udfs(con)
+    probe = "select p.status, p.reason, p.regard from (select regard_score('', ?, 0) as p)"
+    assert con.execute(probe, [str(tiny_classifier)]).fetchone() == ("ok", None, None)
+    status, reason, value = con.execute(probe, [str(tmp_path / "none")]).fetchone()
+    assert status == "unavailable" and value is None
+    assert reason == regard.score_regard(["x"], str(tmp_path / "none"))[0].reason
