@@ -451,19 +451,19 @@ class TaskRunnerSettings(_Strict):
     def _consistent(self) -> TaskRunnerSettings:
         if self.kind == "thread" and (self.address or self.n_workers):
             raise ValueError(
-                "task_runner: address and n_workers apply to kind dask or ray; with kind thread "
+                "address and n_workers apply to kind dask or ray; with kind thread "
                 "use parallel_targets (or set kind: dask | ray)"
             )
         if self.address and self.address != "auto" and self.n_workers:
             raise ValueError(
-                f"task_runner: n_workers starts a local cluster, but address {self.address!r} "
+                f"n_workers starts a local cluster, but address {self.address!r} "
                 "names a running one; drop n_workers (the cluster has its own workers) or set "
                 "address: auto"
             )
         if self.kind == "dask" and self.address not in (None, "auto"):
             if "://" not in self.address and ":" not in self.address:
                 raise ValueError(
-                    f"task_runner: address {self.address!r} is not a Dask scheduler address; "
+                    f"address {self.address!r} is not a Dask scheduler address; "
                     "write it as tcp://HOST:8786 (or auto for a local cluster)"
                 )
         return self
