@@ -234,6 +234,19 @@ def check_options(who: str, target: Target) -> list[str]:
     return problems
 
 
+def check_vllm_engine(who: str, target: Target) -> list[str]:
+    """A vllm target's ``options.engine`` and the ``ray_*`` options that go with ray-data."""
+    if target.backend != "vllm":
+        return []
+    from ableaudit.backends.vllm_backend import _engine_args
+
+    try:
+        _engine_args(target.name, dict(target.options))
+    except BackendError as err:
+        return [f"{who}: {str(err).split(': ', 1)[1]}"]
+    return []
+
+
 def _looks_local_path(model: str) -> bool:
     return model.startswith((".", "/", "~"))
 
@@ -463,6 +476,7 @@ def check(
         for who, target in models:
             problems += check_requirements(who, target)
             problems += check_options(who, target)
+            problems += check_vllm_engine(who, target)
             problems += check_model_files(who, target, arm_adapters)
             problems += check_api_key(who, target)
         return problems + [answer for answer in answers if answer]

@@ -193,6 +193,11 @@ CASES = {
     ),
     "not a mapping": ("- just\n- a list\n", "must be a YAML mapping"),
     "not YAML": ("targets: [\n", "is not valid YAML"),
+    "vllm engine typo": (
+        "targets:\n  - {name: v, backend: vllm, model: org/m, options: {engine: ray, "
+        "worker_cmd: python}}\n",
+        "target 'v': options.engine is 'ray'; it must be one of llm, ray-data",
+    ),
     "task runner kind typo": (
         "task_runner: {kind: dusk}\ntargets:\n" + served(),
         "task_runner.kind",
