@@ -148,3 +148,21 @@ def test_a_stop_lands_the_chunks_that_finished_and_a_rerun_asks_the_rest(
     assert _asked(servers) - asked == 2 * N_PROMPTS - len(first)  # exactly what was missing
     rows = _rows(wh)
     assert len(rows) == len({r[0] for r in rows}) == 2 * N_PROMPTS
+
+
+@pytest.mark.slow
+def test_a_local_ray_cluster_lands_every_prompt_once(tmp_path, servers):
+    """Opt-in: runs where ray and prefect-ray are installed (docs/scale-out.md says how)."""
+    pytest.importorskip(
+        "prefect_ray", reason="ray and prefect-ray are not pinned (docs/scale-out.md)"
+    )
+    reference = tmp_path / "threads.duckdb"
+    audit_flow(config=_config(tmp_path, servers, None, "threads"), warehouse=str(reference))
+    asked = _asked(servers)
+    wh = tmp_path / "ray.duckdb"
+    ray = {"kind": "ray", "n_workers": 2, "chunk_size": 5}
+    audit_flow(config=_config(tmp_path, servers, ray, "ray"), warehouse=str(wh))
+    landed = _rows(wh)
+    assert _asked(servers) - asked == 2 * N_PROMPTS
+    assert len(landed) == len({r[0] for r in landed}) == 2 * N_PROMPTS
+    assert landed == _rows(reference)
