@@ -309,7 +309,12 @@ def _engine_args(name: str, opts: dict[str, Any]) -> list[str]:
         raise BackendError(
             f"target {name!r}: options.engine is {engine!r}; it must be one of {', '.join(ENGINES)}"
         )
-    ray = {k: opts[k] for k in ("ray_address", "ray_concurrency", "ray_batch_size") if k in opts}
+    given = {
+        "ray_address": opts.get("ray_address"),
+        "ray_concurrency": opts.get("ray_concurrency"),
+        "ray_batch_size": opts.get("ray_batch_size"),
+    }
+    ray = {k: v for k, v in given.items() if v is not None}
     if engine == "llm":
         if ray:
             raise BackendError(
