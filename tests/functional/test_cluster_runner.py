@@ -7,11 +7,13 @@ The same audit on the default thread runner is the reference the cluster's rows 
 
 from __future__ import annotations
 
+import threading
+
 import duckdb
 import pytest
 import yaml
 
-from ableaudit.audit import stopping
+from ableaudit.audit import stopping, tasks
 from ableaudit.audit.flow import audit as audit_flow
 from ableaudit.audit.runs import AuditInterrupted
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
@@ -75,19 +77,46 @@ def _asked(servers) -> int:
     return sum(len(s.payloads) for s in servers)
 
 
+GENERATED_ON: set[str] = set()
+_REAL_GENERATE = tasks.generate_rows
+
+
+def _generate_recording_the_thread(*args, **kwargs):
+    # module level: a task pickles it by reference, so the set is this module's own
+    GENERATED_ON.add(threading.current_thread().name)
+    return _REAL_GENERATE(*args, **kwargs)
+
+
 DASK = {"kind": "dask", "n_workers": 2, "processes": False, "chunk_size": 5}
 
 
 @pytest.mark.slow
-def test_a_dask_cluster_lands_every_prompt_once_and_equals_the_thread_runner(tmp_path, servers):
+def test_a_dask_cluster_lands_every_prompt_once_and_equals_the_thread_runner(
+    tmp_path, servers, monkeypatch
+):
     reference = tmp_path / "threads.duckdb"
     audit_flow(config=_config(tmp_path, servers, None, "threads"), warehouse=str(reference))
     asked_by_threads = _asked(servers)
     assert asked_by_threads == 2 * N_PROMPTS
 
+    # which threads generate, and which open a DuckDB file (the workers run in this process)
+    generated_on, opened_on = GENERATED_ON, set()
+    generated_on.clear()
+    real_connect = duckdb.connect
+
+    def connect(*args, **kwargs):
+        opened_on.add(threading.current_thread().name)
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "generate_rows", _generate_recording_the_thread)
+    monkeypatch.setattr(duckdb, "connect", connect)
     wh = tmp_path / "dask.duckdb"
     config = _config(tmp_path, servers, DASK, "dask")
     summary = audit_flow(config=config, warehouse=str(wh))
+    monkeypatch.setattr(duckdb, "connect", real_connect)
+    # one writer: the chunks ran on Dask's worker threads, none of which opened the warehouse
+    assert generated_on and all("Dask-Default-Threads" in name for name in generated_on)
+    assert not generated_on & opened_on
     landed = _rows(wh)
     # every prompt asked once and landed once, as the default runner lands it
     assert _asked(servers) - asked_by_threads == 2 * N_PROMPTS
