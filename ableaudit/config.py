@@ -428,6 +428,11 @@ DEPRECATED_VISION_KEYS = {
 }
 
 
+def _listed(fields: set[str]) -> str:
+    """'a applies' or 'a, b apply': the fields a message names, sorted."""
+    return ", ".join(sorted(fields)) + (" applies" if len(fields) == 1 else " apply")
+
+
 class TaskRunnerSettings(_Strict):
     """Where the audit's target generations run (docs/scale-out.md).
 
@@ -449,18 +454,24 @@ class TaskRunnerSettings(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskRunnerSettings:
-        if self.kind == "thread" and (self.address or self.n_workers):
+        given = self.model_fields_set - {"kind"}
+        if self.kind == "thread" and given:
             raise ValueError(
-                "address and n_workers apply to kind dask or ray; with kind thread "
+                f"{_listed(given)} to kind dask or ray; with kind thread "
                 "use parallel_targets (or set kind: dask | ray)"
             )
-        if self.address and self.address != "auto" and self.n_workers:
+        if not self.local and self.n_workers:
             raise ValueError(
-                f"n_workers starts a local cluster, but address {self.address!r} "
-                "names a running one; drop n_workers (the cluster has its own workers) or set "
-                "address: auto"
+                f"n_workers starts a local cluster, but address {self.address!r} names a "
+                "running one; drop n_workers (the cluster has its own workers) or set address: auto"
             )
-        if self.kind == "dask" and self.address not in (None, "auto"):
+        local_dask = {"threads_per_worker", "processes"} & given
+        if local_dask and (self.kind != "dask" or not self.local):
+            raise ValueError(
+                f"{_listed(local_dask)} to a local Dask cluster (kind dask, "
+                "no address); a running cluster's workers are set where they start"
+            )
+        if self.kind == "dask" and not self.local:
             if "://" not in self.address and ":" not in self.address:
                 raise ValueError(
                     f"address {self.address!r} is not a Dask scheduler address; "

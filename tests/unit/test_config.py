@@ -376,7 +376,13 @@ def test_a_cluster_task_runner_parses(block, local):
         ),
         ({"kind": "dask", "workers": 2}, "task_runner.workers: unknown key 'workers'"),
         ({"kind": "dask", "chunk_size": 0}, "task_runner.chunk_size"),
-        ({"n_workers": 2}, "address and n_workers apply to kind dask or ray"),
+        ({"n_workers": 2}, "n_workers applies to kind dask or ray"),
+        ({"chunk_size": 8}, "chunk_size applies to kind dask or ray; with kind thread"),
+        ({"kind": "ray", "processes": False}, "processes applies to a local Dask cluster"),
+        (
+            {"kind": "dask", "address": "tcp://h:8786", "threads_per_worker": 2},
+            "threads_per_worker applies to a local Dask cluster",
+        ),
         (
             {"kind": "dask", "address": "tcp://h:8786", "n_workers": 2},
             "n_workers starts a local cluster, but address 'tcp://h:8786' names a running one",

@@ -210,7 +210,7 @@ CASES = {
     ),
     "task runner address on threads": (
         "task_runner: {address: 'tcp://10.0.0.1:8786'}\ntargets:\n" + served(),
-        "task_runner: address and n_workers apply to kind dask or ray",
+        "task_runner: address applies to kind dask or ray",
     ),
     "dask scheduler not listening": (
         "task_runner: {kind: dask, address: '{closed_tcp}'}\ntargets:\n" + served(),
