@@ -15,9 +15,10 @@ BI_VENV ?= .venv-bi
 
 .PHONY: audit test build lint deploy worker clean bi-clients
 
-$(BIN)/.installed: requirements.lock requirements-nodeps.lock pyproject.toml
+$(BIN)/.installed: requirements.lock requirements-nodeps.lock requirements-scale.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q -r requirements-scale.lock
 	$(BIN)/pip install -q --no-deps -r requirements-nodeps.lock
 	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $@

@@ -428,6 +428,63 @@ DEPRECATED_VISION_KEYS = {
 }
 
 
+def _listed(fields: set[str]) -> str:
+    """'a applies' or 'a, b apply': the fields a message names, sorted."""
+    return ", ".join(sorted(fields)) + (" applies" if len(fields) == 1 else " apply")
+
+
+class TaskRunnerSettings(_Strict):
+    """Where the audit's target generations run (docs/scale-out.md).
+
+    ``thread`` (the default): Prefect tasks on threads of the flow's process, each target
+    landing its own answers. ``dask`` / ``ray``: tasks on the workers of a Dask or Ray cluster
+    (prefect-dask's DaskTaskRunner, prefect-ray's RayTaskRunner); each task generates one chunk
+    of ``chunk_size`` prompts of a target against that target's servers and returns the rows,
+    and the flow's process lands them (one writer: workers never open the warehouse).
+    """
+
+    kind: Literal["thread", "dask", "ray"] = "thread"
+    # 'auto' (or unset): a local cluster started for the audit; else a scheduler address
+    # (dask: tcp://host:8786; ray: ray://host:10001, or the head's host:6379 from inside the cluster).
+    address: str | None = None
+    n_workers: int | None = Field(None, ge=1)  # workers of a local cluster (address auto)
+    threads_per_worker: int = Field(1, ge=1)  # dask local cluster only
+    processes: bool = True  # dask local cluster: worker processes (False: threads in this process)
+    chunk_size: int = Field(64, ge=1)  # prompts per task on dask/ray: what a lost worker costs
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskRunnerSettings:
+        given = self.model_fields_set - {"kind"}
+        if self.kind == "thread" and given:
+            raise ValueError(
+                f"{_listed(given)} to kind dask or ray; with kind thread "
+                "use parallel_targets (or set kind: dask | ray)"
+            )
+        if not self.local and self.n_workers:
+            raise ValueError(
+                f"n_workers starts a local cluster, but address {self.address!r} names a "
+                "running one; drop n_workers (the cluster has its own workers) or set address: auto"
+            )
+        local_dask = {"threads_per_worker", "processes"} & given
+        if local_dask and (self.kind != "dask" or not self.local):
+            raise ValueError(
+                f"{_listed(local_dask)} to a local Dask cluster (kind dask, "
+                "no address); a running cluster's workers are set where they start"
+            )
+        if self.kind == "dask" and not self.local:
+            if "://" not in self.address and ":" not in self.address:
+                raise ValueError(
+                    f"address {self.address!r} is not a Dask scheduler address; "
+                    "write it as tcp://HOST:8786 (or auto for a local cluster)"
+                )
+        return self
+
+    @property
+    def local(self) -> bool:
+        """A cluster started for the audit on this machine (no address given)."""
+        return self.address in (None, "auto")
+
+
 class AuditConfig(_Strict):
     name: str = "audit"
     query_set: str = "ableaudit"
@@ -441,6 +498,8 @@ class AuditConfig(_Strict):
     # Targets generating at once (Prefect tasks on threads): > 1 suits served models
     # (openai targets on their own servers); in-process models share this machine's cores.
     parallel_targets: int = Field(1, ge=1)
+    # Where target generations run: threads here (default), or a Dask / Ray cluster.
+    task_runner: TaskRunnerSettings = TaskRunnerSettings()
     # Vision targets (task: vision) describe the images of one image set.
     vision: VisionSettings = VisionSettings()
     # 'never': a run sends only what no earlier run answered (resume). 'each_run': every run

@@ -19,9 +19,8 @@ prefect_env.configure()
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.context import get_run_context  # noqa: E402
 from prefect.exceptions import TerminationSignal  # noqa: E402
-from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from ableaudit.audit import alerts, stopping, tasks  # noqa: E402
+from ableaudit.audit import alerts, runners, stopping, tasks  # noqa: E402
 from ableaudit.audit.planning import (  # noqa: E402
     audit_task,
     imported_units,
@@ -47,7 +46,9 @@ from ableaudit.warehouse.publish import parquet_folder  # noqa: E402
 def audit_targets(
     wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str, planned: list[str]
 ) -> dict[str, Any]:
-    """Every target of task ``kind``, ``parallel_targets`` at once on a thread-pool task runner.
+    """Every target of task ``kind``, ``parallel_targets`` at once on the config's task runner
+    (threads here by default; a Dask or Ray cluster with ``task_runner:``, the flow landing
+    what the workers return: ``ableaudit.audit.runners``).
 
     Plans are task inputs, never flow parameters (the Prefect server refuses a
     flow run's parameters over 512 KiB, which an audit's plan passes). A failing
@@ -60,7 +61,34 @@ def audit_targets(
     refuse_imported_units(plans, imported_units(wh, plans))
     planned += [g.generation_id for p in plans for _, group in p.groups for g in group]
     stopping.check()
-    with ThreadPoolTaskRunner(max_workers=cfg.parallel_targets) as runner:
+    if runners.lands_in_flow(cfg.task_runner):
+        totals, failed = runners.fan_out(
+            wh,
+            plans,
+            run_id,
+            cfg.task_runner,
+            cfg.parallel_targets,
+            lambda runner, params: runner.submit(tasks.generate_chunk, params),
+            get_run_logger().info,
+        )
+        for name, total in totals.items():
+            get_run_logger().info("target %s: %s", name, json.dumps(total))
+    else:
+        totals, failed = _on_threads(wh, cfg, plans, run_id)
+    stopping.check()
+    if failed:
+        raise RuntimeError(
+            f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
+            "a re-run generates only what is missing): " + "; ".join(failed)
+        )
+    return totals
+
+
+def _on_threads(
+    wh: str, cfg: AuditConfig, plans: list, run_id: str
+) -> tuple[dict[str, Any], list[str]]:
+    """Each target one ``audit-target`` task on a thread of this process, landing its own rows."""
+    with runners.make_task_runner(cfg.task_runner, cfg.parallel_targets) as runner:
         futures = [
             (
                 p.target.name,
@@ -75,13 +103,7 @@ def audit_targets(
                 get_run_logger().info("target %s: %s", name, json.dumps(totals[name]))
             except Exception as err:
                 failed.append(f"{name}: {err}")
-    stopping.check()
-    if failed:
-        raise RuntimeError(
-            f"{len(failed)} of {len(plans)} targets failed (the others' generations are landed; "
-            "a re-run generates only what is missing): " + "; ".join(failed)
-        )
-    return totals
+    return totals, failed
 
 
 @flow(name="audit", log_prints=True)

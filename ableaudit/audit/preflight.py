@@ -234,6 +234,19 @@ def check_options(who: str, target: Target) -> list[str]:
     return problems
 
 
+def check_vllm_engine(who: str, target: Target) -> list[str]:
+    """A vllm target's ``options.engine`` and the ``ray_*`` options that go with ray-data."""
+    if target.backend != "vllm":
+        return []
+    from ableaudit.backends.vllm_backend import _engine_args
+
+    try:
+        _engine_args(target.name, dict(target.options))
+    except BackendError as err:
+        return [f"{who}: {str(err).split(': ', 1)[1]}"]
+    return []
+
+
 def _looks_local_path(model: str) -> bool:
     return model.startswith((".", "/", "~"))
 
@@ -375,6 +388,45 @@ def check_servers(probes: list[Probe]) -> list[str]:
         return [p for p in pool.map(probe_server, unique) if p]
 
 
+def check_task_runner(cfg: AuditConfig, reach: bool) -> list[str]:
+    """``task_runner:``: the cluster packages its kind needs, its scheduler reachable (``reach``),
+    and targets a cluster worker can run: a served model (``openai``), or a backend it loads
+    itself (each chunk loads it again: a large ``chunk_size`` suits those)."""
+    from ableaudit.audit.runners import INSTALL_HINT, missing_packages
+
+    runner = cfg.task_runner
+    if runner.kind == "thread":
+        return []
+    missing = missing_packages(runner.kind)
+    if missing:
+        return [
+            f"task_runner.kind: {runner.kind} needs {', '.join(missing)}, not installed here: "
+            f"{INSTALL_HINT[runner.kind]} (or remove task_runner: to run targets on threads here)"
+        ]
+    if not reach or runner.local:
+        return []
+    parts = urlsplit(runner.address if "://" in runner.address else f"tcp://{runner.address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        return [
+            f"task_runner.address: {runner.address!r} names no host and port; write it as "
+            "tcp://HOST:8786 (dask) or ray://HOST:10001 (ray)"
+        ]
+    import socket
+
+    try:
+        socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
+    except OSError as err:
+        return [
+            f"task_runner.address: the {runner.kind} scheduler at {runner.address} is not "
+            f"reachable ({err}); start it (docs/scale-out.md) or set address: auto for a local cluster"
+        ]
+    return []
+
+
 def _targets(cfg: AuditConfig, judges_only: bool = False) -> list[tuple[str, Target]]:
     """The models the audit runs (its targets, unless ``judges_only``, and its judges' targets),
     each with how messages name it."""
@@ -418,10 +470,13 @@ def check(
             )
         problems += check_arms(cfg)
         problems += check_vision(cfg, taxonomy)
+        if not judges_only:
+            problems += check_task_runner(cfg, reach)
         arm_adapters = [a.adapter for a in cfg.arms if a.adapter]
         for who, target in models:
             problems += check_requirements(who, target)
             problems += check_options(who, target)
+            problems += check_vllm_engine(who, target)
             problems += check_model_files(who, target, arm_adapters)
             problems += check_api_key(who, target)
         return problems + [answer for answer in answers if answer]

@@ -17,8 +17,9 @@ from prefect.cache_policies import NO_CACHE
 from ableaudit.audit.generating import generate_target
 from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
 from ableaudit.backends.base import BackendError, GenerationCancelled
-from ableaudit.config import AuditConfig, ConfigError
+from ableaudit.config import AuditConfig, ConfigError, Target
 from ableaudit.dbt.runner import run_dbt
+from ableaudit.records import PlannedGeneration
 from ableaudit.warehouse.publish import publish
 
 RETRY_DELAYS = [2, 10, 30]
@@ -68,6 +69,57 @@ def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     landed as it comes back. A retry (or a resumed audit) asks only for those still missing.
     After a stop request it lands what finished and returns; the flow then stops."""
     return generate_target(wh, plan, run_id, get_run_logger().info).__dict__
+
+
+@task(
+    name="generate-chunk",
+    cache_policy=NO_CACHE,
+    retries=len(RETRY_DELAYS),
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=transient,
+)
+def generate_chunk(
+    target: Target, adapter: str | None, todo: list[PlannedGeneration], run_id: str
+) -> list[dict[str, Any]]:
+    """One chunk of a target's prompts, generated on a cluster worker (task_runner dask | ray):
+    its raw.generations rows, returned for the flow's process to land. Never opens the
+    warehouse. A retry asks the whole chunk again (nothing of it landed)."""
+    rows = generate_rows(target, adapter, todo, run_id)
+    get_run_logger().info("%s: %d answers generated for landing", target.name, len(rows))
+    return rows
+
+
+def generate_rows(
+    target: Target, adapter: str | None, todo: list[PlannedGeneration], run_id: str
+) -> list[dict[str, Any]]:
+    """The rows of ``todo`` as ``target`` answers them (``generate-chunk`` without Prefect).
+
+    Like the landing path on threads, a row's ``model_revision`` is what answered it, else the
+    backend's own. When the backend is cancelled (a stop in this process), the answers that
+    finished are returned and nothing that was cut off.
+    """
+    import contextlib
+
+    from ableaudit.backends import make_backend
+    from ableaudit.backends.base import results_in_batches
+    from ableaudit.warehouse.landing import result_row
+
+    plans = {p.generation_id: p for p in todo}
+    backend = make_backend(target, adapter=adapter)
+    rows: list[dict[str, Any]] = []
+    try:
+        revision = backend.model_revision
+        requests = [p.request() for p in todo]
+        with contextlib.suppress(GenerationCancelled):
+            for results in results_in_batches(backend, requests, backend.concurrency):
+                for r in results:
+                    row = result_row(plans[r.key], r, run_id)
+                    if not r.model_revision and revision:
+                        row["model_revision"] = revision
+                    rows.append(row)
+    finally:
+        backend.close()
+    return rows
 
 
 @task(

@@ -43,6 +43,10 @@ VLLM_OPTIONS = {
     "part_rows": int,
     "poll_s": NUMBER,
     "exchange_dir": str,
+    "engine": str,
+    "ray_address": str,
+    "ray_concurrency": int,
+    "ray_batch_size": int,
 }
 
 

@@ -31,6 +31,11 @@ options (``target.options``):
   part_rows: responses per part file (default: the target's batch_size)
   poll_s: how often to look for new parts (default 0.5 s)
   exchange_dir: keep requests/responses/worker log there (default: a temp dir, removed)
+  engine: "llm" (default: one vllm.LLM in the worker process) or "ray-data" (the worker runs
+          ray.data.llm's vLLM processor over a Ray cluster; docs/scale-out.md)
+  ray_address: ray-data: the Ray cluster to join (default: RAY_ADDRESS, else a local one)
+  ray_concurrency: ray-data: vLLM replicas across the cluster (default 1)
+  ray_batch_size: ray-data: rows per engine batch (default 64)
 """
 
 from __future__ import annotations
@@ -102,6 +107,7 @@ class VllmBackend(Backend):
                 f"vllm worker executable {exe!r} not found; fix options.worker_cmd or ABLEAUDIT_VLLM_PYTHON"
             )
         self.worker_args = [str(a) for a in opts.get("worker_args", [])]
+        self.worker_args += _engine_args(target.name, opts)
         self.timeout_s = float(opts["timeout_s"]) if opts.get("timeout_s") else None
         self.exchange_dir = Path(opts["exchange_dir"]) if opts.get("exchange_dir") else None
         self.model = target.model
@@ -291,6 +297,35 @@ class VllmBackend(Backend):
 
     def close(self) -> None:
         """Nothing held between calls: each run is its own worker process (stopped when its stream closes)."""
+
+
+ENGINES = ("llm", "ray-data")
+
+
+def _engine_args(name: str, opts: dict[str, Any]) -> list[str]:
+    """The worker arguments of ``options.engine`` and its ``ray_*`` options."""
+    engine = opts.get("engine", "llm")
+    if engine not in ENGINES:
+        raise BackendError(
+            f"target {name!r}: options.engine is {engine!r}; it must be one of {', '.join(ENGINES)}"
+        )
+    given = {
+        "ray_address": opts.get("ray_address"),
+        "ray_concurrency": opts.get("ray_concurrency"),
+        "ray_batch_size": opts.get("ray_batch_size"),
+    }
+    ray = {k: v for k, v in given.items() if v is not None}
+    if engine == "llm":
+        if ray:
+            raise BackendError(
+                f"target {name!r}: options {', '.join(ray)} apply to engine ray-data; set "
+                "options.engine: ray-data or remove them"
+            )
+        return []
+    args = ["--engine", "ray-data"]
+    for key, value in ray.items():
+        args += ["--" + key.replace("_", "-"), str(value)]
+    return args
 
 
 def _result(r: dict[str, Any], revision: str | None) -> GenerationResult:

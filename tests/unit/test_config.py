@@ -335,3 +335,62 @@ def test_alerts_when_survives_yaml(tmp_path):
         "alerts: {webhook_url: 'http://127.0.0.1:9/h', when: [gate_failure]}\n"
     )
     assert load_config(path).alerts.when == ["gate_failure"]
+
+
+ONE_TARGET = {"targets": [{"name": "m", "backend": "openai", "model": "x"}]}
+
+
+def test_the_task_runner_defaults_to_threads_here():
+    runner = parse_config(ONE_TARGET).task_runner
+    assert (runner.kind, runner.address, runner.n_workers, runner.chunk_size) == (
+        "thread",
+        None,
+        None,
+        64,
+    )
+    assert runner.local
+
+
+@pytest.mark.parametrize(
+    "block, local",
+    [
+        ({"kind": "dask", "n_workers": 4, "processes": False}, True),
+        ({"kind": "dask", "address": "auto"}, True),
+        ({"kind": "dask", "address": "tcp://10.0.0.5:8786", "chunk_size": 256}, False),
+        ({"kind": "ray", "address": "ray://head:10001"}, False),
+        ({"kind": "ray"}, True),
+    ],
+)
+def test_a_cluster_task_runner_parses(block, local):
+    runner = parse_config({**ONE_TARGET, "task_runner": block}).task_runner
+    assert runner.kind == block["kind"] and runner.local is local
+    assert runner.model_dump(exclude_defaults=True) == block
+
+
+@pytest.mark.parametrize(
+    "block, fragment",
+    [
+        (
+            {"kind": "spark"},
+            "task_runner.kind: 'spark' is wrong: it must be 'thread', 'dask' or 'ray'",
+        ),
+        ({"kind": "dask", "workers": 2}, "task_runner.workers: unknown key 'workers'"),
+        ({"kind": "dask", "chunk_size": 0}, "task_runner.chunk_size"),
+        ({"n_workers": 2}, "n_workers applies to kind dask or ray"),
+        ({"chunk_size": 8}, "chunk_size applies to kind dask or ray; with kind thread"),
+        ({"kind": "ray", "processes": False}, "processes applies to a local Dask cluster"),
+        (
+            {"kind": "dask", "address": "tcp://h:8786", "threads_per_worker": 2},
+            "threads_per_worker applies to a local Dask cluster",
+        ),
+        (
+            {"kind": "dask", "address": "tcp://h:8786", "n_workers": 2},
+            "n_workers starts a local cluster, but address 'tcp://h:8786' names a running one",
+        ),
+        ({"kind": "dask", "address": "scheduler"}, "write it as tcp://HOST:8786"),
+    ],
+)
+def test_a_bad_task_runner_names_the_field_and_the_fix(block, fragment):
+    with pytest.raises(ConfigError) as err:
+        parse_config({**ONE_TARGET, "task_runner": block}, "test.yaml")
+    assert fragment in str(err.value) and "test.yaml" in str(err.value)

@@ -193,6 +193,29 @@ CASES = {
     ),
     "not a mapping": ("- just\n- a list\n", "must be a YAML mapping"),
     "not YAML": ("targets: [\n", "is not valid YAML"),
+    "vllm engine typo": (
+        "targets:\n  - {name: v, backend: vllm, model: org/m, options: {engine: ray, "
+        "worker_cmd: python}}\n",
+        "target 'v': options.engine is 'ray'; it must be one of llm, ray-data",
+    ),
+    "task runner kind typo": (
+        "task_runner: {kind: dusk}\ntargets:\n" + served(),
+        "task_runner.kind",
+    ),
+    "task runner workers with an address": (
+        "task_runner: {kind: dask, address: 'tcp://10.0.0.1:8786', n_workers: 4}\ntargets:\n"
+        + served(),
+        "task_runner: n_workers starts a local cluster, but address 'tcp://10.0.0.1:8786' names a "
+        "running one",
+    ),
+    "task runner address on threads": (
+        "task_runner: {address: 'tcp://10.0.0.1:8786'}\ntargets:\n" + served(),
+        "task_runner: address applies to kind dask or ray",
+    ),
+    "dask scheduler not listening": (
+        "task_runner: {kind: dask, address: '{closed_tcp}'}\ntargets:\n" + served(),
+        "task_runner.address: the dask scheduler at {closed_tcp} is not reachable",
+    ),
 }
 
 
@@ -209,8 +232,12 @@ def test_a_bad_config_is_one_message_before_anything_starts(
     case, tmp_path, server, no_flow, capsys
 ):
     closed = closed_port_url()
+    closed_tcp = "tcp://" + closed.split("://", 1)[1].split("/", 1)[0]
     text, fragment = (
-        s.replace("{url}", server.base_url).replace("{closed}", closed) for s in CASES[case]
+        s.replace("{url}", server.base_url)
+        .replace("{closed_tcp}", closed_tcp)
+        .replace("{closed}", closed)
+        for s in CASES[case]
     )
     code, path = _audit(tmp_path, text)
     err = capsys.readouterr().err
@@ -410,3 +437,40 @@ def test_import_commands_name_a_missing_file_before_dbt(tmp_path, capsys):
             f"missing-{what}.csv does not exist; check the path" in err and "Traceback" not in err
         )
     assert not Path(wh).exists()
+
+
+def test_a_cluster_kind_without_its_packages_is_named_with_the_install(
+    tmp_path, server, no_flow, monkeypatch, capsys
+):
+    from ableaudit.audit import runners
+
+    monkeypatch.setattr(runners, "missing_packages", lambda kind: ["prefect_ray", "ray"])
+    code, path = _audit(
+        tmp_path,
+        "task_runner: {kind: ray}\ntargets:\n" + served().replace("{url}", server.base_url),
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "task_runner.kind: ray needs prefect_ray, ray, not installed here: pip install" in err
+    assert not (tmp_path / "wh.duckdb").exists()
+
+
+def test_a_local_dask_cluster_passes_preflight(tmp_path, server, monkeypatch, capsys):
+    pytest.importorskip("prefect_dask")
+    seen = {}
+
+    def audit(**kwargs):
+        seen.update(kwargs)
+        return {"run_id": "r", "targets": {"m": {"inserted": 0}}}
+
+    fake = types.ModuleType("ableaudit.audit.flow")
+    fake.audit = audit
+    fake.result_paths = lambda warehouse, published, report: {"warehouse": warehouse}
+    monkeypatch.setitem(sys.modules, "ableaudit.audit.flow", fake)
+    text = "task_runner: {kind: dask, n_workers: 2}\ntargets:\n" + served().replace(
+        "{url}", server.base_url
+    )
+    code, path = _audit(tmp_path, text, "--no-build")
+    assert code == 0, capsys.readouterr().err
+    assert seen["config"] == str(path)
+    assert load_config(path).task_runner.n_workers == 2
