@@ -16,7 +16,7 @@ with
 
 matched as (
 
-    {{ score_pending_texts('refusal', ['refusal_rule(response_text) as refusal_rule']) }}
+    {{ score_pending_texts('refusal', {'refusal_rule': 'refusal_rule(pending.response_text)'}) }}
 
 ),
 

@@ -11,4 +11,4 @@
     )
 }}
 
-{{ score_pending_texts('vader', ['vader_compound(response_text) as vader_compound']) }}
+{{ score_pending_texts('vader', {'vader_compound': 'vader_compound(pending.response_text)'}) }}

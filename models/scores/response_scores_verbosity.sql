@@ -10,4 +10,4 @@
     )
 }}
 
-{{ score_pending_texts('verbosity', ['word_count(response_text) as word_count']) }}
+{{ score_pending_texts('verbosity', {'word_count': 'word_count(pending.response_text)'}) }}
