@@ -88,7 +88,7 @@ def add_score_parser(
     )
     p.add_argument(
         "--task-runner",
-        default="process",
+        default="thread",
         choices=list(RUNNERS),
         help="where the batches run: " + "; ".join(f"{r.name}: {r.help}" for r in RUNNERS.values()),
     )

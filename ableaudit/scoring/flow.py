@@ -14,8 +14,10 @@ rest; a run with nothing left to score lands nothing.
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ableaudit.audit import prefect_env
@@ -27,6 +29,7 @@ import pyarrow.compute as pc  # noqa: E402
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
+from ableaudit.scorers import parallel  # noqa: E402
 from ableaudit.scoring import runners, texts  # noqa: E402
 from ableaudit.warehouse import warehouse_path  # noqa: E402
 from ableaudit.warehouse.landing import land_text_scores, recording  # noqa: E402
@@ -45,7 +48,7 @@ def score(
     warehouse: str | None = None,
     scorers: Sequence[str] = texts.DEFAULT_SCORERS,
     batch_size: int = DEFAULT_BATCH_SIZE,
-    task_runner: str = "process",
+    task_runner: str = "thread",
     workers: int | None = None,
     group_batches: int | None = None,
     dask_address: str | None = None,
@@ -85,7 +88,10 @@ def score(
         return summary
     rows_per_group = group * batch_size
     with recording(wh, "score", f"scorers {', '.join(names)}") as landing:
-        with chosen.make(size, dask_address) as runner:
+        with (
+            _pool_size(None if chosen.in_process else size),
+            chosen.make(size, dask_address) as runner,
+        ):
             submitted = None
             for start in range(0, pending.keys.num_rows, rows_per_group):
                 keys = pending.keys.slice(start, rows_per_group)
@@ -106,6 +112,24 @@ def score(
     summary["seconds"] = time.perf_counter() - started
     logger.info("scored in %.1f s: %s", summary["seconds"], summary["scored"])
     return summary
+
+
+@contextmanager
+def _pool_size(size: int | None) -> Iterator[None]:
+    """Tasks in this process (threads) spread a batch over the scorer's process pool of
+    ``size`` workers; tasks in worker processes of their own score in process."""
+    if size is None:
+        yield
+        return
+    before = os.environ.get(parallel.WORKERS_ENV)
+    os.environ[parallel.WORKERS_ENV] = str(size)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(parallel.WORKERS_ENV, None)
+        else:
+            os.environ[parallel.WORKERS_ENV] = before
 
 
 def _land(wh: str, futures: list, summary: dict[str, Any], logger) -> None:

@@ -1,14 +1,17 @@
 """Prefect task runners by name: where the scoring flow's batch tasks run.
 
-- ``process`` (default): Prefect's ``ProcessPoolTaskRunner``, ``workers`` processes on
-  this machine, each scoring one batch at a time in process.
-- ``thread``: Prefect's ``ThreadPoolTaskRunner`` in the flow's process; a CPU scorer then
-  spreads each batch over its own process pool (``ABLEAUDIT_SCORER_WORKERS``), as in dbt.
+- ``thread`` (default): Prefect's ``ThreadPoolTaskRunner`` in the flow's process, ``workers``
+  tasks at a time; a CPU scorer spreads each batch over its own pool of ``workers``
+  processes (``ableaudit.scorers.parallel``, as in dbt), started once.
 - ``dask``: ``prefect_dask.DaskTaskRunner`` (the prefect-dask package), on a local
   cluster of ``workers`` single-threaded processes, or on the Dask scheduler at
   ``address`` (a cluster of many machines).
 
-A name maps to a factory in ``RUNNERS``; adding an engine is one entry.
+A name maps to a factory in ``RUNNERS``; adding an engine is one entry. Prefect's
+``ProcessPoolTaskRunner`` is not one: measured here, each of its worker processes
+started a Prefect server of its own and held the run ~60 s at its end, and each task
+paid about a second of start-up; the thread runner's process pool scores the same
+texts on the same cores without either.
 """
 
 from __future__ import annotations
@@ -32,13 +35,6 @@ class Runner:
     """One line for --help and the docs."""
 
 
-def _process(workers: int, address: str | None) -> Any:
-    from prefect.task_runners import ProcessPoolTaskRunner
-
-    _no_address("process", address)
-    return ProcessPoolTaskRunner(max_workers=workers)
-
-
 def _thread(workers: int, address: str | None) -> Any:
     from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -52,7 +48,7 @@ def _dask(workers: int, address: str | None) -> Any:
     except ImportError:
         raise RunnerError(
             "--task-runner dask needs the prefect-dask package (`pip install prefect-dask`); "
-            "or use --task-runner process on this machine"
+            "or use --task-runner thread on this machine"
         ) from None
     if address:
         return DaskTaskRunner(address=address)
@@ -76,8 +72,7 @@ class RunnerError(ValueError):
 RUNNERS: dict[str, Runner] = {
     r.name: r
     for r in (
-        Runner("process", _process, True, "worker processes on this machine (default)"),
-        Runner("thread", _thread, False, "threads of the flow's process"),
+        Runner("thread", _thread, False, "tasks in threads, texts on a process pool (default)"),
         Runner("dask", _dask, True, "a Dask cluster: local, or --dask-address (prefect-dask)"),
     )
 }

@@ -104,13 +104,13 @@ def pending_texts(warehouse: str | Path, scorers: Sequence[str]) -> Pending:
                 )
                 params.append(versions[name])
             needs.append(f"({' and '.join(conditions)}) as needs_{name}")
-        keys = con.execute(
+        keys = con.sql(
             "select * from (select t.text_hash, t.generation_id, "
             + ", ".join(needs)
             + " from (select sha256(response_text) as text_hash, min(generation_id) as generation_id "
             "from raw.generations where response_text is not null group by 1) t) "
             f"where {' or '.join(f'needs_{n}' for n in scorers)} order by text_hash",
-            params,
+            params=params,
         ).to_arrow_table()
     finally:
         con.close()
@@ -126,10 +126,10 @@ def read_batches(
     con = connect(warehouse, read_only=True)
     try:
         con.register("wanted_texts", keys)
-        reader = con.execute(
+        reader = con.sql(
             "select w.*, g.response_text from wanted_texts w "
             "join raw.generations g using (generation_id) order by w.text_hash"
-        ).fetch_record_batch(batch_size)
+        ).to_arrow_reader(batch_size)
         batches = list(_rebatched(reader, batch_size))
     finally:
         con.close()
