@@ -2,7 +2,8 @@
     The refusal rule set (ableaudit.scorers.refusals) per distinct response text and
     rule-set version, through the refusal_rule UDF. Incremental like the
     scorers: a build checks only texts without a row for the current
-    RULESET_VERSION, and bumping that version re-checks every text.
+    RULESET_VERSION, and bumping that version re-checks every text. A text
+    `ableaudit score` landed in raw.text_scores is taken from there.
 #}
 {{
     config(
