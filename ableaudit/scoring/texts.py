@@ -174,7 +174,11 @@ def score_batch(scorer: str, batch: pa.RecordBatch, in_process: bool = False) ->
     texts = batch.column("response_text")
     if in_process:
         os.environ[parallel.WORKERS_ENV] = "1"  # this process is one worker of the runner
-    values = entry.function(texts)
+    if entry.arguments[1:]:  # Regard: the classifier (empty: its default) and texts per pass
+        n = batch.num_rows
+        values = entry.function(texts, pa.array([""] * n), pa.array([32] * n, pa.int32()))
+    else:
+        values = entry.function(texts)
     if len(values) != batch.num_rows:
         raise RuntimeError(
             f"scorer {scorer} returned {len(values)} values for {batch.num_rows} texts"

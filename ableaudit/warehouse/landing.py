@@ -726,7 +726,7 @@ def land_text_scores(warehouse: str | Path | None, scores: pa.Table) -> LandingR
     """Land per-text scores (``raw.text_scores`` columns, as Arrow) in one transaction.
 
     A (text_hash, scorer, scorer_version) already landed is left as it was, so landing the
-    same scores again writes nothing; within ``scores`` the first row of a key wins.
+    same scores again writes nothing; within ``scores`` one row of a key lands.
     """
     report = LandingReport()
     if not scores.num_rows:

@@ -125,3 +125,10 @@ def test_the_dask_runner_needs_prefect_dask_or_builds_a_local_cluster_runner():
         return
     made = runners.runner("dask").make(2, None)
     assert made.cluster_kwargs == {"n_workers": 2, "threads_per_worker": 1, "processes": True}
+
+
+def test_a_regard_score_that_is_not_final_never_lands(wh, monkeypatch, tmp_path):
+    monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp_path / "no-classifier-here"))
+    pending = texts.pending_texts(wh, ["vader"])
+    (batch,) = texts.read_batches(wh, pending.keys.slice(0, 5), 5)
+    assert texts.score_batch("regard", batch).num_rows == 0  # 'unavailable': left for a retry
