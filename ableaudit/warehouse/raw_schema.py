@@ -527,6 +527,7 @@ _LEGACY_GROUPS: dict[str, tuple[str, str]] = {
     "images": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
     "adapters": ("'adapter ' || adapter_id", "created_at"),
     "runs": ("'run ' || run_id", "started_at"),
+    "text_scores": ("'text scores landed at ' || scored_at", "scored_at"),
 }
 
 
