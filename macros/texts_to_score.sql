@@ -30,14 +30,37 @@
 {%- endmacro %}
 
 {#
+    The scores of a scorer's current version that `ableaudit score` (the
+    scoring flow, ableaudit.scoring) landed in raw.text_scores, in the columns
+    of its score model. Columns: text_hash, scorer_version, <columns>, status,
+    scored_at (as timestamptz, the type of the model's own scored_at).
+#}
+{% macro landed_text_scores(scorer, columns) -%}
+    select
+        text_hash,
+        scorer_version,
+        {%- for column in columns %}
+        {{ column }},
+        {%- endfor %}
+        status,
+        cast(scored_at as timestamptz) as scored_at
+    from {{ source('raw', 'text_scores') }}
+    where
+        scorer = '{{ scorer }}'
+        and scorer_version = {{ current_scorer_version(scorer) }}
+{%- endmacro %}
+
+{#
     The body of a per-text scorer model (response_scores_vader,
     response_scores_verbosity, response_refusals): the texts without a row for
-    the scorer's current version, each scored by the given SQL expressions.
-    Columns: text_hash, scorer_version, <expressions>, status, scored_at. The
-    model keeps its own config (incremental, unique on text_hash and
-    scorer_version).
+    the scorer's current version, each taken from raw.text_scores when the
+    scoring flow landed it (the same value, computed by the same function) and
+    otherwise scored here by its SQL expression. ``columns`` maps each score
+    column to the expression that computes it. Columns: text_hash,
+    scorer_version, <columns>, status, scored_at. The model keeps its own config
+    (incremental, unique on text_hash and scorer_version).
 #}
-{% macro score_pending_texts(scorer, expressions) -%}
+{% macro score_pending_texts(scorer, columns) -%}
 with
 
 generations as (
@@ -52,20 +75,43 @@ pending as (
 
 ),
 
+landed as (
+
+    {{ landed_text_scores(scorer, columns.keys() | list) }}
+
+),
+
+taken as (
+
+    select landed.*
+
+    from pending
+    inner join landed
+        on pending.text_hash = landed.text_hash
+
+),
+
 scored as (
 
     select
-        text_hash,
+        pending.text_hash,
         {{ current_scorer_version(scorer) }} as scorer_version,
-        {%- for expression in expressions %}
-        {{ expression }},
+        {%- for column, expression in columns.items() %}
+        {{ expression }} as {{ column }},
         {%- endfor %}
         'ok' as status,
         current_timestamp as scored_at
 
     from pending
+    left join landed
+        on pending.text_hash = landed.text_hash
+    where landed.text_hash is null
 
 )
+
+select * from taken
+
+union all
 
 select * from scored
 {%- endmacro %}

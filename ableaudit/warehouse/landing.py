@@ -928,6 +928,48 @@ def add_adapter(
     return {**row, "created_at": created}
 
 
+def land_text_scores(warehouse: str | Path | None, scores: pa.Table) -> LandingReport:
+    """Land per-text scores (``raw.text_scores`` columns, as Arrow) in one transaction.
+
+    A (text_hash, scorer, scorer_version) already landed is left as it was, so landing the
+    same scores again writes nothing; within ``scores`` one row of a key lands.
+    """
+    report = LandingReport()
+    if not scores.num_rows:
+        return report
+    columns = raw_schema.table("text_scores").arrow_columns()
+    given = [c for c in columns if c != "landing_id"]
+    missing = [
+        c
+        for c in ("text_hash", "scorer", "scorer_version", "status")
+        if c not in scores.column_names
+    ]
+    if missing:
+        raise ValueError(f"text scores lack the column(s) {', '.join(missing)}")
+    arrays = {
+        c: scores[c].cast(columns[c])
+        if c in scores.column_names
+        else pa.nulls(scores.num_rows, columns[c])
+        for c in given
+    }
+    key = "text_hash, scorer, scorer_version"
+    with writing(warehouse) as con:
+        landing_id, own = _landing_for(con, "score", None)
+        arrays["landing_id"] = pa.array([landing_id] * scores.num_rows, pa.string())
+        con.register("incoming_scores", pa.table(arrays))
+        cols = ", ".join(columns)
+        (inserted,) = con.execute(
+            f"insert into raw.text_scores ({cols}) "
+            f"select {cols} from incoming_scores "
+            f"qualify row_number() over (partition by {key}) = 1 "
+            f"on conflict ({key}) do nothing"
+        ).fetchone()
+        _settle(con, landing_id, own)
+    report.inserted = int(inserted)
+    report.unchanged = scores.num_rows - report.inserted
+    return report
+
+
 def update_judgment_parses(
     warehouse: str | Path, changed: Sequence[tuple[str, str | None, str | None, str]]
 ) -> None:

@@ -364,6 +364,48 @@ TABLES: tuple[Table, ...] = (
         primary_key=("adapter_id",),
     ),
     Table(
+        "text_scores",
+        "Per-text scores computed outside dbt by `ableaudit score` (the scoring flow), one row per "
+        "text, scorer and scorer version, with the columns of that scorer's response_scores_* model. "
+        "The score models take a text's landed row instead of scoring it again; a text nobody "
+        "landed is scored in dbt as before. Only final results land (never 'unavailable' or 'error').",
+        (
+            _c(
+                "text_hash",
+                "varchar",
+                "sha256 of the response text (stg_raw__generations.text_hash).",
+                True,
+            ),
+            _c(
+                "scorer",
+                "varchar",
+                "The scorer's name: 'vader' | 'verbosity' | 'refusal' | 'regard'.",
+                True,
+            ),
+            _c(
+                "scorer_version",
+                "varchar",
+                "The version the scorer wrote (its registry version).",
+                True,
+            ),
+            _c("vader_compound", "double", "vader: compound polarity in [-1, 1]."),
+            _c("word_count", "integer", "verbosity: whitespace-delimited words."),
+            _c(
+                "refusal_rule", "varchar", "refusal: the rule that marks a refusal; null when none."
+            ),
+            _c("regard", "double", "regard: P(positive) - P(negative)."),
+            _c("p_positive", "double", "regard: P(positive)."),
+            _c("p_negative", "double", "regard: P(negative)."),
+            _c("n_tokens", "integer", "regard: tokens of the text."),
+            _c("max_tokens", "integer", "regard: the classifier's maximum length."),
+            _c("status", "varchar", "'ok' (regard: also 'truncated').", True),
+            _c("reason", "varchar", "Why a status is not 'ok'."),
+            _c("scored_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("text_hash", "scorer", "scorer_version"),
+    ),
+    Table(
         "runs",
         "One row per audit run, with its config.",
         (
@@ -398,7 +440,7 @@ TABLES: tuple[Table, ...] = (
                 "varchar",
                 "'audit' | 'import-responses' | 'import-queries' | 'import-images' | "
                 "'import-annotations' | 'import-judgments' | 'judge' | 'adapter' | 'images' | "
-                "'generations' | 'judgments' | 'legacy'.",
+                "'score' | 'generations' | 'judgments' | 'legacy'.",
                 True,
             ),
             _c("source", "varchar", "The file or folder read, or the run (e.g. 'run <id>')."),
@@ -485,6 +527,7 @@ _LEGACY_GROUPS: dict[str, tuple[str, str]] = {
     "images": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
     "adapters": ("'adapter ' || adapter_id", "created_at"),
     "runs": ("'run ' || run_id", "started_at"),
+    "text_scores": ("'text scores landed at ' || scored_at", "scored_at"),
 }
 
 

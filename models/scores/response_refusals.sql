@@ -2,7 +2,8 @@
     The refusal rule set (ableaudit.scorers.refusals) per distinct response text and
     rule-set version, through the refusal_rule UDF. Incremental like the
     scorers: a build checks only texts without a row for the current
-    RULESET_VERSION, and bumping that version re-checks every text.
+    RULESET_VERSION, and bumping that version re-checks every text. A text
+    `ableaudit score` landed in raw.text_scores is taken from there.
 #}
 {{
     config(
@@ -16,7 +17,7 @@ with
 
 matched as (
 
-    {{ score_pending_texts('refusal', ['refusal_rule(response_text) as refusal_rule']) }}
+    {{ score_pending_texts('refusal', {'refusal_rule': 'refusal_rule(pending.response_text)'}) }}
 
 ),
 

@@ -1,7 +1,9 @@
 {#
     VADER compound per distinct response text and scorer version. Incremental:
     a build scores only texts that have no row yet for the current version, so
-    a rebuild recomputes nothing unchanged.
+    a rebuild recomputes nothing unchanged. A text `ableaudit score` landed in
+    raw.text_scores is taken from there, not scored again (macro
+    score_pending_texts).
 #}
 {{
     config(
@@ -11,4 +13,4 @@
     )
 }}
 
-{{ score_pending_texts('vader', ['vader_compound(response_text) as vader_compound']) }}
+{{ score_pending_texts('vader', {'vader_compound': 'vader_compound(pending.response_text)'}) }}

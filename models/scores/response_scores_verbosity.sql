@@ -1,6 +1,7 @@
 {#
     Word count per distinct response text and scorer version, incremental like
-    response_scores_vader (cheap, but the same pattern keeps every scorer alike).
+    response_scores_vader (cheap, but the same pattern keeps every scorer alike),
+    and likewise taken from raw.text_scores where `ableaudit score` landed it.
 #}
 {{
     config(
@@ -10,4 +11,4 @@
     )
 }}
 
-{{ score_pending_texts('verbosity', ['word_count(response_text) as word_count']) }}
+{{ score_pending_texts('verbosity', {'word_count': 'word_count(pending.response_text)'}) }}

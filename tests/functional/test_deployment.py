@@ -68,7 +68,7 @@ def test_every_deployment_has_a_loadable_flow_valid_parameters_and_schedules():
     from prefect.flows import load_flow_from_entrypoint
 
     deployments = _deployments()
-    assert set(deployments) == {"audit", "reaudit", "train-detector", "train-dpo"}
+    assert set(deployments) == {"audit", "reaudit", "score", "train-detector", "train-dpo"}
     for d in deployments.values():
         flow = load_flow_from_entrypoint(str(PROJECT_ROOT / d["entrypoint"]))
         flow.validate_parameters(d.get("parameters", {}))  # raises on a parameter the flow lacks

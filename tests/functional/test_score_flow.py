@@ -1,0 +1,157 @@
+"""Scoring outside dbt: `ableaudit score` lands the per-text scores, and the build takes them.
+
+One warehouse is scored inside `dbt build` only; its twin is scored by the flow first
+(three more answers landing after it, left for dbt). Both must hold the same score
+tables row for row and the same degradation mart. A flow stopped midway keeps what it
+landed, a re-run lands only the rest, and `ableaudit forget` removes a scoring landing.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pandas as pd
+import pytest
+
+from ableaudit.cli.main import main
+from ableaudit.dbt.runner import run_dbt
+from ableaudit.scoring import texts
+from ableaudit.warehouse import connect
+from ableaudit.warehouse.landing import history
+from tests.fixtures.warehouse import land, read, response, synthetic_generations
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+
+BUILD = [
+    "build",
+    "--select",
+    "+degradation",
+    "response_scores_vader",
+    "response_scores_verbosity",
+    "response_refusals",
+]
+SCORES = {
+    "response_scores_vader": "text_hash, scorer_version, vader_compound, status",
+    "response_scores_verbosity": "text_hash, scorer_version, word_count, status",
+    "response_refusals": "text_hash, scorer_version, refusal_rule, is_refusal, status",
+}
+
+
+def late_rows() -> list[dict]:
+    rng = random.Random(5)
+    rows = [r for r in synthetic_generations(seed=2) if r["condition"] == "disability"][:3]
+    return [
+        dict(
+            r,
+            generation_id=f"late-{i}",
+            sample_index=1,
+            status="ok",
+            error_message=None,
+            response_text=f"a later answer {i}: " + response(rng),
+        )
+        for i, r in enumerate(rows)
+    ]
+
+
+def fresh(path) -> str:
+    connect(path).close()
+    land(path, synthetic_generations(seed=2))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def twins(dbt_env, tmp_path_factory):
+    base = tmp_path_factory.mktemp("twins")
+    in_dbt = fresh(base / "in_dbt.duckdb")
+    land(in_dbt, late_rows())
+    run_dbt(["seed"], in_dbt)
+    run_dbt(BUILD, in_dbt)
+
+    flowed = fresh(base / "flowed.duckdb")
+    code = main(["score", "--warehouse", flowed, "--workers", "2", "--batch-size", "32"])
+    assert code == 0
+    land(flowed, late_rows())
+    run_dbt(["seed"], flowed)
+    run_dbt(BUILD, flowed)
+    return in_dbt, flowed
+
+
+@pytest.mark.parametrize("model", sorted(SCORES))
+def test_scores_landed_by_the_flow_equal_scores_computed_in_dbt(twins, model):
+    in_dbt, flowed = twins
+    query = f"select {SCORES[model]} from {model} order by text_hash"
+    expected, got = read(in_dbt, query), read(flowed, query)
+    assert len(expected) > 50
+    pd.testing.assert_frame_equal(got, expected)  # bit for bit: exact float equality
+
+
+def test_the_build_took_the_landed_scores_and_scored_only_the_later_texts(twins):
+    _, flowed = twins
+    scorer = {
+        "response_scores_vader": "vader",
+        "response_scores_verbosity": "verbosity",
+        "response_refusals": "refusal",
+    }
+    for model, name in scorer.items():
+        merged = read(
+            flowed,
+            f"select m.scored_at, cast(s.scored_at as timestamptz) as landed_at from {model} m "
+            f"left join raw.text_scores s on s.text_hash = m.text_hash and s.scorer = '{name}' "
+            "and s.scorer_version = m.scorer_version",
+        )
+        taken = merged[merged.landed_at.notna()]
+        assert (taken.scored_at == taken.landed_at).all(), model
+        assert merged.landed_at.isna().sum() == 3, model  # the later answers, scored in dbt
+    (landing,) = [h for h in history(flowed) if h["kind"] == "score"]
+    assert landing["status"] == "landed" and landing["rows"]["text_scores"] == 3 * (
+        read(flowed, "select count(*) as n from response_scores_vader").n[0] - 3
+    )
+
+
+def test_the_degradation_mart_is_the_same_both_ways(twins):
+    in_dbt, flowed = twins
+    query = (
+        "select task, model_id, arm, query_set, metric, slice, slice_value, n_pairs, n_degraded, "
+        "n_excluded, degradation_pct from degradation order by all"
+    )
+    expected, got = read(in_dbt, query), read(flowed, query)
+    assert set(expected.metric) >= {"vader", "verbosity"}
+    pd.testing.assert_frame_equal(got, expected)
+
+
+def test_a_stopped_run_keeps_its_groups_a_rerun_lands_the_rest_and_forget_undoes_one(
+    tmp_path, monkeypatch, capsys
+):
+    from ableaudit.audit.prefect_server import temporary_server
+    from ableaudit.scoring.flow import score
+
+    wh = fresh(tmp_path / "stopped.duckdb")
+    total = texts.pending_texts(wh, ["vader"]).count("vader")
+    reads = []
+    real = texts.read_batches
+
+    def stop_at_the_third_group(*args, **kwargs):
+        reads.append(1)
+        if len(reads) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(texts, "read_batches", stop_at_the_third_group)
+    with temporary_server(), pytest.raises(KeyboardInterrupt):
+        score(warehouse=wh, scorers=["vader"], batch_size=16, workers=1, group_batches=1)
+    # groups one and two were read; the first landed when the second had been submitted
+    (stopped,) = history(wh)
+    assert stopped["status"] == "interrupted" and stopped["rows"] == {"text_scores": 16}
+
+    monkeypatch.setattr(texts, "read_batches", real)
+    with temporary_server():
+        rest = score(warehouse=wh, scorers=["vader"], batch_size=16, workers=2)
+        assert rest["pending"] == {"vader": total - 16} and rest["landed"] == total - 16
+        again = score(warehouse=wh, scorers=["vader"], batch_size=16, workers=2)
+    assert again["landed"] == 0 and again["landing_id"] is None
+    assert len(history(wh)) == 2
+
+    assert main(["forget", stopped["landing_id"], "--yes", "--no-build", "--warehouse", wh]) == 0
+    assert "16 rows of text_scores" in capsys.readouterr().out
+    assert texts.pending_texts(wh, ["vader"]).count("vader") == 16
+    assert read(wh, "select count(*) as n from raw.text_scores").n[0] == total - 16
