@@ -42,19 +42,22 @@ def _thread(workers: int, address: str | None) -> Any:
     return ThreadPoolTaskRunner(max_workers=workers)
 
 
-def _dask(workers: int, address: str | None) -> Any:
-    try:
-        from prefect_dask import DaskTaskRunner
-    except ImportError:
-        raise RunnerError(
-            "--task-runner dask needs the prefect-dask package (`pip install prefect-dask`); "
-            "or use --task-runner thread on this machine"
-        ) from None
-    if address:
-        return DaskTaskRunner(address=address)
-    return DaskTaskRunner(
-        cluster_kwargs={"n_workers": workers, "threads_per_worker": 1, "processes": True}
-    )
+def _cluster(kind: str) -> Callable[[int, str | None], Any]:
+    """The audit's own cluster runner (ableaudit.audit.runners) for ``kind``: a local cluster
+    of ``workers`` single-threaded worker processes, or the scheduler at ``address``."""
+
+    def make(workers: int, address: str | None) -> Any:
+        from ableaudit.audit.runners import make_task_runner
+        from ableaudit.config import ConfigError, TaskRunnerSettings
+
+        sized = {"address": address} if address else {"n_workers": workers}
+        settings = TaskRunnerSettings(kind=kind, **sized)
+        try:
+            return make_task_runner(settings, workers)
+        except ConfigError as e:
+            raise RunnerError(f"--task-runner {kind}: {e}; or use --task-runner thread") from None
+
+    return make
 
 
 def _no_address(name: str, address: str | None) -> None:
@@ -73,7 +76,12 @@ RUNNERS: dict[str, Runner] = {
     r.name: r
     for r in (
         Runner("thread", _thread, False, "tasks in threads, texts on a process pool (default)"),
-        Runner("dask", _dask, True, "a Dask cluster: local, or --dask-address (prefect-dask)"),
+        Runner(
+            "dask",
+            _cluster("dask"),
+            True,
+            "a Dask cluster: local, or --dask-address (prefect-dask)",
+        ),
     )
 }
 

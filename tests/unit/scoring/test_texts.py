@@ -124,7 +124,12 @@ def test_the_dask_runner_needs_prefect_dask_or_builds_a_local_cluster_runner():
             runners.runner("dask").make(2, None)
         return
     made = runners.runner("dask").make(2, None)
-    assert made.cluster_kwargs == {"n_workers": 2, "threads_per_worker": 1, "processes": True}
+    assert made.cluster_kwargs == {
+        "n_workers": 2,
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": None,
+    }
 
 
 def test_a_regard_score_that_is_not_final_never_lands(wh, monkeypatch, tmp_path):
