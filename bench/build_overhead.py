@@ -27,9 +27,13 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ableaudit import PROJECT_ROOT
-from ableaudit.cli import main as cli
-from ableaudit.dbt.runner import run_dbt
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ableaudit import PROJECT_ROOT  # noqa: E402 (after sys.path)
+from ableaudit.cli import main as cli  # noqa: E402
+from ableaudit.dbt.runner import run_dbt  # noqa: E402
 
 WORDS = (
     "you can plan the steps ahead with a list of options and ask for details great sorry".split()
