@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -69,10 +70,12 @@ def _timings(project: Path) -> list[dict]:
     return [{"id": r["unique_id"], "s": r["execution_time"]} for r in results]
 
 
-def _build(wh: Path, args: list[str]) -> tuple[float, list[dict]]:
+def _build(wh: Path, args: list[str], keep: str) -> tuple[float, list[dict]]:
     start = time.perf_counter()
     run_dbt(["build", *args], wh)
-    return time.perf_counter() - start, _timings(PROJECT_ROOT)
+    seconds = time.perf_counter() - start
+    shutil.copy(PROJECT_ROOT / "target" / "run_results.json", wh.parent / f"{keep}.json")
+    return seconds, _timings(PROJECT_ROOT)
 
 
 def _node(timings: list[dict], name: str) -> float:
@@ -106,16 +109,18 @@ def main() -> int:
     first = work / "first.parquet"
     n = responses(first, [f"model-{i:02d}" for i in range(args.models)], pool, 1)
     assert cli(["import", "responses", str(first), "--warehouse", str(wh)]) == 0
-    full_s, full = _build(wh, [])
+    full_s, full = _build(wh, [], "first")
     print(f"landed {n} generations; first build {full_s:.1f} s")
 
     one_more = work / "one_more.parquet"
     n_more = responses(one_more, [f"model-{args.models:02d}"], pool, 2)
     assert cli(["import", "responses", str(one_more), "--warehouse", str(wh)]) == 0
-    _, incremental = _build(wh, [])
+    _, incremental = _build(wh, [], "one_more")
     order = "task, model_id, arm, query_set, metric, slice, slice_value"
     reused = _table(wh, "significance", order)
-    _, recomputed = _build(wh, ["--select", "significance", "--vars", "{stats_reuse: false}"])
+    _, recomputed = _build(
+        wh, ["--select", "significance", "--vars", "{stats_reuse: false}"], "recompute"
+    )
     again = _table(wh, "significance", order)
     same = reused.equals(again)
     s_full, s_inc = _node(recomputed, "significance"), _node(incremental, "significance")
@@ -124,8 +129,8 @@ def main() -> int:
         f"full recompute {s_full:.2f} s: {s_inc / s_full:.2f}x; tables equal: {same}"
     )
 
-    n_default, t_default = _tests(_build(wh, [])[1])
-    n_all, t_all = _tests(_build(wh, ["--selector", "all_tests"])[1])
+    n_default, t_default = _tests(_build(wh, [], "default_tests")[1])
+    n_all, t_all = _tests(_build(wh, ["--selector", "all_tests"], "all_tests")[1])
     print(
         f"data tests, default selection: {n_default} tests {t_default:.1f} s; "
         f"all: {n_all} tests {t_all:.1f} s: {t_default / t_all:.2f}x"
