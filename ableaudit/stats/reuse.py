@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -107,15 +108,31 @@ def reuse_or_compute(
     if not reused.empty:
         parts.append(previous.merge(reused[[*keys, FINGERPRINT]], on=[*keys, FINGERPRINT]))
     if not fresh.empty:
-        wanted = relation.join(session.from_df(fresh[keys]), ", ".join(keys))
-        data = wanted.select(*keys, *values).order(", ".join([*keys, *values])).df()
-        fingerprint = dict(zip(map(tuple, fresh[keys].to_numpy()), fresh[FINGERPRINT]))
-        for key, group in data.groupby(keys, sort=True, dropna=False):
-            out = compute(group.reset_index(drop=True))
-            parts.append(out.assign(**{FINGERPRINT: fingerprint[tuple(key)]}))
+        for _, group in _changed_rows(session, relation, fresh, keys, values):
+            out = compute(group.drop(columns=FINGERPRINT).reset_index(drop=True))
+            parts.append(out.assign(**{FINGERPRINT: group[FINGERPRINT].iloc[0]}))
     parts = [p[columns] for p in parts if not p.empty]
     if not parts:
         return pd.DataFrame(columns=columns), len(reused), len(fresh)
     rows = pd.concat(parts, ignore_index=True)
     rows = rows.sort_values(keys, kind="mergesort").reset_index(drop=True)
     return rows, len(reused), len(fresh)
+
+
+def _changed_rows(session: Any, relation: Any, fresh: pd.DataFrame, keys: list, values: list):
+    """(key, rows) of every group of ``fresh`` (keys and fingerprint), the rows sorted by all
+    their columns. A null key matches a null key (is not distinct from): no row is dropped."""
+    name = f"ableaudit_reuse_{uuid.uuid4().hex[:12]}"
+    relation.create_view(f"{name}_inputs", replace=True)
+    session.register(f"{name}_changed", fresh)
+    on = " and ".join(f"i.{k} is not distinct from c.{k}" for k in keys)
+    columns = ", ".join(f"i.{c}" for c in [*keys, *values])
+    try:
+        data = session.sql(
+            f"select {columns}, c.{FINGERPRINT} from {name}_inputs i "
+            f"join {name}_changed c on {on} order by {columns}"
+        ).df()
+    finally:
+        session.unregister(f"{name}_changed")
+        session.execute(f"drop view if exists {name}_inputs")
+    return data.groupby(keys, sort=True, dropna=False)

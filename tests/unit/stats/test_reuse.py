@@ -92,3 +92,16 @@ def test_previous_rows_are_read_only_when_the_columns_match(con):
     assert previous_rows(con, this, ["a", "b", FINGERPRINT]) is None
     missing = _This(database="memory", schema="main", identifier="nothing")
     assert previous_rows(con, missing, ["a"]) is None
+
+
+def test_groups_with_equal_inputs_or_a_null_key_each_keep_their_rows(con):
+    one = _pairs(["m1"])
+    twin = one.assign(model_id="m2")  # the same pairs under another name: the same fingerprint
+    lost = one.assign(model_id=None)  # a null key is still a group
+    rows, reused, computed, _ = _build(con, pd.concat([one, twin, lost], ignore_index=True), None)
+    assert (reused, computed) == (0, 3)
+    per_model = rows.groupby("model_id", dropna=False).size()
+    assert per_model.tolist() == [len(rows) // 3] * 3
+    again, reused, computed, _ = _build(con, pd.concat([one, twin, lost], ignore_index=True), rows)
+    assert (reused, computed) == (3, 0)
+    pd.testing.assert_frame_equal(again, rows)
