@@ -212,23 +212,29 @@ def _same_command(args: argparse.Namespace) -> str:
 
 
 def build_and_publish(
-    wh: Path, vars: str | None = None, storage_version: str | None = None
+    wh: Path,
+    vars: str | None = None,
+    storage_version: str | None = None,
+    all_tests: bool = False,
 ) -> None:
-    """What `ableaudit build` runs: dbt seed + build, publish, report."""
-    from ableaudit.dbt.runner import run_dbt
+    """What `ableaudit build` runs: one `dbt build` (seeds included), publish, report.
+
+    The data tests are dbt's default selection (selectors.yml: every test but those tagged
+    ``full``, which scan million-row relations); ``all_tests`` runs the whole suite."""
+    from ableaudit.dbt.runner import build
     from ableaudit.report import render_report
     from ableaudit.warehouse.publish import publish
 
-    extra = ["--vars", vars] if vars else []
-    run_dbt(["seed"], wh)
-    run_dbt(["build", *extra], wh)
+    build(wh, vars, all_tests=all_tests)
     out = publish(wh, storage_version=storage_version)
     report = render_report(out)
     print(f"Built {wh}\nPublished {out}\nReport {report.index}")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    build_and_publish(warehouse_path(args.warehouse), args.vars, args.storage_version)
+    build_and_publish(
+        warehouse_path(args.warehouse), args.vars, args.storage_version, args.all_tests
+    )
     return 0
 
 
@@ -560,9 +566,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = sub.add_parser(
-        "build", parents=[common, storage], help="dbt seed + build, then publish a copy for BI"
+        "build",
+        parents=[common, storage],
+        help="dbt build (seeds included), then publish a copy for BI",
     )
     p.add_argument("--vars", help="dbt vars as YAML, e.g. '{degradation_threshold: 0.1}'")
+    p.add_argument(
+        "--all-tests",
+        action="store_true",
+        help="run every data test, also those tagged 'full' that scan million-row relations "
+        "(dbt: --selector all_tests; see docs/testing.md)",
+    )
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser(

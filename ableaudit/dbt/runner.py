@@ -1,7 +1,9 @@
 """Run dbt in-process against a given warehouse file.
 
 ``run_dbt(["build"], "warehouse/x.duckdb")`` is ``dbt build`` with the project's
-profiles.yml and ABLEAUDIT_WAREHOUSE pointing at that file. DuckDB allows one
+profiles.yml and ABLEAUDIT_WAREHOUSE pointing at that file (the profile holds the file's
+name only, so dbt's partial parse survives a switch to another folder; ableaudit.dbt.plugin
+opens the file). DuckDB allows one
 writer process: close your own connections to the warehouse before calling.
 """
 
@@ -102,8 +104,17 @@ def run_dbt(
     raise DbtError(f"`{command}` failed on warehouse {wh}:\n{detail}")
 
 
-def build(warehouse: str | os.PathLike | None = None, vars: str | None = None) -> None:
-    """Load the seeds, then build and test every model (``dbt seed`` + ``dbt build``)."""
+ALL_TESTS_SELECTOR = "all_tests"
+"""The selector of selectors.yml that builds every node and runs every data test; without it,
+dbt's default selector leaves out the tests tagged ``full``."""
+
+
+def build(
+    warehouse: str | os.PathLike | None = None, vars: str | None = None, all_tests: bool = False
+) -> None:
+    """Load the seeds, build and test every model, in one ``dbt build``: the default selection
+    of data tests, or every test with ``all_tests``."""
     extra = ["--vars", vars] if vars else []
-    run_dbt(["seed", *extra], warehouse)
+    if all_tests:
+        extra += ["--selector", ALL_TESTS_SELECTOR]
     run_dbt(["build", *extra], warehouse)

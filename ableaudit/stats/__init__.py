@@ -21,6 +21,8 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
                                  `ableaudit export annotation-sample` / `import annotations`
     scaling.scaling / scaling_points
                                  mart `scaling`
+    reuse.reuse_or_compute       a mart's rows computed again only for the groups whose
+                                 inputs changed (`significance`)
 """
 
 from ableaudit.stats.agreement import (

@@ -6,27 +6,19 @@ carried there), per task, model, arm, query set, metric and slice (overall,
 domain, disability). The bootstrap resamples whole queries (`query_id`: for
 vision pairs, the image's query), var('bootstrap_samples') times, seeded by
 var('bootstrap_seed'). Query sets are never pooled, as in `degradation`.
+
+Only the groups (task, model, arm, query set, metric) whose included pairs changed are
+computed; the others keep their rows of the previous build (ableaudit.stats.reuse, column
+inputs_fingerprint). `--vars '{stats_reuse: false}'` computes every group.
 """
 
-import pandas as pd
+from ableaudit.dbt.models import after_arm, bootstrap_settings, meta, to_arrow
+from ableaudit.stats import SIGNIFICANCE_SCHEMA, paired, significance
+from ableaudit.stats.reuse import FINGERPRINT, code_digest, previous_rows, reuse_or_compute
 
-from ableaudit.dbt.models import after_arm, bootstrap_settings, read, to_arrow
-from ableaudit.stats import SIGNIFICANCE_SCHEMA, significance
-
-PAIR_COLUMNS = [
-    "task",
-    "model_id",
-    "arm",
-    "query_set",
-    "metric",
-    "direction",
-    "domain",
-    "disability_id",
-    "query_id",
-    "neutral_score",
-    "disability_score",
-]
-SCHEMA = after_arm(SIGNIFICANCE_SCHEMA)
+KEYS = ["task", "model_id", "arm", "query_set", "metric"]
+VALUES = ["direction", "domain", "disability_id", "query_id", "neutral_score", "disability_score"]
+SCHEMA = {**after_arm(SIGNIFICANCE_SCHEMA), FINGERPRINT: "str"}
 
 
 def model(dbt, session):
@@ -35,13 +27,22 @@ def model(dbt, session):
         "bootstrap_samples"
     )  # each meta_get alone on its line: dbt parses these calls
     seed = dbt.config.meta_get("bootstrap_seed")
+    reuse = dbt.config.meta_get("stats_reuse")
     n_boot, seed = bootstrap_settings(n_boot, seed)
 
-    pairs = read(dbt.ref("int_pair_scores"), PAIR_COLUMNS, where="included")
-    parts = [
-        significance(group, cluster_col="query_id", n_boot=n_boot, seed=seed).assign(
-            query_set=query_set
-        )
-        for query_set, group in pairs.groupby("query_set", sort=True)
-    ]
-    return to_arrow(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), SCHEMA)
+    pairs = dbt.ref("int_pair_scores").filter("included")
+    settings = {"n_boot": n_boot, "seed": seed, "code": code_digest(paired)}
+    previous = previous_rows(session, dbt.this, SCHEMA) if meta(reuse, True, _flag) else None
+
+    def compute(group):
+        out = significance(group, cluster_col="query_id", n_boot=n_boot, seed=seed)
+        return out.assign(query_set=group["query_set"].iloc[0])
+
+    rows, _, _ = reuse_or_compute(
+        session, pairs, KEYS, VALUES, settings, previous, compute, list(SCHEMA)
+    )
+    return to_arrow(rows, SCHEMA)
+
+
+def _flag(value):
+    return str(value).strip().lower() not in ("false", "0", "no", "off")

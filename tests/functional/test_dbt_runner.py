@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import duckdb
 import pytest
 
 from ableaudit.dbt.runner import DbtError, run_dbt
@@ -24,3 +25,19 @@ def test_another_process_can_write_the_warehouse_after_a_run(warehouse):
 def test_a_failing_command_names_the_warehouse(warehouse):
     with pytest.raises(DbtError, match=str(warehouse.name)):
         run_dbt(["run-operation", "no_such_macro_anywhere"], warehouse)
+
+
+def test_a_warehouse_in_another_folder_reuses_the_parsed_project(tmp_path, capfd):
+    """profiles.yml holds the warehouse file's name only: dbt keeps its partial parse when the
+    folder changes, and the plugin still opens the file in its own folder."""
+    run_dbt(["parse"], tmp_path / "a" / "ableaudit.duckdb")
+    capfd.readouterr()
+    other = tmp_path / "b" / "ableaudit.duckdb"
+    run_dbt(["seed", "--select", "domains"], other)
+    out = capfd.readouterr().out
+    assert "Unable to do partial parsing" not in out and "Performance info" not in out
+    con = duckdb.connect(str(other), read_only=True)
+    try:
+        assert con.execute("select count(*) from main.domains").fetchone()[0] > 0
+    finally:
+        con.close()

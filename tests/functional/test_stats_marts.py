@@ -561,6 +561,43 @@ def test_bootstrap_vars_and_thresholds_vars(built, tmp_path):
     pd.testing.assert_frame_equal(read(wh, "select * from significance order by all"), before)
 
 
+def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
+    built, tmp_path
+):
+    wh = tmp_path / "ableaudit.duckdb"
+    shutil.copy(built, wh)
+    order = "select * from significance order by task, model_id, arm, query_set, metric, slice, slice_value"
+    full = read(wh, order)
+    con = duckdb.connect(str(wh))
+    con.execute("create table main.later as from raw.generations where model_id = 'm-large'")
+    con.execute("delete from raw.generations where model_id = 'm-large'")
+    con.close()
+    run_dbt(["run", "--select", "significance"], wh)
+    mark = "model_id = 'm-small' and metric = 'vader' and slice = 'overall'"
+    con = duckdb.connect(str(wh))
+    assert con.execute(f"select count(*) from significance where {mark}").fetchone()[0] >= 1
+    assert (
+        con.execute("select count(*) from significance where model_id = 'm-large'").fetchone()[0]
+        == 0
+    )
+    con.execute(
+        f"update significance set mean_diff = -999 where {mark}"
+    )  # only a reused row keeps it
+    con.execute("insert into raw.generations from main.later")
+    con.execute("drop table main.later")
+    con.close()
+
+    run_dbt(["run", "--select", "significance"], wh)
+    after = read(wh, order)
+    marked = (after.model_id == "m-small") & (after.metric == "vader") & (after.slice == "overall")
+    assert (after.loc[marked, "mean_diff"] == -999).all()
+    after.loc[marked, "mean_diff"] = full.loc[marked.to_numpy(), "mean_diff"].to_numpy()
+    pd.testing.assert_frame_equal(after, full)  # m-large computed now equals the full build
+
+    run_dbt(["run", "--select", "significance", "--vars", "{stats_reuse: false}"], wh)
+    pd.testing.assert_frame_equal(read(wh, order), full)
+
+
 # --------------------------------------------------------------------------- thresholds, models, sizes
 
 
