@@ -139,17 +139,16 @@ def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)
 def build_warehouse(warehouse: str, gates_file: str | None = None) -> str:
-    """Seed, build and publish. With a gates file, gate_results holds its verdicts; the gate
-    tests are left to ``release_gate`` so that a blocked release is still published."""
+    """Build (one dbt call, seeds included, the default selection of data tests) and publish.
+    With a gates file, gate_results holds its verdicts; the gate tests are left to
+    ``release_gate`` so that a blocked release is still published."""
     if gates_file is None:
-        run_dbt(["seed"], warehouse)
         run_dbt(["build"], warehouse)
     else:
         from ableaudit.gates.command import build_vars
 
         extra = ["--vars", build_vars(gates_file)]
-        run_dbt(["seed", *extra], warehouse)
-        run_dbt(["build", "--exclude", "test_name:gate_rule", *extra], warehouse)
+        run_dbt(["build", "--selector", "default_build_ungated", *extra], warehouse)
     return str(publish(warehouse))
 
 
