@@ -74,13 +74,13 @@ EXTRA_MODEL = "bench-extra"
 STAGES = ["import", "build_full", "build_noop", "import_increment", "build_increment", "publish"]
 BUILDS = ["build_full", "build_noop", "build_increment"]
 
-# Words VADER scores 0, positive and negative (checked against its lexicon by the test).
+# Words VADER scores 0, above 0 and below 0 (checked against its lexicon by the tests).
 _FILL = (
     "you can plan the steps ahead with a list of options and ask for details about the schedule "
     "each week most offices keep a record of your account so bring the forms to the meeting "
     "then compare the fees of several banks read the terms of the contract write down questions "
     "for the doctor call the office in the morning check the room the menu the route and the "
-    "times many teachers use a shared calendar keep copies of every letter set a budget for "
+    "times many teachers use a printed calendar keep copies of every letter set a budget for "
     "each month"
 ).split()
 _POSITIVE = (
