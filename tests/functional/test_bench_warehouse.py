@@ -118,7 +118,7 @@ def test_report_names_every_stage_ratio_and_growth():
     for name in bench.STAGES:
         assert f"| {name} |" in text
     assert "no-op rebuild / full build, CPU: 60.0%" in text
-    assert "import rows/s (wall): 1,170" in text
+    assert "import rows/s (wall, the whole command): 1,170" in text
     assert text.count("the 10 slowest nodes") == 3 and "model.ableaudit.degradation" in text
     assert "7 of 7 (model, arm, slice) rows matched, 0 mismatched" in text
     grown = {g["stage"]: g for g in bench.growth([small, large])}
