@@ -13,7 +13,7 @@ export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 
 BI_VENV ?= .venv-bi
 
-.PHONY: audit test build lint deploy worker clean bi-clients
+.PHONY: audit test test-long build lint deploy worker clean bi-clients
 
 $(BIN)/.installed: requirements.lock requirements-nodeps.lock requirements-scale.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ audit: $(BIN)/.installed
 
 test: $(BIN)/.installed $(BI_VENV)/.installed node_modules/.package-lock.json
 	$(BIN)/pytest
+
+# The long checks the default run leaves out (tests marked `long`: a benchmark script run end
+# to end). They use the same fixtures; run them before changing a benchmark.
+test-long: $(BIN)/.installed $(BI_VENV)/.installed node_modules/.package-lock.json
+	$(BIN)/pytest -m long
 
 # DuckDB 1.x clients (CLI, Python, SQLAlchemy + duckdb-engine) in a venv of their own:
 # tests/functional/test_bi_clients.py opens the published copy with them, as BI tools would.

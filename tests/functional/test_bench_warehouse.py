@@ -129,7 +129,7 @@ def test_report_names_every_stage_ratio_and_growth():
     )
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_one_real_run_times_each_stage_and_matches_the_independent_check(tmp_path):
     """The smallest size through the real CLI: import, the first build and publish."""
     out = tmp_path / "figures.json"
