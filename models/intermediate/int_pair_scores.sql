@@ -7,14 +7,73 @@
     at the token cap where the metric excludes such pairs (seed metrics,
     truncated_pairs), and both of its scores exist; otherwise exclusion_reason
     says why.
+
+    A table built incrementally (docs/incremental.md): a build computes again only
+    the pairs of units that generations of new landings answer, and of units with
+    a text whose score changed since the last build (a Regard text scored at last).
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key=['pair_id', 'metric'],
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset(pair_scores_settings()) }}",
+        post_hook="{{ pair_scores_record() }}",
+    )
+}}
+{%- set plan = incremental_plan(pair_scores_settings()) %}
+
 with
 
-pairs as (
+all_pairs as (
 
     select * from {{ ref('int_pairs') }}
 
 ),
+{%- if plan.full %}
+
+pairs as (
+
+    select * from all_pairs
+
+),
+{%- else %}
+
+generations as (
+
+    select * from {{ built_relation('stg_raw__generations') }}
+
+),
+
+changed_texts as (
+
+    {{ changed_score_texts_sql() }}
+
+),
+
+touched_generations as (
+
+    select * from generations
+    where
+        landing_id in ({{ landing_list(plan) }})
+        or text_hash in (select changed_texts.text_hash from changed_texts)
+
+),
+
+touched_units as (
+
+    select distinct {{ pair_unit_keys() | join(', ') }}
+    from touched_generations
+
+),
+
+pairs as (
+
+    {{ in_units('all_pairs', 'touched_units') }}
+
+),
+{%- endif %}
 
 generation_scores as (
 

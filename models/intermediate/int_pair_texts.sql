@@ -3,11 +3,24 @@
     prompt and the response of its neutral and of its disability-aware
     generation (null on the side that has not landed). The contrastive judges,
     the detector, int_pair_judgments and preference_pairs read their pair texts
-    from this model.
+    from this model. A table built incrementally (docs/incremental.md): a build
+    joins again only the pairs of units that generations of new landings answer.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='pair_id',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset() }}",
+        post_hook="{{ incremental_record() }}",
+    )
+}}
+{%- set plan = incremental_plan() %}
+
 with
 
-pairs as (
+all_pairs as (
 
     select * from {{ ref('int_pairs') }}
 
@@ -18,6 +31,27 @@ generations as (
     select * from {{ ref('stg_raw__generations') }}
 
 ),
+{%- if plan.full %}
+
+pairs as (
+
+    select * from all_pairs
+
+),
+{%- else %}
+
+touched_units as (
+
+    {{ touched_units_sql(plan, 'generations') }}
+
+),
+
+pairs as (
+
+    {{ in_units('all_pairs', 'touched_units') }}
+
+),
+{%- endif %}
 
 with_texts as (
 

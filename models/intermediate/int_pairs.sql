@@ -5,14 +5,50 @@
     generation is paired with the neutral generation of the same task, model,
     arm, query, temperature and sample. Every disability-aware generation gets a
     row, complete or not: an incomplete pair carries a status instead of vanishing.
+
+    A table built incrementally (docs/incremental.md): a build pairs again only
+    the units that generations of new landings answer.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='pair_id',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset() }}",
+        post_hook="{{ incremental_record() }}",
+    )
+}}
+{%- set plan = incremental_plan() %}
+
 with
 
-landed as (
+all_landed as (
 
     select * from {{ ref('stg_raw__generations') }}
 
 ),
+{%- if plan.full %}
+
+landed as (
+
+    select * from all_landed
+
+),
+{%- else %}
+
+touched_units as (
+
+    {{ touched_units_sql(plan, 'all_landed') }}
+
+),
+
+landed as (
+
+    {{ in_units('all_landed', 'touched_units') }}
+
+),
+{%- endif %}
 
 generations as (
 
