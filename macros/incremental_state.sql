@@ -22,8 +22,18 @@
     dbt_state.incremental_state
 {%- endmacro %}
 
-{#- The signature of every landing, and of rows without one: (landing_id, signature). -#}
-{% macro landing_signatures_sql() -%}
+{#-
+    The signature of every landing, and of rows without one: (landing_id,
+    signature). With `upstream` (an incremental model of this project), the
+    landings as that model last recorded them: a model reading it is brought up
+    to what its input holds, so a build that skipped the input (a failure, a
+    --select) leaves nothing unread for the next one.
+-#}
+{% macro landing_signatures_sql(upstream=none) -%}
+    {%- if upstream -%}
+    select landing_id, signature from {{ incremental_state_relation() }}
+    where model = '{{ upstream }}'
+    {%- else -%}
     select
         coalesce(landings.landing_id, generations.landing_id, '<none>') as landing_id,
         concat_ws(
@@ -39,6 +49,7 @@
         group by landing_id
     ) as generations
         on landings.landing_id = generations.landing_id
+    {%- endif -%}
 {%- endmacro %}
 
 {#-
@@ -82,7 +93,7 @@
     what they touch). Called at run time by the model's query and its pre-hook,
     which see the same state (the post-hook records the new one).
 -#}
-{% macro incremental_plan(extra=[]) -%}
+{% macro incremental_plan(extra=[], upstream=none) -%}
     {#- a unit test (no relation of its own) builds from its fixtures alone -#}
     {%- if not execute or this is none or model.resource_type != 'model' or not is_incremental() -%}
         {{ return({'full': true, 'landings': []}) }}
@@ -96,7 +107,7 @@
             where model = '{{ this.identifier }}'
         ),
         current_state as (
-            {{ landing_signatures_sql() }}
+            {{ landing_signatures_sql(upstream) }}
         )
         select
             (select count(*) from recorded) as n_recorded,
@@ -151,8 +162,8 @@
 {%- endmacro %}
 
 {#- Pre-hook: a full rebuild of an existing model starts from an empty table. -#}
-{% macro incremental_reset(extra=[]) -%}
-    {%- if execute and is_incremental() and incremental_plan(extra).full -%}
+{% macro incremental_reset(extra=[], upstream=none) -%}
+    {%- if execute and is_incremental() and incremental_plan(extra, upstream).full -%}
         delete from {{ this }}
     {%- else -%}
         select 1
@@ -160,7 +171,7 @@
 {%- endmacro %}
 
 {#- Post-hook: what the model was built from, for the next build's plan. -#}
-{% macro incremental_record(extra=[]) -%}
+{% macro incremental_record(extra=[], upstream=none) -%}
     {%- if execute -%}
         {%- do ensure_incremental_state() -%}
         delete from {{ incremental_state_relation() }} where model = '{{ this.identifier }}';
@@ -171,7 +182,7 @@
             landing_id,
             signature,
             current_timestamp
-        from ({{ landing_signatures_sql() }}) as current_state
+        from ({{ landing_signatures_sql(upstream) }}) as current_state
     {%- else -%}
         select 1
     {%- endif -%}
@@ -257,7 +268,7 @@
 {% macro pair_scores_record() -%}
     {%- if execute -%}
         {%- do ensure_pair_score_texts() -%}
-        {{ incremental_record(pair_scores_settings()) }};
+        {{ incremental_record(pair_scores_settings(), 'int_pairs') }};
         delete from dbt_state.pair_score_texts;
         insert into dbt_state.pair_score_texts {{ scored_texts_sql() }}
     {%- else -%}

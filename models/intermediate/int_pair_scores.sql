@@ -18,11 +18,11 @@
         incremental_strategy='delete+insert',
         unique_key=['pair_id', 'metric'],
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset(pair_scores_settings()) }}",
+        pre_hook="{{ incremental_reset(pair_scores_settings(), 'int_pairs') }}",
         post_hook="{{ pair_scores_record() }}",
     )
 }}
-{%- set plan = incremental_plan(pair_scores_settings()) %}
+{%- set plan = incremental_plan(pair_scores_settings(), 'int_pairs') %}
 
 with
 

@@ -12,11 +12,11 @@
         incremental_strategy='delete+insert',
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset() }}",
-        post_hook="{{ incremental_record() }}",
+        pre_hook="{{ incremental_reset(upstream='int_pairs') }}",
+        post_hook="{{ incremental_record(upstream='int_pairs') }}",
     )
 }}
-{%- set plan = incremental_plan() %}
+{%- set plan = incremental_plan(upstream='int_pairs') %}
 
 with
 

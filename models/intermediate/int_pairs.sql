@@ -15,11 +15,11 @@
         incremental_strategy='delete+insert',
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset() }}",
-        post_hook="{{ incremental_record() }}",
+        pre_hook="{{ incremental_reset(upstream='stg_raw__generations') }}",
+        post_hook="{{ incremental_record(upstream='stg_raw__generations') }}",
     )
 }}
-{%- set plan = incremental_plan() %}
+{%- set plan = incremental_plan(upstream='stg_raw__generations') %}
 
 with
 
