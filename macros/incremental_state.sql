@@ -132,22 +132,34 @@
 {%- endmacro %}
 
 {#-
-    The units (macro pair_unit_keys) that generations of the plan's new landings
-    answer, from `generations` (stg_raw__generations): every pair of such a unit
-    is built again, as a new answer can supersede a unit's pair.
+    The rows of `relation` (with the pair_unit_keys columns) whose unit a row of
+    `generations` (stg_raw__generations) matching `touched` answers: every pair
+    of such a unit is built again, as a new answer can supersede a unit's pair.
+    Keys are joined null-safe.
 -#}
-{% macro touched_units_sql(plan, generations) -%}
-    select distinct {{ pair_unit_keys() | join(', ') }}
-    from {{ generations }}
-    where landing_id in ({{ landing_list(plan) }})
-{%- endmacro %}
-
-{#- `relation` restricted to the rows of `units` (touched_units_sql), keys joined null-safe. -#}
-{% macro in_units(relation, units) -%}
+{% macro in_touched_units(relation, generations, touched) -%}
     select {{ relation }}.*
     from {{ relation }}
-    semi join {{ units }}
-        on {{ join_keys(relation, units, pair_unit_keys(), nullable=['temperature']) }}
+    semi join (
+        select distinct {{ pair_unit_keys() | join(', ') }}
+        from {{ generations }}
+        where {{ touched }}
+    ) as touched_units
+        on {{ join_keys(relation, 'touched_units', pair_unit_keys(), nullable=['temperature']) }}
+{%- endmacro %}
+
+{#-
+    What a model of `plan` reads of `relation`: all of it on a full build, else
+    the rows of units touched (in_touched_units) by the rows of `generations`
+    from the plan's new landings, or matching `also` (a SQL condition).
+-#}
+{% macro incremental_scope(relation, generations, plan, also=none) -%}
+    {%- if plan.full -%}
+    select * from {{ relation }}
+    {%- else -%}
+    {%- set touched = 'landing_id in (' ~ landing_list(plan) ~ ')' -%}
+    {{ in_touched_units(relation, generations, touched ~ (' or ' ~ also if also else '')) }}
+    {%- endif -%}
 {%- endmacro %}
 
 {#- A SQL list of the plan's new landings, for `landing_id in (...)`; never empty. -#}

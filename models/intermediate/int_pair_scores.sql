@@ -31,49 +31,18 @@ all_pairs as (
     select * from {{ ref('int_pairs') }}
 
 ),
-{%- if plan.full %}
 
 pairs as (
 
-    select * from all_pairs
+    {#- incremental: the units of new landings, and of texts whose score changed since the last build #}
+    {{ incremental_scope(
+        'all_pairs',
+        built_relation('stg_raw__generations'),
+        plan,
+        also=none if plan.full else 'text_hash in (' ~ changed_score_texts_sql() ~ ')',
+    ) }}
 
 ),
-{%- else %}
-
-generations as (
-
-    select * from {{ built_relation('stg_raw__generations') }}
-
-),
-
-changed_texts as (
-
-    {{ changed_score_texts_sql() }}
-
-),
-
-touched_generations as (
-
-    select * from generations
-    where
-        landing_id in ({{ landing_list(plan) }})
-        or text_hash in (select changed_texts.text_hash from changed_texts)
-
-),
-
-touched_units as (
-
-    select distinct {{ pair_unit_keys() | join(', ') }}
-    from touched_generations
-
-),
-
-pairs as (
-
-    {{ in_units('all_pairs', 'touched_units') }}
-
-),
-{%- endif %}
 
 generation_scores as (
 

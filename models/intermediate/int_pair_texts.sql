@@ -31,27 +31,12 @@ generations as (
     select * from {{ ref('stg_raw__generations') }}
 
 ),
-{%- if plan.full %}
 
 pairs as (
 
-    select * from all_pairs
+    {{ incremental_scope('all_pairs', 'generations', plan) }}
 
 ),
-{%- else %}
-
-touched_units as (
-
-    {{ touched_units_sql(plan, 'generations') }}
-
-),
-
-pairs as (
-
-    {{ in_units('all_pairs', 'touched_units') }}
-
-),
-{%- endif %}
 
 with_texts as (
 

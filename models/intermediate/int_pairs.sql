@@ -28,27 +28,12 @@ all_landed as (
     select * from {{ ref('stg_raw__generations') }}
 
 ),
-{%- if plan.full %}
 
 landed as (
 
-    select * from all_landed
+    {{ incremental_scope('all_landed', 'all_landed', plan) }}
 
 ),
-{%- else %}
-
-touched_units as (
-
-    {{ touched_units_sql(plan, 'all_landed') }}
-
-),
-
-landed as (
-
-    {{ in_units('all_landed', 'touched_units') }}
-
-),
-{%- endif %}
 
 generations as (
 
