@@ -37,7 +37,7 @@ pairs as (
     {#- incremental: the units of new landings, and of texts whose score changed since the last build #}
     {{ incremental_scope(
         'all_pairs',
-        built_relation('stg_raw__generations'),
+        none if plan.full else built_relation('stg_raw__generations'),
         plan,
         also=none if plan.full else 'text_hash in (' ~ changed_score_texts_sql() ~ ')',
     ) }}
