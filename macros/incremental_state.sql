@@ -7,8 +7,8 @@
     dbt_state.incremental_state: its settings (a digest of its code, the
     project's macros, the seeds, and what the model names: vars, scorer
     versions, a digest of the verdicts) and, per landing, a signature of the
-    landing (its status, and its row count and newest created_at in
-    raw.generations; the raw tables are named, not sources, so unit tests need no
+    landing (its status, and its row count, newest created_at and a digest of
+    its rows in raw.generations; the raw tables are named, not sources, so unit tests need no
     fixture for them). The next build is incremental only when the settings are
     the same and every recorded landing still has the same signature: nothing
     but new landings has happened. Anything else (a forgotten landing, rows an
@@ -40,12 +40,18 @@
             '|',
             coalesce(landings.status, '<none>'),
             coalesce(generations.n_rows, 0),
-            coalesce(cast(generations.newest as varchar), '<none>')
+            coalesce(cast(generations.newest as varchar), '<none>'),
+            coalesce(cast(generations.digest as varchar), '<none>')
         ) as signature
     from (select landing_id, status from raw.landings) as landings
     full join (
-        select landing_id, count(*) as n_rows, max(created_at) as newest
-        from raw.generations
+        -- the digest: every column of every row, so an edit made outside the landing layer counts
+        select
+            landing_id,
+            count(*) as n_rows,
+            max(created_at) as newest,
+            sum(cast(hash(generations) as hugeint)) as digest
+        from raw.generations as generations
         group by landing_id
     ) as generations
         on landings.landing_id = generations.landing_id
