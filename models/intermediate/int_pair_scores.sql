@@ -7,12 +7,40 @@
     at the token cap where the metric excludes such pairs (seed metrics,
     truncated_pairs), and both of its scores exist; otherwise exclusion_reason
     says why.
+
+    A table built incrementally (docs/incremental.md): a build computes again only
+    the pairs of units that generations of new landings answer, and of units with
+    a text whose score changed since the last build (a Regard text scored at last).
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key=['pair_id', 'metric'],
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset(pair_scores_settings(), 'int_pairs') }}",
+        post_hook="{{ pair_scores_record() }}",
+    )
+}}
+{%- set plan = incremental_plan(pair_scores_settings(), 'int_pairs') %}
+
 with
+
+all_pairs as (
+
+    select * from {{ ref('int_pairs') }}
+
+),
 
 pairs as (
 
-    select * from {{ ref('int_pairs') }}
+    {#- incremental: the units of new landings, and of texts whose score changed since the last build #}
+    {{ incremental_scope(
+        'all_pairs',
+        none if plan.full else built_relation('stg_raw__generations'),
+        plan,
+        also=none if plan.full else 'text_hash in (' ~ changed_score_texts_sql() ~ ')',
+    ) }}
 
 ),
 

@@ -3,11 +3,24 @@
     prompt and the response of its neutral and of its disability-aware
     generation (null on the side that has not landed). The contrastive judges,
     the detector, int_pair_judgments and preference_pairs read their pair texts
-    from this model.
+    from this model. A table built incrementally (docs/incremental.md): a build
+    joins again only the pairs of units that generations of new landings answer.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='pair_id',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset(upstream='int_pairs') }}",
+        post_hook="{{ incremental_record(upstream='int_pairs') }}",
+    )
+}}
+{%- set plan = incremental_plan(upstream='int_pairs') %}
+
 with
 
-pairs as (
+all_pairs as (
 
     select * from {{ ref('int_pairs') }}
 
@@ -16,6 +29,12 @@ pairs as (
 generations as (
 
     select * from {{ ref('stg_raw__generations') }}
+
+),
+
+pairs as (
+
+    {{ incremental_scope('all_pairs', 'generations', plan) }}
 
 ),
 

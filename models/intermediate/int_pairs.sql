@@ -5,12 +5,33 @@
     generation is paired with the neutral generation of the same task, model,
     arm, query, temperature and sample. Every disability-aware generation gets a
     row, complete or not: an incomplete pair carries a status instead of vanishing.
+
+    A table built incrementally (docs/incremental.md): a build pairs again only
+    the units that generations of new landings answer.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='pair_id',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset(upstream='stg_raw__generations') }}",
+        post_hook="{{ incremental_record(upstream='stg_raw__generations') }}",
+    )
+}}
+{%- set plan = incremental_plan(upstream='stg_raw__generations') %}
+
 with
+
+all_landed as (
+
+    select * from {{ ref('stg_raw__generations') }}
+
+),
 
 landed as (
 
-    select * from {{ ref('stg_raw__generations') }}
+    {{ incremental_scope('all_landed', 'all_landed', plan) }}
 
 ),
 

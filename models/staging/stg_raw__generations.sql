@@ -1,8 +1,29 @@
+{#
+    Every landed generation, with the hash of its text. A table built
+    incrementally (docs/incremental.md): a build adds the rows of the landings new
+    since the last one, so each text is hashed once; anything else than new
+    landings rebuilds it in full (macro incremental_plan).
+#}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='generation_id',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset() }}",
+        post_hook="{{ incremental_record() }}",
+    )
+}}
+{%- set plan = incremental_plan() %}
+
 with
 
 generations as (
 
     select * from {{ source('raw', 'generations') }}
+    {%- if not plan.full %}
+    where landing_id in ({{ landing_list(plan) }})
+    {%- endif %}
 
 ),
 

@@ -1,0 +1,295 @@
+{#
+    The rule that lets an incremental model (stg_raw__generations, int_pairs,
+    int_pair_texts, int_pair_scores) build only what is new, and rebuild in full
+    otherwise (docs/incremental.md).
+
+    Each such model records, when it builds, what it was built from in
+    dbt_state.incremental_state: its settings (a digest of its code, the
+    project's macros, the seeds, and what the model names: vars, scorer
+    versions, a digest of the verdicts) and, per landing, a signature of the
+    landing (its status, and its row count, newest created_at and a digest of
+    its rows in raw.generations; the raw tables are named, not sources, so unit tests need no
+    fixture for them). The next build is incremental only when the settings are
+    the same and every recorded landing still has the same signature: nothing
+    but new landings has happened. Anything else (a forgotten landing, rows an
+    `import responses --replace` or a retried error took over, an audit still
+    running at the last build, a changed var, seed, scorer version or model)
+    rebuilds the model in full: its pre-hook (incremental_reset) empties it and
+    its query selects everything.
+#}
+
+{% macro incremental_state_relation() -%}
+    dbt_state.incremental_state
+{%- endmacro %}
+
+{#-
+    The signature of every landing, and of rows without one: (landing_id,
+    signature). With `upstream` (an incremental model of this project), the
+    landings as that model last recorded them: a model reading it is brought up
+    to what its input holds, so a build that skipped the input (a failure, a
+    --select) leaves nothing unread for the next one.
+-#}
+{% macro landing_signatures_sql(upstream=none) -%}
+    {%- if upstream -%}
+    select landing_id, signature from {{ incremental_state_relation() }}
+    where model = '{{ upstream }}'
+    {%- else -%}
+    select
+        coalesce(landings.landing_id, generations.landing_id, '<none>') as landing_id,
+        concat_ws(
+            '|',
+            coalesce(landings.status, '<none>'),
+            coalesce(generations.n_rows, 0),
+            coalesce(cast(generations.newest as varchar), '<none>'),
+            coalesce(cast(generations.digest as varchar), '<none>')
+        ) as signature
+    from (select landing_id, status from raw.landings) as landings
+    full join (
+        -- the digest: every column of every row, so an edit made outside the landing layer counts
+        select
+            landing_id,
+            count(*) as n_rows,
+            max(created_at) as newest,
+            sum(cast(hash(generations) as hugeint)) as digest
+        from raw.generations as generations
+        group by landing_id
+    ) as generations
+        on landings.landing_id = generations.landing_id
+    {%- endif -%}
+{%- endmacro %}
+
+{#-
+    The settings digest of the model being built: its code, the project's
+    macros and seeds, and `extra` (a list of strings the model depends on).
+-#}
+{% macro incremental_settings(extra=[]) -%}
+    {%- set parts = [model.raw_code] -%}
+    {%- for name, node in graph.nodes.items() | sort -%}
+        {%- if node.resource_type == 'seed' -%}
+            {%- do parts.append(name ~ '=' ~ node.checksum.checksum) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- for macro in context.get('graph', {}).get('macros', {}).values() | sort(attribute='unique_id') -%}
+        {%- if macro.package_name == project_name -%}
+            {%- do parts.append(macro.macro_sql) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- for value in extra -%}
+        {%- do parts.append(value | string) -%}
+    {%- endfor -%}
+    {{ return(local_md5(parts | join('\n'))) }}
+{%- endmacro %}
+
+{% macro ensure_incremental_state() -%}
+    {%- call statement('ensure_incremental_state') -%}
+        create schema if not exists dbt_state;
+        create table if not exists {{ incremental_state_relation() }} (
+            model varchar,
+            settings varchar,
+            landing_id varchar,
+            signature varchar,
+            recorded_at timestamp
+        );
+    {%- endcall -%}
+{%- endmacro %}
+
+{#-
+    What this build of the model does: {'full': true} (build everything), or
+    {'full': false, 'landings': [...]} (only the rows of these new landings and
+    what they touch). Called at run time by the model's query and its pre-hook,
+    which see the same state (the post-hook records the new one).
+-#}
+{% macro incremental_plan(extra=[], upstream=none) -%}
+    {#- a unit test (no relation of its own) builds from its fixtures alone -#}
+    {%- if not execute or this is none or model.resource_type != 'model' or not is_incremental() -%}
+        {{ return({'full': true, 'landings': []}) }}
+    {%- endif -%}
+    {%- do ensure_incremental_state() -%}
+    {%- set settings = incremental_settings(extra) -%}
+    {%- set query -%}
+        with
+        recorded as (
+            select landing_id, signature, settings from {{ incremental_state_relation() }}
+            where model = '{{ this.identifier }}'
+        ),
+        current_state as (
+            {{ landing_signatures_sql(upstream) }}
+        )
+        select
+            (select count(*) from recorded) as n_recorded,
+            (select count(*) from recorded where settings != '{{ settings }}') as n_other_settings,
+            (
+                select count(*) from recorded
+                left join current_state on recorded.landing_id = current_state.landing_id
+                where current_state.signature is distinct from recorded.signature
+            ) as n_changed,
+            (
+                select coalesce(string_agg(current_state.landing_id, ',' order by current_state.landing_id), '')
+                from current_state
+                anti join recorded on current_state.landing_id = recorded.landing_id
+            ) as new_landings
+    {%- endset -%}
+    {%- set row = run_query(query).rows[0] -%}
+    {#- rows without a landing cannot be told apart by landing: rebuild -#}
+    {%- if row[0] == 0 or row[1] > 0 or row[2] > 0 or '<none>' in (row[3] or '').split(',') -%}
+        {{ return({'full': true, 'landings': []}) }}
+    {%- endif -%}
+    {{ return({'full': false, 'landings': (row[3] or '').split(',') | reject('equalto', '') | list}) }}
+{%- endmacro %}
+
+{#-
+    The rows of `relation` (with the pair_unit_keys columns) whose unit a row of
+    `generations` (stg_raw__generations) matching `touched` answers: every pair
+    of such a unit is built again, as a new answer can supersede a unit's pair.
+    Keys are joined null-safe.
+-#}
+{% macro in_touched_units(relation, generations, touched) -%}
+    select {{ relation }}.*
+    from {{ relation }}
+    semi join (
+        select distinct {{ pair_unit_keys() | join(', ') }}
+        from {{ generations }}
+        where {{ touched }}
+    ) as touched_units
+        on {{ join_keys(relation, 'touched_units', pair_unit_keys(), nullable=['temperature']) }}
+{%- endmacro %}
+
+{#-
+    What a model of `plan` reads of `relation`: all of it on a full build, else
+    the rows of units touched (in_touched_units) by the rows of `generations`
+    from the plan's new landings, or matching `also` (a SQL condition).
+-#}
+{% macro incremental_scope(relation, generations, plan, also=none) -%}
+    {%- if plan.full -%}
+    select * from {{ relation }}
+    {%- else -%}
+    {%- set touched = 'landing_id in (' ~ landing_list(plan) ~ ')' -%}
+    {{ in_touched_units(relation, generations, touched ~ (' or ' ~ also if also else '')) }}
+    {%- endif -%}
+{%- endmacro %}
+
+{#- A SQL list of the plan's new landings, for `landing_id in (...)`; never empty. -#}
+{% macro landing_list(plan) -%}
+    {%- if plan.landings -%}
+        {%- for landing_id in plan.landings -%}
+            '{{ landing_id | replace("'", "''") }}'{{ ', ' if not loop.last }}
+        {%- endfor -%}
+    {%- else -%}
+        null
+    {%- endif -%}
+{%- endmacro %}
+
+{#- Pre-hook: a full rebuild of an existing model starts from an empty table. -#}
+{% macro incremental_reset(extra=[], upstream=none) -%}
+    {%- if execute and is_incremental() and incremental_plan(extra, upstream).full -%}
+        delete from {{ this }}
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
+
+{#- Post-hook: what the model was built from, for the next build's plan. -#}
+{% macro incremental_record(extra=[], upstream=none) -%}
+    {%- if execute -%}
+        {%- do ensure_incremental_state() -%}
+        delete from {{ incremental_state_relation() }} where model = '{{ this.identifier }}';
+        insert into {{ incremental_state_relation() }}
+        select
+            '{{ this.identifier }}',
+            '{{ incremental_settings(extra) }}',
+            landing_id,
+            signature,
+            current_timestamp
+        from ({{ landing_signatures_sql(upstream) }}) as current_state
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
+
+{#-
+    int_pair_scores: what its rows depend on besides the generations, for its
+    settings digest: the degradation threshold and rule, the current scorer
+    versions, and a digest of every landed verdict (a verdict attaches to every
+    generation with the same texts, so any change in raw.judgments rebuilds it).
+-#}
+{% macro pair_scores_settings() -%}
+    {%- set parts = [
+        var('degradation_threshold') | string,
+        degradation_rule() | trim,
+        current_scorer_version('vader'),
+        current_scorer_version('regard'),
+        current_scorer_version('verbosity'),
+    ] -%}
+    {%- if execute and model.resource_type == 'model' -%}
+        {%- set query -%}
+            select count(*) || ':' || coalesce(sum(hash(judgments)), 0)
+            from raw.judgments as judgments
+        {%- endset -%}
+        {%- do parts.append(run_query(query).columns[0].values()[0]) -%}
+    {%- endif -%}
+    {{ return(parts) }}
+{%- endmacro %}
+
+{#-
+    The per-text scores int_generation_scores reads (current scorer versions):
+    scorer, text_hash, score, status. int_pair_scores keeps a copy of them
+    (dbt_state.pair_score_texts) as of its last build; a text whose row differs
+    now (a Regard text scored at last) touches every pair with that text.
+-#}
+{% macro scored_texts_sql() -%}
+    select 'vader' as scorer, text_hash, cast(vader_compound as double) as score, status
+    from {{ built_relation('response_scores_vader') }}
+    where scorer_version = {{ current_scorer_version('vader') }}
+    union all
+    select 'regard' as scorer, text_hash, cast(regard as double) as score, status
+    from {{ built_relation('response_scores_regard') }}
+    where scorer_version = {{ current_scorer_version('regard') }}
+    union all
+    select 'verbosity' as scorer, text_hash, cast(word_count as double) as score, status
+    from {{ built_relation('response_scores_verbosity') }}
+    where scorer_version = {{ current_scorer_version('verbosity') }}
+{%- endmacro %}
+
+{#-
+    A model of this project named rather than ref'd, for what only the
+    incremental path reads: int_pair_scores reads the score models and
+    stg_raw__generations through its refs already (so they are built first), and
+    its unit tests give those refs alone.
+-#}
+{% macro built_relation(name) -%}
+    {{ api.Relation.create(database=this.database, schema=this.schema, identifier=name) }}
+{%- endmacro %}
+
+{% macro ensure_pair_score_texts() -%}
+    {%- do ensure_incremental_state() -%}
+    {%- call statement('ensure_pair_score_texts') -%}
+        create table if not exists dbt_state.pair_score_texts (
+            scorer varchar,
+            text_hash varchar,
+            score double,
+            status varchar
+        );
+    {%- endcall -%}
+{%- endmacro %}
+
+{#- The texts whose scores changed since int_pair_scores last built (text_hash). -#}
+{% macro changed_score_texts_sql() -%}
+    {%- do ensure_pair_score_texts() -%}
+    select text_hash from (
+        (select * from ({{ scored_texts_sql() }}) except select * from dbt_state.pair_score_texts)
+        union all
+        (select * from dbt_state.pair_score_texts except select * from ({{ scored_texts_sql() }}))
+    )
+{%- endmacro %}
+
+{#- Post-hook of int_pair_scores: what it was built from, and the scores it read. -#}
+{% macro pair_scores_record() -%}
+    {%- if execute -%}
+        {%- do ensure_pair_score_texts() -%}
+        {{ incremental_record(pair_scores_settings(), 'int_pairs') }};
+        delete from dbt_state.pair_score_texts;
+        insert into dbt_state.pair_score_texts {{ scored_texts_sql() }}
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
