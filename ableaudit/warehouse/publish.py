@@ -64,7 +64,9 @@ EXTRA_RELATIONS: tuple[str, ...] = ()
 MANIFEST_SCHEMA = "publish"
 MANIFEST_TABLE = "relations"
 
-_SYSTEM_SCHEMAS = ("information_schema", "pg_catalog")
+# Not published: the catalogs, and dbt_state, the bookkeeping of incremental builds
+# (docs/incremental.md), which means nothing outside the warehouse it describes.
+_UNPUBLISHED_SCHEMAS = ("information_schema", "pg_catalog", "dbt_state")
 _COPY = "published_copy"
 _TMP_COPY = re.compile(r"^\.(?P<stem>.+)\.(?P<pid>\d+)\.tmp\.duckdb(?:\.wal)?$")
 _TMP_PARQUET = re.compile(r"^\.(?P<stem>.+)\.(?P<pid>\d+)\.tmp\.parquet$")
@@ -171,12 +173,14 @@ def _relations(con: duckdb.DuckDBPyConnection, catalog: str) -> list[tuple[str, 
         """
         select schema_name, table_name, 'table' from duckdb_tables()
         where database_name = $catalog and not internal
+            and not list_contains($unpublished, schema_name)
         union all
         select schema_name, view_name, 'view' from duckdb_views()
         where database_name = $catalog and not internal
+            and not list_contains($unpublished, schema_name)
         order by 1, 2
         """,
-        {"catalog": catalog},
+        {"catalog": catalog, "unpublished": list(_UNPUBLISHED_SCHEMAS)},
     ).fetchall()
 
 

@@ -259,3 +259,16 @@ def test_extra_relations_are_exported_and_required(warehouse, tmp_path, monkeypa
     monkeypatch.setattr(publish_module, "EXTRA_RELATIONS", ("main.pair_export",))
     with pytest.raises(RuntimeError, match=r"main\.pair_export"):
         publish(warehouse, tmp_path / "again")
+
+
+def test_the_bookkeeping_of_incremental_builds_stays_in_the_warehouse(warehouse, tmp_path):
+    con = duckdb.connect(str(warehouse))
+    con.execute("create schema dbt_state")
+    con.execute("create table dbt_state.incremental_state as select 'int_pairs' as model")
+    con.close()
+    out = publish(warehouse, tmp_path / "published")
+    schemas = {s for (s,) in read(out, "select distinct schema_name from duckdb_tables()")}
+    assert "dbt_state" not in schemas and {"main", "raw"} <= schemas
+    assert read(out, "select count(*) from publish.relations where schema_name = 'dbt_state'") == [
+        (0,)
+    ]
