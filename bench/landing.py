@@ -37,13 +37,8 @@ if str(ROOT) not in sys.path:
 BASELINE_REV = "9587e67"
 """The commit before the import went through Arrow."""
 
-_WORDS = (
-    "you can compare the fees of several banks and ask for accessible statements plan your budget "
-    "ahead with a list of options many people find it helpful to talk with an advisor about savings "
-    "goals screen readers captions and large print are available on request some services offer "
-    "support unfortunately this may be difficult and frustrating but great resources exist sadly "
-    "not every office is welcoming happy to help wonderful terrible worried hopeful no never"
-).split()
+from _synthetic import WORDS as _WORDS  # noqa: E402 (bench/ is the script's folder)
+
 DISABILITIES = [
     "hearing",
     "vision",

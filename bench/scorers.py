@@ -49,13 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-_WORDS = (
-    "you can compare the fees of several banks and ask for accessible statements plan your budget "
-    "ahead with a list of options many people find it helpful to talk with an advisor about savings "
-    "goals screen readers captions and large print are available on request some services offer "
-    "support unfortunately this may be difficult and frustrating but great resources exist sadly "
-    "not every office is welcoming happy to help wonderful terrible worried hopeful no never"
-).split()
+from _synthetic import WORDS as _WORDS  # noqa: E402 (bench/ is the script's folder)
 
 
 def synthetic_texts(n: int, words: int, seed: int) -> list[str]:

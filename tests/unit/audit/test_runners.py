@@ -20,32 +20,16 @@ from ableaudit.backends.base import GenerationResult
 from ableaudit.config import ConfigError, TaskRunnerSettings
 from ableaudit.records import PlannedGeneration
 from ableaudit.warehouse.landing import result_row
+from tests.fixtures.planned import planned_generation
 
 
 def _planned(target: str, i: int) -> PlannedGeneration:
-    return PlannedGeneration(
+    return planned_generation(
+        i,
         generation_id=f"{target}-{i:03d}",
-        task="text",
         target=target,
         model_id=target,
-        backend="openai",
-        model_revision="planned",
-        adapter=None,
-        arm="baseline",
-        query_set="ableaudit",
-        query_id=f"q{i}",
-        domain="education",
-        disability_id=None,
-        condition="neutral",
-        prompt_id=f"p{i}",
-        system_prompt="",
         prompt_text=f"prompt {i} for {target}",
-        temperature=0.0,
-        top_p=1.0,
-        max_new_tokens=16,
-        seed=None,
-        sample_index=0,
-        decoding_json="{}",
     )
 
 

@@ -23,6 +23,7 @@ from ableaudit.backends import BackendError, make_backend
 from ableaudit.backends.vllm_worker import ExchangeError, run_ray_data
 from ableaudit.config import Target
 from ableaudit.records import GenerationRequest, PlannedGeneration
+from tests.fixtures.planned import planned_generation
 
 FAKE_RAY = textwrap.dedent("""
     import json, os
@@ -190,29 +191,13 @@ def test_ray_data_answers_land_once_each_like_any_backend(fake_ray, tmp_path, wa
 
 
 def _planned(i: int) -> PlannedGeneration:
-    return PlannedGeneration(
+    return planned_generation(
+        i,
         generation_id=f"g{i:02d}",
-        task="text",
         target="v",
         model_id="org/m",
         backend="vllm",
-        model_revision="planned",
-        adapter=None,
-        arm="baseline",
-        query_set="ableaudit",
-        query_id=f"q{i}",
-        domain="education",
-        disability_id=None,
-        condition="neutral",
-        prompt_id=f"p{i}",
-        system_prompt="",
         prompt_text=f"prompt number {i}",
-        temperature=0.0,
-        top_p=1.0,
-        max_new_tokens=16,
-        seed=None,
-        sample_index=0,
-        decoding_json="{}",
     )
 
 
