@@ -177,8 +177,9 @@ def build_subjects(warehouse: str | Path) -> None:
 
     Pairing is a dbt rule (int_pairs); the judges read its result rather than
     pairing generations themselves, so a judge step that runs before the full
-    warehouse build builds these first. They are views: once built they show
-    every generation landed since.
+    warehouse build builds these first. They are incremental tables
+    (docs/incremental.md): a generation landed after this build is paired at the next one,
+    so build them again after landing and before selecting what to judge.
     """
     from ableaudit.dbt.runner import run_dbt
 

@@ -415,7 +415,7 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(
     from ableaudit.audit.planning import plan_task
     from ableaudit.backends.transformers_backend import TransformersBackend
     from ableaudit.config import Arm, AuditConfig, Decoding, Target
-    from ableaudit.judges.runner import judge_contrastive, select_pairs
+    from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
     from ableaudit.warehouse.landing import land_generations, result_row
 
     held = ["q03", "q04", "q05", "q08", "q11"]
@@ -463,6 +463,7 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(
         backend.close()
     assert all(r.status in ("ok", "empty") for r in results)
     land_generations(judged, [result_row(p, r, "reaudit") for p, r in zip(planned, results)])
+    build_subjects(judged)  # the pairs are tables: the new arm's pairs exist once built
     judge_contrastive(judged, judge_cfg(), KeywordJudge(), select_pairs(judged), run_id="reaudit")
     run_dbt(
         ["build", "--select", "+mitigation_effect", "+preference_pairs", "--vars", VARS], judged
