@@ -33,12 +33,14 @@ not_final as (
     {{ texts_to_score('generations', 'regard', retry_statuses=['unavailable', 'error']) }}
 
 ),
+{%- if is_incremental() %}
 
 availability as (
 
     select regard_score('', '{{ regard_model }}', 0) as probe
 
 ),
+{%- endif %}
 
 pending as (
 
