@@ -572,7 +572,7 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
     con.execute("create table main.later as from raw.generations where model_id = 'm-large'")
     con.execute("delete from raw.generations where model_id = 'm-large'")
     con.close()
-    run_dbt(["run", "--select", "significance"], wh)
+    run_dbt(["run", "--select", "+significance"], wh)  # the pairs are tables
     mark = "model_id = 'm-small' and metric = 'vader' and slice = 'overall'"
     con = duckdb.connect(str(wh))
     assert con.execute(f"select count(*) from significance where {mark}").fetchone()[0] >= 1
@@ -587,7 +587,7 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
     con.execute("drop table main.later")
     con.close()
 
-    run_dbt(["run", "--select", "significance"], wh)
+    run_dbt(["run", "--select", "+significance"], wh)  # the pairs are tables
     after = read(wh, order)
     marked = (after.model_id == "m-small") & (after.metric == "vader") & (after.slice == "overall")
     assert (after.loc[marked, "mean_diff"] == -999).all()
