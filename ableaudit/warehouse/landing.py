@@ -513,64 +513,47 @@ def land_response_batches(
                 out.clashes += len(clash)
                 out.clash_rows += [n for n, _ in clash[: SHOWN - len(out.clash_rows)]]
                 out.clash_models |= {m for _, m in clash}
-                ((found, changed),) = con.execute(
-                    "select count(*), count(*) filter (where coalesce(g.response_text, '') "
-                    "<> b.response_text) from import_batch b "
-                    "join raw.generations g using (generation_id)"
+                # the batch's rows already landed with another text, kept for the message and
+                # for superseding them under --replace
+                con.execute(
+                    "create or replace temp table import_changed as "
+                    "select b._row, b.generation_id, b.model_id, b.prompt_id, b.sample_index, "
+                    "b.response_text, g.response_text as landed_text "
+                    "from import_batch b join raw.generations g using (generation_id) "
+                    "where coalesce(g.response_text, '') <> b.response_text"
+                )
+                ((found,),) = con.execute(
+                    "select count(*) from import_batch join raw.generations using (generation_id)"
                 ).fetchall()
+                ((changed,),) = con.execute("select count(*) from import_changed").fetchall()
                 present += found
                 if changed:
                     if len(out.changed_shown) < SHOWN:
                         shown = con.execute(
-                            "select b._row, b.generation_id, b.model_id, b.prompt_id, "
-                            "b.sample_index, b.response_text, g.response_text "
-                            "from import_batch b join raw.generations g using (generation_id) "
-                            "where coalesce(g.response_text, '') <> b.response_text "
-                            "order by b._row limit ?",
+                            "select * exclude (landed_text), landed_text from import_changed "
+                            "order by _row limit ?",
                             [SHOWN - len(out.changed_shown)],
-                        ).fetchall()
+                        )
+                        names = [d[0] for d in shown.description][:-1]
                         out.changed_shown += [
-                            (
-                                dict(
-                                    zip(
-                                        (
-                                            "_row",
-                                            "generation_id",
-                                            "model_id",
-                                            "prompt_id",
-                                            "sample_index",
-                                            "response_text",
-                                        ),
-                                        r[:6],
-                                        strict=True,
-                                    )
-                                ),
-                                r[6],
-                            )
-                            for r in shown
+                            (dict(zip(names, r[:-1], strict=True)), r[-1]) for r in shown.fetchall()
                         ]
                     out.changed += changed
                 if out.clashes or (out.changed and not replace):
                     continue  # refused: keep checking the rest, land nothing
                 if changed:
                     con.execute(
-                        "create or replace temp table import_superseded as "
-                        "select generation_id from import_batch b "
-                        "join raw.generations g using (generation_id) "
-                        "where coalesce(g.response_text, '') <> b.response_text"
-                    )
-                    con.execute(
                         "insert into raw.generation_history (generation_id, run_id, status, "
                         "response_text, source, landed_at, replaced_by_run_id, landing_id, "
                         "replaced_by_landing_id) select g.generation_id, g.run_id, g.status, "
                         "g.response_text, g.source, g.created_at, i.run_id, g.landing_id, "
                         "i.landing_id from raw.generations g join import_batch i "
-                        "using (generation_id) join import_superseded using (generation_id)"
+                        "using (generation_id) join import_changed using (generation_id)"
                     )
                     con.execute(
                         f"update raw.generations as g set {updates}, created_at = now() "
                         "from import_batch i where g.generation_id = i.generation_id "
-                        "and g.generation_id in (select generation_id from import_superseded)"
+                        "and g.generation_id in (select generation_id from import_changed)"
                     )
                     out.replaced += changed
                 # a key landed before stays as it is (or was superseded just above)
