@@ -57,17 +57,17 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-DISABILITIES = [
-    "vision",
-    "hearing",
-    "speech",
-    "mobility",
-    "neurological",
-    "genetic_developmental",
-    "learning",
-    "sensory_cognitive",
-    "mental_behavioral",
-]
+
+def _seed_column(seed: str, column: str) -> list[str]:
+    """One column of a seed file of the project, in the file's order."""
+    import csv
+
+    with open(ROOT / "seeds" / seed, newline="", encoding="utf-8") as fh:
+        return [row[column] for row in csv.DictReader(fh)]
+
+
+DISABILITIES = _seed_column("disabilities.csv", "disability_id")
+"""The nine disability categories (seeds/disabilities.csv, in its order)."""
 TEMPERATURES = [0.1, 0.7, 1.0]
 SAMPLES = [0, 1, 2]
 EXTRA_MODEL = "bench-extra"
@@ -130,10 +130,7 @@ def answer_pool(n: int, words: int = 250, seed: int = 0) -> list[str]:
 
 def query_ids() -> list[str]:
     """The built-in query set's ids, as ``seeds/queries.csv`` lists them."""
-    import csv
-
-    with open(ROOT / "seeds" / "queries.csv", newline="", encoding="utf-8") as fh:
-        return [row["query_id"] for row in csv.DictReader(fh)]
+    return _seed_column("queries.csv", "query_id")
 
 
 @dataclass

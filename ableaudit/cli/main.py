@@ -219,8 +219,8 @@ def build_and_publish(
 ) -> None:
     """What `ableaudit build` runs: one `dbt build` (seeds included), publish, report.
 
-    The data tests are dbt's default selection (selectors.yml: every test but those tagged
-    ``full``, which scan million-row relations); ``all_tests`` runs the whole suite."""
+    The data tests are dbt's default selection (selectors.yml: every test but those of
+    ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all."""
     from ableaudit.dbt.runner import build
     from ableaudit.report import render_report
     from ableaudit.warehouse.publish import publish
@@ -574,8 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--all-tests",
         action="store_true",
-        help="run every data test, also those tagged 'full' that scan million-row relations "
-        "(dbt: --selector all_tests; see docs/testing.md)",
+        help="run every data test, also those the default build leaves out because they scan "
+        "every generation or pair (dbt: --selector all_tests; see docs/testing.md)",
     )
     p.set_defaults(func=cmd_build)
 
