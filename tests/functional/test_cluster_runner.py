@@ -16,7 +16,7 @@ import yaml
 from ableaudit.audit import stopping, tasks
 from ableaudit.audit.flow import audit as audit_flow
 from ableaudit.audit.runs import AuditInterrupted
-from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+from tests.fixtures.openai_server import FakeOpenAIServer, two_target_config
 
 pytest.importorskip("prefect_dask", reason="the scale extra (requirements-scale.lock)")
 
@@ -38,24 +38,7 @@ def servers():
 
 
 def _config(tmp_path, servers, task_runner: dict | None, name: str) -> str:
-    a, b, c = servers
-    target = {
-        "backend": "openai",
-        "model": SERVED_ID,
-        "batch_size": 2,
-        "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
-        "decoding": {"max_new_tokens": 16},
-    }
-    cfg = {
-        "name": "cluster",
-        "build": False,
-        "parallel_targets": 2,
-        "subset": {"per_domain": 1, "disabilities": ["hearing"]},
-        "targets": [
-            {**target, "name": "one", "base_url": a.base_url},
-            {**target, "name": "two", "base_url": [b.base_url, c.base_url]},
-        ],
-    }
+    cfg = two_target_config(servers, "cluster", parallel_targets=2)
     if task_runner is not None:
         cfg["task_runner"] = task_runner
     path = tmp_path / f"{name}.yaml"

@@ -12,7 +12,13 @@ import yaml
 
 from ableaudit.audit.flow import audit as audit_flow
 from ableaudit.keys import model_fingerprint
-from tests.fixtures.openai_server import SERVED_ID, SNAPSHOT_ID, FakeOpenAIServer
+from tests.fixtures.openai_server import (
+    OPENAI_TARGET,
+    SERVED_ID,
+    SNAPSHOT_ID,
+    FakeOpenAIServer,
+    two_target_config,
+)
 
 N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
 
@@ -28,29 +34,8 @@ def servers():
 
 
 def _config(tmp_path, servers, parallel: int, extra_targets=()) -> str:
-    a, b, c = servers
-    target = {
-        "backend": "openai",
-        "model": SERVED_ID,
-        "batch_size": 2,
-        "api_key_env": "ABLEAUDIT_TEST_NO_SUCH_KEY",
-        "decoding": {"max_new_tokens": 16},
-    }
-    cfg = {
-        "name": "parallel",
-        "build": False,
-        "parallel_targets": parallel,
-        "subset": {"per_domain": 1, "disabilities": ["hearing"]},
-        "targets": [
-            {**target, "name": "one", "base_url": a.base_url},
-            {
-                **target,
-                "name": "two",
-                "base_url": [b.base_url, c.base_url],
-            },  # two replicas of one model
-            *[{**target, **t} for t in extra_targets],
-        ],
-    }
+    cfg = two_target_config(servers, "parallel", parallel_targets=parallel)
+    cfg["targets"] += [{**OPENAI_TARGET, **t} for t in extra_targets]
     path = tmp_path / f"parallel{parallel}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
