@@ -461,6 +461,8 @@ def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
         - pd.to_numeric(df["neutral_score"], errors="coerce")
     ).astype(float)
     df = df[np.isfinite(df["diff"])]
+    # one summation order whatever the input order: the means are written out as text
+    df = df.sort_values(["task", "arm", "metric", "model_id", "diff"], kind="mergesort")
     rows = []
     for key, g in df.groupby(["task", "arm", "metric"], sort=True, dropna=False):
         key = group_key_values(key)
