@@ -216,24 +216,48 @@ def build_and_publish(
     vars: str | None = None,
     storage_version: str | None = None,
     all_tests: bool = False,
+    force: bool = False,
 ) -> None:
     """What `ableaudit build` runs: one `dbt build` (seeds included), publish, report.
 
     The data tests are dbt's default selection (selectors.yml: every test but those of
-    ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all."""
+    ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all.
+    When nothing the build reads changed since the last one that succeeded (raw layer,
+    project, code, libraries, settings; ableaudit.warehouse.build_stamp) and what it left is
+    in place, the build is skipped, unless ``force``."""
     from ableaudit.dbt.runner import build
     from ableaudit.report import render_report
+    from ableaudit.warehouse import build_stamp
     from ableaudit.warehouse.publish import publish
 
+    current = build_stamp.inputs(wh, vars) if wh.is_file() else None
+    last = None
+    if current is not None and not force:
+        last = build_stamp.unchanged(wh, current, all_tests, storage_version)
+    if last is not None:
+        print(
+            f"Nothing changed since the build of {last['built_at']} (same raw layer, project, "
+            f"code, libraries and settings): kept\n  {wh}\n  {last['published'][0]}\n  "
+            f"{last['report'][0]}\n`ableaudit build --force` builds anyway."
+        )
+        return
+    build_stamp.forget(wh)
     build(wh, vars, all_tests=all_tests)
     out = publish(wh, storage_version=storage_version)
     report = render_report(out)
+    if current is None:  # a first build: it created the warehouse and read nothing landed
+        current = build_stamp.inputs(wh, vars)
+    build_stamp.record(wh, current, all_tests, storage_version, out, report.index)
     print(f"Built {wh}\nPublished {out}\nReport {report.index}")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     build_and_publish(
-        warehouse_path(args.warehouse), args.vars, args.storage_version, args.all_tests
+        warehouse_path(args.warehouse),
+        args.vars,
+        args.storage_version,
+        args.all_tests,
+        force=args.force,
     )
     return 0
 
@@ -576,6 +600,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run every data test, also those the default build leaves out because they scan "
         "every generation or pair (dbt: --selector all_tests; see docs/testing.md)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="build even when nothing it reads changed since the last build "
+        "(docs/incremental.md: skipped builds)",
     )
     p.set_defaults(func=cmd_build)
 

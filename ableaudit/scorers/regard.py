@@ -148,6 +148,17 @@ def _locate(model_ref: str, allow_download: bool) -> tuple[Any, ...]:
     )
 
 
+def location_key(model_ref: str, allow_download: bool | None = None) -> str:
+    """What a load of ``model_ref`` would read, or why nothing can be loaded, as text: it
+    changes when the classifier is installed, removed or changed (nothing is loaded)."""
+    if allow_download is None:
+        allow_download = os.environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") == "1"
+    try:
+        return repr(_locate(model_ref, allow_download))
+    except RegardUnavailable as err:
+        return f"unavailable: {err}"
+
+
 def load_regard(model_ref: str, allow_download: bool | None = None) -> RegardModel:
     """Load a classifier by HF id or local path; offline unless ABLEAUDIT_ALLOW_DOWNLOAD=1.
 

@@ -1,0 +1,250 @@
+"""Whether `ableaudit build` has anything to do: a stamp of what the last build read.
+
+A build's tables, published copy and report are a function of what it reads:
+the raw layer, the dbt project, this package's code, the installed libraries,
+the settings (dbt vars, ``ABLEAUDIT_*`` and ``DBT_*`` variables, the files a
+var names) and the Regard classifier it would load. After a build that
+succeeded end to end (dbt, publish, report), a stamp beside the warehouse
+(``<warehouse>.build.json``) records a digest of each of those inputs and of
+what the build left (the warehouse's relations and their sizes, the published
+copy, the report). The next build with the same digests and the same outputs
+in place has nothing to change: it is skipped in about a second, where a dbt
+run over an unchanged warehouse of a million generations would recompute its
+statistics marts and publish every table again. ``ableaudit build --force``
+builds anyway; anything else that differs (one new landing, a forgotten one,
+a changed var, model file or library) builds as before.
+
+The digest of the raw layer is read by DuckDB: the row count and the sum of a
+hash of every row of every raw table, so an edit made outside the landing
+layer counts as well as a landing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ableaudit import PROJECT_ROOT, __version__
+
+PROJECT_INPUTS = (
+    "dbt_project.yml",
+    "profiles.yml",
+    "selectors.yml",
+    "seeds",
+    "models",
+    "macros",
+    "python_models",
+    "tests/dbt",
+)
+"""What dbt reads from the project (a missing one counts as empty)."""
+
+SETTINGS_PREFIXES = ("ABLEAUDIT_", "DBT_")
+"""Environment variables a build may read; their values are digested, never stored."""
+
+_NOT_SETTINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+"""Credentials a build never reads: left out of the digest."""
+
+_LOCATIONS = {"ABLEAUDIT_WAREHOUSE", "DBT_TARGET_PATH", "DBT_LOG_PATH"}
+"""Where the warehouse and dbt's logs and artifacts are, not what a build computes: a
+warehouse copied or moved elsewhere keeps its stamp."""
+
+
+def stamp_path(warehouse: Path) -> Path:
+    return warehouse.with_name(warehouse.name + ".build.json")
+
+
+def _digest_files(digest: Any, root: Path, paths: Iterable[Path]) -> None:
+    for f in sorted(paths):
+        if f.is_file() and "__pycache__" not in f.parts:
+            digest.update(str(f.relative_to(root)).encode() + b"\0")
+            digest.update(f.read_bytes() + b"\0")
+
+
+def project_digest() -> str:
+    """The dbt project's files and this package's source."""
+    digest = hashlib.sha256(__version__.encode())
+    for name in PROJECT_INPUTS:
+        path = PROJECT_ROOT / name
+        _digest_files(digest, PROJECT_ROOT, path.rglob("*") if path.is_dir() else [path])
+    package = Path(__file__).resolve().parents[1]
+    _digest_files(digest, package.parent, package.rglob("*.py"))
+    return digest.hexdigest()
+
+
+def libraries_digest() -> str:
+    """Every installed distribution and its version (a new scorer or statistics library
+    changes what the build computes)."""
+    from importlib.metadata import distributions
+
+    found = sorted({(d.metadata["Name"] or "", d.version) for d in distributions()})
+    return hashlib.sha256(repr(found).encode()).hexdigest()
+
+
+def _path_key(value: str) -> Any:
+    """A file's content digest, a folder's listing, or None for what is not a path."""
+    try:
+        path = Path(value).expanduser()
+        if path.is_file():
+            return ("file", hashlib.sha256(path.read_bytes()).hexdigest())
+        if path.is_dir():
+            return (
+                "folder",
+                [
+                    (str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns)
+                    for f in sorted(path.rglob("*"))
+                    if f.is_file()
+                ],
+            )
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def settings_digest(vars: str | None, environ: Mapping[str, str] | None = None) -> str:
+    """The dbt vars (and the files they name), the build's environment variables, and the
+    Regard classifier a build would load (or why it cannot)."""
+    import yaml
+
+    from ableaudit.scorers import regard
+
+    environ = os.environ if environ is None else environ
+    parsed = yaml.safe_load(vars) if vars else {}
+    parsed = parsed if isinstance(parsed, dict) else {"": parsed}
+    named = {k: _path_key(v) for k, v in parsed.items() if isinstance(v, str) and v}
+    settings = {
+        k: v
+        for k, v in environ.items()
+        if k.startswith(SETTINGS_PREFIXES)
+        and k not in _LOCATIONS
+        and not any(word in k for word in _NOT_SETTINGS)
+    }
+    reference = (
+        parsed.get("regard_model") or environ.get("ABLEAUDIT_REGARD_MODEL") or regard.DEFAULT_MODEL
+    )
+    allow_download = environ.get("ABLEAUDIT_ALLOW_DOWNLOAD") == "1"
+    parts = [
+        vars or "",
+        repr(sorted(named.items())),
+        repr(sorted(settings.items())),
+        regard.location_key(reference, allow_download),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def raw_digest(warehouse: Path) -> str:
+    """Per table of the raw schema: its columns, row count and the sum of its rows' hashes."""
+    from ableaudit.warehouse import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        tables = con.execute(
+            "select table_name, sql from duckdb_tables() "
+            "where schema_name = 'raw' and not internal order by table_name"
+        ).fetchall()
+        parts = [repr(tables)]
+        for name, _ in tables:
+            parts.append(
+                repr(
+                    con.execute(
+                        f'select count(*), coalesce(sum(hash(t)), 0) from raw."{name}" as t'
+                    ).fetchall()
+                )
+            )
+    finally:
+        con.close()
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def outputs_digest(warehouse: Path) -> str:
+    """The relations the build left outside the raw schema, with their definitions and
+    row counts (what DuckDB keeps in its catalog; no table is scanned)."""
+    from ableaudit.warehouse import connect
+
+    con = connect(warehouse, read_only=True)
+    try:
+        relations = con.execute(
+            "select schema_name, table_name, estimated_size, column_count from duckdb_tables() "
+            "where schema_name != 'raw' and not internal "
+            "union all select schema_name, view_name, null, null from duckdb_views() "
+            "where not internal order by all"
+        ).fetchall()
+    finally:
+        con.close()
+    return hashlib.sha256(repr(relations).encode()).hexdigest()
+
+
+def _file_key(path: Path) -> list[Any] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return [str(path), stat.st_size, stat.st_mtime_ns]
+
+
+def inputs(warehouse: Path, vars: str | None) -> dict[str, str]:
+    """The digest of each input of a build of ``warehouse`` with ``vars``."""
+    return {
+        "project": project_digest(),
+        "libraries": libraries_digest(),
+        "settings": settings_digest(vars),
+        "raw": raw_digest(warehouse),
+    }
+
+
+def unchanged(
+    warehouse: Path, current: Mapping[str, str], all_tests: bool, storage_version: str | None
+) -> dict[str, Any] | None:
+    """The stamp of the last build when it read the same inputs, its data tests covered
+    what this build would run, and what it left is still in place; else None."""
+    try:
+        stamp = json.loads(stamp_path(warehouse).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict) or stamp.get("inputs") != dict(current):
+        return None
+    if all_tests and not stamp.get("all_tests"):
+        return None
+    if stamp.get("storage_version") != storage_version:
+        return None
+    for kept in ("published", "report"):
+        recorded = stamp.get(kept)
+        if not recorded or _file_key(Path(recorded[0])) != recorded:
+            return None
+    if stamp.get("outputs") != outputs_digest(warehouse):
+        return None
+    return stamp
+
+
+def record(
+    warehouse: Path,
+    current: Mapping[str, str],
+    all_tests: bool,
+    storage_version: str | None,
+    published: Path,
+    report: Path,
+) -> None:
+    """Write the stamp of a build that succeeded; a folder we cannot write only means the
+    next build runs in full."""
+    stamp = {
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "inputs": dict(current),
+        "all_tests": all_tests,
+        "storage_version": storage_version,
+        "outputs": outputs_digest(warehouse),
+        "published": _file_key(published),
+        "report": _file_key(report),
+    }
+    try:
+        stamp_path(warehouse).write_text(json.dumps(stamp, indent=1))
+    except OSError:
+        pass
+
+
+def forget(warehouse: Path) -> None:
+    """Drop the stamp (before a build starts: a failed build must not leave one behind)."""
+    stamp_path(warehouse).unlink(missing_ok=True)

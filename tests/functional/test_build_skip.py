@@ -1,0 +1,144 @@
+"""`ableaudit build` skips a build when nothing it reads changed since the last one.
+
+One real build, then every other build in this module replaces dbt with a counter
+(publish and the report still run): what is tested is the decision, on each input
+the stamp covers, and that a skipped build leaves every file as it was.
+"""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from ableaudit.cli import main
+from ableaudit.dbt import runner
+from ableaudit.warehouse import build_stamp, connect
+from tests.fixtures.warehouse import land, read, synthetic_generations
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    wh = tmp_path_factory.mktemp("skip") / "ableaudit.duckdb"
+    connect(wh).close()  # the raw layer
+    land(wh, synthetic_generations())
+    assert main(["build", "--warehouse", str(wh)]) == 0
+    return wh
+
+
+@pytest.fixture
+def dbt_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(runner, "build", lambda wh, vars=None, all_tests=False: calls.append(vars))
+    return calls
+
+
+def _build(wh, capsys, *extra) -> str:
+    capsys.readouterr()
+    assert main(["build", "--warehouse", str(wh), *extra]) == 0
+    return capsys.readouterr().out
+
+
+def test_a_build_with_nothing_new_is_skipped_and_leaves_every_file(built, capsys):
+    stamp = json.loads(build_stamp.stamp_path(built).read_text())
+    published, report = stamp["published"][0], stamp["report"][0]
+    before = {p: open(p, "rb").read() for p in (built, published, report)}
+    out = _build(built, capsys)
+    assert out.startswith("Nothing changed since the build of"), out
+    assert published in out and report in out and "--force" in out
+    assert {p: open(p, "rb").read() for p in (built, published, report)} == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["landing", "raw edit", "vars", "all tests", "force", "published copy gone", "view dropped"],
+)
+def test_anything_the_build_reads_or_left_that_changed_builds(
+    built, tmp_path, capsys, dbt_calls, change
+):
+    work = tmp_path / built.name
+    work.write_bytes(built.read_bytes())
+    stamp = json.loads(build_stamp.stamp_path(built).read_text())
+    stamp["outputs"] = build_stamp.outputs_digest(work)  # the copy: same relations
+    build_stamp.stamp_path(work).write_text(json.dumps(stamp))
+    assert _build(work, capsys).startswith("Nothing changed")  # the copy is as built
+    assert dbt_calls == []
+
+    extra = []
+    con = duckdb.connect(str(work))
+    if change == "landing":
+        row = synthetic_generations(seed=1)[0]
+        land(work, [dict(row, model_id="model-c", generation_id="gen-new")])
+    elif change == "raw edit":  # outside the landing layer: counted all the same
+        con.execute(
+            "update raw.generations set response_text = response_text || '!' "
+            "where response_text is not null and rowid = (select min(rowid) from raw.generations "
+            "where response_text is not null)"
+        )
+    elif change == "vars":
+        extra = ["--vars", "{degradation_threshold: 0.1}"]
+    elif change == "all tests":
+        extra = ["--all-tests"]
+    elif change == "force":
+        extra = ["--force"]
+    elif change == "published copy gone":
+        stamp["published"] = [str(tmp_path / "gone.duckdb"), 1, 1]
+        build_stamp.stamp_path(work).write_text(json.dumps(stamp))
+    elif change == "view dropped":
+        con.execute("drop view main.stg_raw__external_queries")
+    con.close()
+    out = _build(work, capsys, *extra)
+    assert out.startswith("Built"), out
+    assert len(dbt_calls) == 1
+    # the stamp now records this build: the next one is skipped
+    again = [] if change == "force" else extra
+    assert _build(work, capsys, *again).startswith("Nothing changed")
+    assert len(dbt_calls) == 1
+
+
+def test_a_failed_build_leaves_no_stamp(built, tmp_path, capsys, monkeypatch):
+    work = tmp_path / built.name
+    work.write_bytes(built.read_bytes())
+    build_stamp.stamp_path(work).write_text(build_stamp.stamp_path(built).read_text())
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("a data test failed")
+
+    monkeypatch.setattr(runner, "build", fails)
+    assert main(["build", "--warehouse", str(work), "--force"]) != 0
+    assert "a data test failed" in capsys.readouterr().err
+    assert not build_stamp.stamp_path(work).exists()
+
+
+def test_the_settings_digest_follows_environment_vars_files_and_the_classifier(tmp_path):
+    gates = tmp_path / "gates.yml"
+    gates.write_text("rules: []\n")
+    env = {"ABLEAUDIT_REGARD_MODEL": str(tmp_path / "none"), "HOME": "/x"}
+    first = build_stamp.settings_digest(f"{{gates_file: {gates}}}", env)
+    assert first == build_stamp.settings_digest(f"{{gates_file: {gates}}}", dict(env, HOME="/y"))
+    assert first == build_stamp.settings_digest(
+        f"{{gates_file: {gates}}}", dict(env, ABLEAUDIT_API_KEY="secret")
+    )
+    assert first != build_stamp.settings_digest(
+        f"{{gates_file: {gates}}}", dict(env, ABLEAUDIT_SCORE_WORKERS="2")
+    )
+    gates.write_text("rules: [{metric: vader}]\n")
+    assert first != build_stamp.settings_digest(f"{{gates_file: {gates}}}", env)
+    # a Regard classifier installed where the settings point: the next build scores with it
+    model = tmp_path / "regard"
+    env["ABLEAUDIT_REGARD_MODEL"] = str(model)
+    absent = build_stamp.settings_digest(None, env)
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert build_stamp.settings_digest(None, env) != absent
+
+
+def test_the_raw_digest_is_what_a_build_leaves_it(built):
+    """dbt writes nothing into the raw schema: the digest read before a build is the one the
+    next build reads."""
+    assert read(built, "select count(*) as n from raw.generations").n[0] > 0
+    stamp = json.loads(build_stamp.stamp_path(built).read_text())
+    assert stamp["inputs"]["raw"] == build_stamp.raw_digest(built)
