@@ -98,7 +98,8 @@ def _stage(name: str, cpu: float, slowest: bool) -> dict:
 
 def test_report_names_every_stage_ratio_and_growth():
     def result(rows: int, scale: float) -> dict:
-        cpu = {"import": 10, "build_full": 100, "build_noop": 60, "import_increment": 5}
+        cpu = {"import": 10, "build_full": 100, "build_noop": 1, "build_forced": 60}
+        cpu |= {"import_increment": 5}
         cpu |= {"build_increment": 80, "publish": 2}
         stages = {n: _stage(n, c * scale, n in bench.BUILDS) for n, c in cpu.items()}
         return {
@@ -108,7 +109,11 @@ def test_report_names_every_stage_ratio_and_growth():
             "pool": 20000,
             "increment_rows": 2340,
             "stages": stages,
-            "ratios": {"build_noop_over_full_cpu": 0.6, "import_rows_per_s": rows / 20},
+            "ratios": {
+                "build_noop_over_full_cpu": 0.01,
+                "build_forced_over_full_cpu": 0.6,
+                "import_rows_per_s": rows / 20,
+            },
             "degradation_check": {"matched": 7, "rows": 7, "mismatched": 0, "pairs": 2106}
             | {"overall_pct": [51.2]},
         }
@@ -117,9 +122,10 @@ def test_report_names_every_stage_ratio_and_growth():
     text = bench.format_size(small)
     for name in bench.STAGES:
         assert f"| {name} |" in text
-    assert "no-op rebuild / full build, CPU: 60.0%" in text
+    assert "no-op rebuild (skipped) / full build, CPU: 1.0%" in text
+    assert "no-op rebuild with --force / full build, CPU: 60.0%" in text
     assert "import rows/s (wall, the whole command): 1,170" in text
-    assert text.count("the 10 slowest nodes") == 3 and "model.ableaudit.degradation" in text
+    assert text.count("the 10 slowest nodes") == 4 and "model.ableaudit.degradation" in text
     assert "7 of 7 (model, arm, slice) rows matched, 0 mismatched" in text
     grown = {g["stage"]: g for g in bench.growth([small, large])}
     assert grown["build_full"]["cpu_ratio"] == 2.0
