@@ -40,9 +40,12 @@ def transient(task: Any, task_run: Any, state: Any) -> bool:
 
 @task(name="prepare-prompts", cache_policy=NO_CACHE)
 def prepare_prompts(warehouse: str, cfg: AuditConfig, kind: str) -> list[dict[str, Any]]:
-    """Build the prompts of ``kind`` ('text' | 'vision') from the seeds, then select the config's subset."""
-    run_dbt(["seed"], warehouse)
-    run_dbt(["build", "--select", f"+{audit_task(cfg, kind).table}"], warehouse)
+    """Build the prompts of ``kind`` ('text' | 'vision') from the seeds, unless the warehouse
+    holds them as built from the same inputs (ableaudit.dbt.prompts), then select the
+    config's subset."""
+    from ableaudit.dbt.prompts import ensure_prompts
+
+    ensure_prompts(Path(warehouse), audit_task(cfg, kind).table)
     return select_prompts(warehouse, cfg, kind)
 
 

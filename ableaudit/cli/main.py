@@ -279,87 +279,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
-PROMPT_INPUTS = ("dbt_project.yml", "profiles.yml", "seeds", "models", "macros", "python_models")
-"""What `dbt build --select +int_prompts` reads from the project (all of models and macros,
-to be safe)."""
-
-
-def _prompt_inputs(wh: Path) -> str:
-    """A digest of what the prompts are built from: the project's seeds, models and macros,
-    this version, and the query sets landed in the warehouse (raw.external_queries)."""
-    import hashlib
-
-    from ableaudit.warehouse import connect
-
-    digest = hashlib.sha256(__version__.encode())
-    for name in PROMPT_INPUTS:
-        root = PROJECT_ROOT / name
-        found = sorted(root.rglob("*")) if root.is_dir() else [root]
-        for f in found:
-            if f.is_file():
-                digest.update(str(f.relative_to(PROJECT_ROOT)).encode() + b"\0")
-                digest.update(f.read_bytes() + b"\0")
-    con = connect(wh)
-    try:
-        queries = con.execute(
-            "select count(*), coalesce(sum(hash(e)), 0) from raw.external_queries e"
-        ).fetchall()
-    finally:
-        con.close()
-    digest.update(repr(queries).encode())
-    return digest.hexdigest()
-
-
-def _prompt_outputs(wh: Path) -> str | None:
-    """A digest of the prompts and disabilities the warehouse holds, or None when missing."""
-    import duckdb
-
-    from ableaudit.warehouse import connect
-
-    con = connect(wh)
-    try:
-        return repr(
-            [
-                con.execute(
-                    f"select count(*), coalesce(sum(hash(t)), 0) from main.{t} t"
-                ).fetchall()
-                for t in ("int_prompts", "stg_seeds__disabilities")
-            ]
-        )
-    except duckdb.CatalogException:
-        return None
-    finally:
-        con.close()
-
-
-def _prompts_stamp(wh: Path) -> Path:
-    return wh.with_name(wh.name + ".prompts.json")
-
-
 def _ensure_prompts(wh: Path) -> None:
-    """Build the prompts an import checks against (`dbt seed`, then `dbt build` of
-    int_prompts and what it reads), unless the warehouse already holds them as built from
-    the same seeds, models and query sets: a stamp beside the warehouse records the digest
-    of those inputs and of the prompts they gave."""
-    import json
+    """Build the prompts an import checks against, unless the warehouse holds them as built
+    from the same seeds, models and query sets (ableaudit.dbt.prompts)."""
+    from ableaudit.dbt.prompts import ensure_prompts
 
-    from ableaudit.dbt.runner import run_dbt
-
-    stamp = _prompts_stamp(wh)
-    inputs = _prompt_inputs(wh)
-    try:
-        recorded_stamp = json.loads(stamp.read_text())
-    except (OSError, ValueError):
-        recorded_stamp = None
-    outputs = _prompt_outputs(wh)
-    if outputs is not None and recorded_stamp == {"inputs": inputs, "outputs": outputs}:
-        return
-    run_dbt(["seed"], wh)
-    run_dbt(["build", "--select", "+int_prompts"], wh)
-    try:
-        stamp.write_text(json.dumps({"inputs": inputs, "outputs": _prompt_outputs(wh)}))
-    except OSError:
-        pass  # a folder we cannot write: the next import builds them again
+    ensure_prompts(wh)
 
 
 def cmd_import_responses(args: argparse.Namespace) -> int:

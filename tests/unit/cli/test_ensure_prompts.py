@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import ableaudit.cli.main  # noqa: F401 - the module, reached through sys.modules below
+from ableaudit.dbt import prompts
 from ableaudit.warehouse import connect
 
 main = sys.modules["ableaudit.cli.main"]
@@ -22,10 +23,11 @@ def builds(monkeypatch) -> list[list[str]]:
     def fake_dbt(args, warehouse):
         ran.append(list(args))
         if args[0] == "build":
+            table = args[-1].lstrip("+")
             con = connect(warehouse)
             try:
                 con.execute(
-                    "create or replace table main.int_prompts as "
+                    f"create or replace table main.{table} as "
                     "select query_set, query_id from raw.external_queries "
                     "union all select 'ableaudit', 'edu_001'"
                 )
@@ -73,14 +75,33 @@ def test_a_changed_seed_or_another_warehouse_builds_again(tmp_path: Path, builds
     project = tmp_path / "project"
     (project / "seeds").mkdir(parents=True)
     (project / "seeds" / "disabilities.csv").write_text("disability_id\nhearing\n")
-    monkeypatch.setattr(main, "PROJECT_ROOT", project)
-    main._ensure_prompts(wh)  # another project's seeds: built again
+    prompts.ensure_prompts(wh, project=project)  # another project's seeds: built again
     assert _builds(builds) == 2
-    main._ensure_prompts(wh)
+    prompts.ensure_prompts(wh, project=project)
     assert _builds(builds) == 2
     (project / "seeds" / "disabilities.csv").write_text("disability_id\nhearing\nvision\n")
-    main._ensure_prompts(wh)
+    prompts.ensure_prompts(wh, project=project)
     assert _builds(builds) == 3
     other = tmp_path / "other" / "ableaudit.duckdb"
     main._ensure_prompts(other)  # no stamp beside it
     assert _builds(builds) == 4
+
+
+def test_each_prompt_table_has_its_stamp_and_landed_images_build_the_vision_prompts(
+    tmp_path: Path, builds
+):
+    """An audit's text and vision prompts: each built once, and again when images land."""
+    wh = tmp_path / "ableaudit.duckdb"
+    main._ensure_prompts(wh)
+    assert prompts.ensure_prompts(wh, "int_vision_prompts") is True
+    assert builds[-1] == ["build", "--select", "+int_vision_prompts"]
+    assert prompts.ensure_prompts(wh, "int_vision_prompts") is False
+    assert prompts.ensure_prompts(wh) is False  # the text prompts' stamp is kept
+    con = connect(wh)
+    con.execute(
+        "insert into raw.images (image_set, image_id, rel_path, sha256, scenario, category, "
+        "gender, race, loader, loaded_at) values ('mine', 'img-1', 'a.png', 'ab', 'office', "
+        "'work', 'woman', 'asian', 'manifest', now())"
+    )
+    con.close()
+    assert prompts.ensure_prompts(wh, "int_vision_prompts") is True
