@@ -11,6 +11,10 @@
     decoding or prompt version changed between runs), the latest landed one is
     the judge's current verdict; n_candidate_verdicts says how many there were.
 #}
+
+-- read by several marts and data tests: joined once per build, not on every read
+{{ config(materialized='table') }}
+
 with
 
 judgments as (

@@ -11,6 +11,10 @@
     int_pair_texts) equal those (null-safe). Per pair and judge the latest
     landed verdict wins.
 #}
+
+-- read by several marts and data tests: joined once per build, not on every read
+{{ config(materialized='table') }}
+
 with
 
 pairs as (

@@ -23,6 +23,10 @@
     position on its scale (No = 0, Ambiguous = 1, Yes = 2; abstain No = 0, Yes = 1),
     the same coding as raw.annotations.value_num and ableaudit.stats.SCALES.
 #}
+
+-- read by several marts and data tests: joined once per build, not on every read
+{{ config(materialized='table') }}
+
 with
 
 annotations as (
