@@ -161,8 +161,12 @@ def raw_digest(warehouse: Path) -> str:
 
 
 def outputs_digest(warehouse: Path) -> str:
-    """The relations the build left outside the raw schema, with their definitions and
-    row counts (what DuckDB keeps in its catalog; no table is scanned)."""
+    """The relations the build left outside the raw schema, with their row counts (what
+    DuckDB keeps in its catalog; no table is scanned), and the last dbt command that wrote
+    the warehouse (dbt_state.last_invocation, macro record_invocation): a dbt run started by
+    hand after the build changes it."""
+    import duckdb
+
     from ableaudit.warehouse import connect
 
     con = connect(warehouse, read_only=True)
@@ -173,9 +177,13 @@ def outputs_digest(warehouse: Path) -> str:
             "union all select schema_name, view_name, null, null from duckdb_views() "
             "where not internal order by all"
         ).fetchall()
+        try:
+            last = con.execute("select * from dbt_state.last_invocation").fetchall()
+        except duckdb.CatalogException:
+            last = None
     finally:
         con.close()
-    return hashlib.sha256(repr(relations).encode()).hexdigest()
+    return hashlib.sha256(repr([relations, last]).encode()).hexdigest()
 
 
 def _file_key(path: Path) -> list[Any] | None:
