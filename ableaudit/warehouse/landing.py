@@ -467,6 +467,12 @@ def land_response_batches(
             con.execute(
                 "create or replace temp table import_seen (generation_id varchar, _row bigint)"
             )
+            # nothing landed before this import: no key of it can be landed already nor clash
+            # with a generated unit (its own batches never repeat a key: import_seen), so the
+            # checks against raw.generations, each a scan of every landed text, are skipped
+            ((landed_before_import,),) = con.execute(
+                "select count(*) from raw.generations"
+            ).fetchall()
             for normalised in batches:
                 out.rows += normalised.num_rows
                 con.register("import_normalised", normalised)
@@ -504,6 +510,11 @@ def land_response_batches(
                     out.refused = True
                     break
                 con.execute("insert into import_seen select generation_id, _row from import_batch")
+                if not landed_before_import:
+                    con.execute(
+                        f"insert into raw.generations ({cols}) select {cols} from import_batch"
+                    )
+                    continue
                 clash = con.execute(
                     "select b._row, b.model_id from import_batch b where exists ("
                     "select 1 from raw.generations g where g.source = 'generated' "
