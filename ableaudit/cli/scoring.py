@@ -84,7 +84,8 @@ def add_score_parser(
         "--scorer",
         action="append",
         choices=sorted(MODELS),
-        help="score with this scorer (repeatable; default: all of them)",
+        help="score with this scorer (repeatable; default: vader, verbosity and refusal; "
+        "regard loads its classifier, $ABLEAUDIT_REGARD_MODEL, in every worker)",
     )
     p.add_argument(
         "--task-runner",

@@ -24,12 +24,14 @@ MODELS = {
     "vader": "response_scores_vader",
     "verbosity": "response_scores_verbosity",
     "refusal": "response_refusals",
+    "regard": "response_scores_regard",
 }
 """The scorers the flow may score: each one's score model takes its landed rows
-(macro ``score_pending_texts``). Regard's model scores in dbt only."""
+(macro ``landed_text_scores``)."""
 
-DEFAULT_SCORERS = tuple(MODELS)
-"""What `ableaudit score` scores when no --scorer is given."""
+DEFAULT_SCORERS = ("vader", "verbosity", "refusal")
+"""What `ableaudit score` scores when no --scorer is given: the lexical scorers. Regard
+(a transformer classifier, loaded by every worker) is scored with ``--scorer regard``."""
 
 FINAL_STATUSES = ("ok", "truncated")
 """Scores that land; any other status ('unavailable', 'error') is left for the next attempt."""
@@ -44,14 +46,9 @@ def check_scorers(names: Sequence[str]) -> list[str]:
     known = registered()
     out = []
     for name in names:
-        if name not in known:
+        if name not in known or name not in MODELS:
             raise ScoringError(
                 f"unknown scorer {name!r}; the flow scores {', '.join(sorted(MODELS))}"
-            )
-        if name not in MODELS:
-            raise ScoringError(
-                f"scorer {name!r} is scored inside `dbt build` only (its model does not read "
-                f"raw.text_scores); the flow scores {', '.join(sorted(MODELS))}"
             )
         if name not in out:
             out.append(name)
@@ -98,9 +95,10 @@ def pending_texts(warehouse: str | Path, scorers: Sequence[str]) -> Pending:
             params += [name, versions[name]]
             relation = _model_relation(con, MODELS[name])
             if relation is not None:
+                # a row that is no final result (Regard 'unavailable' or 'error') is scored again
                 conditions.append(
                     f"not exists (select 1 from {relation} m where m.text_hash = t.text_hash "
-                    "and m.scorer_version = ?)"
+                    f"and m.scorer_version = ? and m.status in {FINAL_STATUSES})"
                 )
                 params.append(versions[name])
             needs.append(f"({' and '.join(conditions)}) as needs_{name}")

@@ -6,7 +6,9 @@
     (regard_score with batch size 0, run once per build) says whether the
     classifier loads today and if not why; a row with that same reason is left
     as it is, so an unavailable classifier costs no rewrite, and once it loads
-    every unavailable text is scored. The regard_score UDF
+    every unavailable text is scored. A text `ableaudit score --scorer regard`
+    landed in raw.text_scores for the current classifier is taken from there
+    (macro landed_text_scores), not classified again. The regard_score UDF
     (ableaudit.scorers.regard) runs the classifier var('regard_model') (empty:
     $ABLEAUDIT_REGARD_MODEL, else sasha/regardv3), var('scorer_batch_size')
     texts per forward pass, batched by token length.
@@ -19,6 +21,7 @@
     )
 }}
 {%- set regard_model = (var('regard_model') or '') | replace("'", "''") -%}
+{%- set regard_columns = ['regard', 'p_positive', 'p_negative', 'n_tokens', 'max_tokens', 'reason'] -%}
 
 with
 
@@ -63,21 +66,40 @@ pending as (
 
 ),
 
+landed as (
+
+    {{ landed_text_scores('regard', regard_columns) }}
+
+),
+
+taken as (
+
+    select landed.*
+
+    from pending
+    inner join landed
+        on pending.text_hash = landed.text_hash
+
+),
+
 classified as (
 
     select
-        text_hash,
+        pending.text_hash,
         regard_score(
-            response_text,
+            pending.response_text,
             '{{ regard_model }}',
             {{ var('scorer_batch_size') | int }}
         ) as score
 
     from pending
+    left join landed
+        on pending.text_hash = landed.text_hash
+    where landed.text_hash is null
 
 ),
 
-final as (
+scored as (
 
     select
         classified.text_hash,
@@ -87,12 +109,33 @@ final as (
         classified.score.p_negative,
         classified.score.n_tokens,
         classified.score.max_tokens,
-        classified.score.status,
         classified.score.reason,
+        classified.score.status,
         current_timestamp as scored_at
 
     from classified
 
+),
+
+final as (
+
+    select * from taken
+
+    union all by name
+
+    select * from scored
+
 )
 
-select * from final
+select
+    text_hash,
+    scorer_version,
+    regard,
+    p_positive,
+    p_negative,
+    n_tokens,
+    max_tokens,
+    status,
+    reason,
+    scored_at
+from final

@@ -155,3 +155,47 @@ def test_a_stopped_run_keeps_its_groups_a_rerun_lands_the_rest_and_forget_undoes
     assert "16 rows of text_scores" in capsys.readouterr().out
     assert texts.pending_texts(wh, ["vader"]).count("vader") == 16
     assert read(wh, "select count(*) as n from raw.text_scores").n[0] == total - 16
+
+
+REGARD = "text_hash, scorer_version, status, reason, n_tokens, max_tokens, regard, p_positive"
+
+
+def test_regard_landed_by_the_flow_replaces_unavailable_rows_and_equals_dbt_scores(
+    tmp_path, monkeypatch
+):
+    """Built first before the classifier was installed (every text 'unavailable'), then
+    scored by the flow once it is there: the build takes every landed score, and each
+    equals what a build with the classifier computes itself."""
+    from tests.fixtures.warehouse import make_tiny_regard_classifier
+
+    build = ["build", "--select", "+response_scores_regard"]
+    model_dir = tmp_path / "regard"
+    monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(model_dir))
+    flowed = fresh(tmp_path / "flowed.duckdb")
+    run_dbt(["seed"], flowed)
+    run_dbt(build, flowed)
+    statuses = read(flowed, "select distinct status from response_scores_regard").status
+    assert statuses.tolist() == ["unavailable"]
+
+    make_tiny_regard_classifier(model_dir)
+    in_dbt = fresh(tmp_path / "in_dbt.duckdb")
+    run_dbt(["seed"], in_dbt)
+    run_dbt(build, in_dbt)
+    assert main(["score", "--warehouse", flowed, "--scorer", "regard", "--workers", "1"]) == 0
+    n_texts = read(in_dbt, "select count(*) as n from response_scores_regard").n[0]
+    landed = read(flowed, "select count(*) as n from raw.text_scores where scorer = 'regard'")
+    assert landed.n[0] == n_texts > 50  # the 'unavailable' texts, scored
+    run_dbt(build, flowed)
+
+    merged = read(
+        flowed,
+        "select m.scored_at, cast(s.scored_at as timestamptz) as landed_at "
+        "from response_scores_regard m left join raw.text_scores s on s.text_hash = m.text_hash "
+        "and s.scorer = 'regard' and s.scorer_version = m.scorer_version",
+    )
+    assert len(merged) == n_texts and (merged.scored_at == merged.landed_at).all()
+    query = f"select {REGARD} from response_scores_regard order by text_hash"
+    expected, got = read(in_dbt, query), read(flowed, query)
+    assert set(got.status) <= {"ok", "truncated"}
+    # another batching of the same texts pads them differently: equal to float32 precision
+    pd.testing.assert_frame_equal(got, expected, check_exact=False, atol=1e-6, rtol=0)
