@@ -18,7 +18,7 @@ def test_a_missing_warehouse_is_named_and_nothing_starts(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["--scorer", "regard"], "invalid choice: 'regard'"),
+        (["--scorer", "regardv3"], "invalid choice: 'regardv3'"),
         (["--task-runner", "ray"], "invalid choice: 'ray'"),
         (["--workers", "0"], "'0': give a whole number, 1 or more"),
         (["--batch-size", "many"], "'many': give a whole number, 1 or more"),
