@@ -39,14 +39,12 @@ def _digest(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple]:
 def prompt_inputs(warehouse: Path, project: Path = PROJECT_ROOT) -> str:
     """A digest of what the prompts are built from."""
     from ableaudit.warehouse import connect
+    from ableaudit.warehouse.build_stamp import digest_files
 
     digest = hashlib.sha256(__version__.encode())
     for name in PROMPT_INPUTS:
         root = project / name
-        for f in sorted(root.rglob("*")) if root.is_dir() else [root]:
-            if f.is_file():
-                digest.update(str(f.relative_to(project)).encode() + b"\0")
-                digest.update(f.read_bytes() + b"\0")
+        digest_files(digest, project, root.rglob("*") if root.is_dir() else [root])
     con = connect(warehouse)  # the writer: it creates the raw layer of a new warehouse
     try:
         digest.update(repr([_digest(con, f"raw.{t}") for t in RAW_INPUTS]).encode())

@@ -58,7 +58,7 @@ def stamp_path(warehouse: Path) -> Path:
     return warehouse.with_name(warehouse.name + ".build.json")
 
 
-def _digest_files(digest: Any, root: Path, paths: Iterable[Path]) -> None:
+def digest_files(digest: Any, root: Path, paths: Iterable[Path]) -> None:
     for f in sorted(paths):
         if f.is_file() and "__pycache__" not in f.parts:
             digest.update(str(f.relative_to(root)).encode() + b"\0")
@@ -70,9 +70,9 @@ def project_digest() -> str:
     digest = hashlib.sha256(__version__.encode())
     for name in PROJECT_INPUTS:
         path = PROJECT_ROOT / name
-        _digest_files(digest, PROJECT_ROOT, path.rglob("*") if path.is_dir() else [path])
+        digest_files(digest, PROJECT_ROOT, path.rglob("*") if path.is_dir() else [path])
     package = Path(__file__).resolve().parents[1]
-    _digest_files(digest, package.parent, package.rglob("*.py"))
+    digest_files(digest, package.parent, package.rglob("*.py"))
     return digest.hexdigest()
 
 
