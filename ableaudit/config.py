@@ -434,13 +434,14 @@ def _listed(fields: set[str]) -> str:
 
 
 class TaskRunnerSettings(_Strict):
-    """Where the audit's target generations run (docs/scale-out.md).
+    """Where the audit's target generations and judge calls run (docs/scale-out.md).
 
     ``thread`` (the default): Prefect tasks on threads of the flow's process, each target
     landing its own answers. ``dask`` / ``ray``: tasks on the workers of a Dask or Ray cluster
     (prefect-dask's DaskTaskRunner, prefect-ray's RayTaskRunner); each task generates one chunk
-    of ``chunk_size`` prompts of a target against that target's servers and returns the rows,
-    and the flow's process lands them (one writer: workers never open the warehouse).
+    of ``chunk_size`` prompts of a target against that target's servers (or ``chunk_size``
+    verdicts of a judge) and returns the rows, and the flow's process lands them (one writer:
+    workers never open the warehouse).
     """
 
     kind: Literal["thread", "dask", "ray"] = "thread"
@@ -450,7 +451,9 @@ class TaskRunnerSettings(_Strict):
     n_workers: int | None = Field(None, ge=1)  # workers of a local cluster (address auto)
     threads_per_worker: int = Field(1, ge=1)  # dask local cluster only
     processes: bool = True  # dask local cluster: worker processes (False: threads in this process)
-    chunk_size: int = Field(64, ge=1)  # prompts per task on dask/ray: what a lost worker costs
+    chunk_size: int = Field(
+        64, ge=1
+    )  # prompts (verdicts) per task on dask/ray: what a lost worker costs
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskRunnerSettings:

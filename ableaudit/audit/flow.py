@@ -84,6 +84,38 @@ def audit_targets(
     return totals
 
 
+def judges_on_cluster(wh: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
+    """The judge step on the config's cluster: each judge's verdicts still to obtain, in
+    ``judge-chunk`` tasks on the workers, ``parallel_targets`` judges at once, the flow landing
+    what they return (``runners.fan_out_judges``). Fails naming each failed judge, after the
+    others finished."""
+    from ableaudit.judges.runner import run_judges
+
+    failed: list[str] = []
+
+    def on_cluster(jobs: list) -> None:
+        failed.extend(
+            runners.fan_out_judges(
+                wh,
+                jobs,
+                run_id,
+                cfg.task_runner,
+                cfg.parallel_targets,
+                lambda runner, params: runner.submit(tasks.judge_chunk, params),
+                get_run_logger().info,
+            )
+        )
+
+    counts = run_judges(wh, cfg, run_id, on_cluster=on_cluster)
+    stopping.check()
+    if failed:
+        raise RuntimeError(
+            f"{len(failed)} of {len(cfg.judges)} judges failed (the verdicts that came back are "
+            "landed; a re-run asks only for what is missing): " + "; ".join(failed)
+        )
+    return counts
+
+
 def _on_threads(
     wh: str, cfg: AuditConfig, plans: list, run_id: str
 ) -> tuple[dict[str, Any], list[str]]:
@@ -153,7 +185,10 @@ def audit(
                 scoped = cfg.model_copy(update={"query_set": audit_task(cfg, kind).query_set})
                 key = "judges" if kind == "text" else "vision_judges"
                 try:
-                    summary[key] = tasks.judge(wh, scoped, run_id)
+                    if runners.lands_in_flow(cfg.task_runner):
+                        summary[key] = judges_on_cluster(wh, scoped, run_id)
+                    else:
+                        summary[key] = tasks.judge(wh, scoped, run_id)
                 except GenerationCancelled:
                     stopping.check()
                     raise

@@ -5,8 +5,9 @@ on threads of the flow's process, each landing its own answers as they come back
 ``ray`` hand the work to a cluster (prefect-dask's ``DaskTaskRunner``, prefect-ray's
 ``RayTaskRunner``): each target's missing prompts are cut into chunks of ``chunk_size``, each
 chunk is one ``generate-chunk`` task on a worker (which talks to the target's own servers and
-returns the rows), and the flow's process lands every row. One writer: a worker never opens
-the warehouse. See docs/scale-out.md.
+returns the rows), and the flow's process lands every row. The judges go the same way: each
+chunk of a judge's verdicts still to obtain is one ``judge-chunk`` task. One writer: a worker
+never opens the warehouse. See docs/scale-out.md.
 """
 
 from __future__ import annotations
@@ -16,15 +17,16 @@ import queue
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ableaudit.audit import stopping
 from ableaudit.audit.planning import TargetPlan
 from ableaudit.config import ConfigError, TaskRunnerSettings
-from ableaudit.records import LandingReport, PlannedGeneration
+from ableaudit.records import LandingReport
 from ableaudit.warehouse.landing import land_generations, landed_keys
 
 Log = Callable[..., Any]
+T = TypeVar("T")
 
 # The packages each cluster kind needs, and how to get them (requirements-scale.lock pins them).
 CLUSTER_PACKAGES = {
@@ -82,19 +84,80 @@ def make_task_runner(settings: TaskRunnerSettings, parallel_targets: int) -> Any
     return RayTaskRunner(init_kwargs=init)
 
 
-def chunked(items: Sequence[PlannedGeneration], size: int) -> Iterator[list[PlannedGeneration]]:
+def chunked(items: Sequence[T], size: int) -> Iterator[list[T]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
 
 
 @dataclass
+class Stream:
+    """One line of chunks sent one at a time: a target's prompts, or a judge's verdicts.
+
+    ``chunks`` holds each chunk's task parameters and what it is part of, in order;
+    ``land(part, result)`` lands what a chunk returned, in the flow's process.
+    """
+
+    name: str
+    land: Callable[[Any, Any], None]
+    chunks: deque = field(default_factory=deque)
+    error: BaseException | None = None
+
+
+def run_streams(
+    streams: Sequence[Stream],
+    settings: TaskRunnerSettings,
+    parallel: int,
+    submit_chunk: Callable[[Any, dict[str, Any]], Any],
+    log: Log,
+) -> list[str]:
+    """Send every stream's chunks to the cluster and land what comes back; the failures.
+
+    Each stream has one chunk in flight at a time (so a server sees its target's own
+    ``batch_size`` of requests, as on threads), and ``parallel`` streams run at once. A
+    failed chunk (after its task's retries) fails its stream, whose later chunks are not
+    sent; the others go on. After a stop request no chunk is sent: those in flight are
+    waited for and land (a worker in this process stops early with what finished; one
+    elsewhere finishes its chunk), then this returns. ``submit_chunk(runner, parameters)``
+    submits one chunk's task.
+    """
+    finished: queue.Queue = queue.Queue()
+    inflight: dict[Any, tuple[Stream, Any]] = {}
+    waiting = deque(s for s in streams if s.chunks)
+
+    with make_task_runner(settings, parallel) as runner:
+
+        def submit(stream: Stream) -> None:
+            params, part = stream.chunks.popleft()
+            future = submit_chunk(runner, params)
+            inflight[future] = (stream, part)
+            future.add_done_callback(finished.put)
+
+        while waiting and len(inflight) < parallel and stopping.requested() is None:
+            submit(waiting.popleft())
+        while inflight:
+            future = finished.get()
+            stream, part = inflight.pop(future)
+            try:
+                result = future.result()
+            except BaseException as err:  # the task failed after its retries
+                stream.error, stream.chunks = err, deque()
+                log("%s: a chunk failed: %s", stream.name, err)
+            else:
+                stream.land(part, result)
+            if stopping.requested() is not None:
+                continue  # land what is in flight, send nothing more
+            if stream.chunks:
+                submit(stream)
+            elif waiting:
+                submit(waiting.popleft())
+    return [f"{s.name}: {s.error}" for s in streams if s.error is not None]
+
+
+@dataclass
 class _Target:
-    plan: TargetPlan
-    chunks: deque = field(default_factory=deque)  # (adapter, [PlannedGeneration])
     todo: int = 0
     landed: int = 0
     report: LandingReport = field(default_factory=LandingReport)
-    error: BaseException | None = None
 
 
 def fan_out(
@@ -106,26 +169,29 @@ def fan_out(
     submit_chunk: Callable[[Any, dict[str, Any]], Any],
     log: Log,
 ) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """Generate every plan's missing prompts on the cluster, landing each chunk as it returns.
-
-    Each target has one chunk in flight at a time (so its servers see the target's own
-    ``batch_size`` of requests, as on threads), and ``parallel_targets`` targets run at once.
-    A failed chunk (after its task's retries) fails its target, whose later chunks are not
-    sent; the other targets go on. After a stop request no chunk is sent: those in flight
-    are waited for and land (a worker in this process stops early with what finished; one
-    elsewhere finishes its chunk), then this returns. ``submit_chunk(runner, parameters)``
-    submits one ``generate-chunk`` task. Returns the totals of each target and the failures.
-    """
-    states = []
+    """Generate every plan's missing prompts on the cluster, landing each chunk as it returns
+    (``run_streams``: one stream per target, ``parallel_targets`` targets at once).
+    ``submit_chunk`` submits one ``generate-chunk`` task. Returns the totals of each target
+    and the failures."""
+    states: dict[str, _Target] = {}
+    streams = []
     for plan in plans:
-        state = _Target(plan)
+        name = plan.target.name
+        state = states[name] = _Target()
+
+        def land(part: None, rows: Any, name: str = name, state: _Target = state) -> None:
+            state.report += land_generations(wh, rows)
+            state.landed += len(rows)
+            log("%s: %d/%d landed", name, state.landed, state.todo)
+
+        stream = Stream(name, land)
         for adapter, planned in plan.groups:
             done = landed_keys(wh, [p.generation_id for p in planned])
             todo = [p for p in planned if p.generation_id not in done]
             log(
                 "target %s (adapter %s): %d planned, %d landed already, %d to generate in "
                 "chunks of %d on %s",
-                plan.target.name,
+                name,
                 adapter,
                 len(planned),
                 len(planned) - len(todo),
@@ -134,44 +200,63 @@ def fan_out(
                 settings.kind,
             )
             state.todo += len(todo)
-            state.chunks.extend((adapter, c) for c in chunked(todo, settings.chunk_size))
-        states.append(state)
-
-    finished: queue.Queue = queue.Queue()
-    inflight: dict[Any, _Target] = {}
-    waiting = deque(s for s in states if s.chunks)
-
-    with make_task_runner(settings, parallel_targets) as runner:
-
-        def submit(state: _Target) -> None:
-            adapter, chunk = state.chunks.popleft()
-            params = {"target": state.plan.target, "adapter": adapter, "todo": chunk}
-            future = submit_chunk(runner, {**params, "run_id": run_id})
-            inflight[future] = state
-            future.add_done_callback(finished.put)
-
-        while waiting and len(inflight) < parallel_targets and stopping.requested() is None:
-            submit(waiting.popleft())
-        while inflight:
-            future = finished.get()
-            state = inflight.pop(future)
-            name = state.plan.target.name
-            try:
-                rows = future.result()
-            except BaseException as err:  # the task failed after its retries
-                state.error, state.chunks = err, deque()
-                log("target %s: a chunk failed: %s", name, err)
-            else:
-                state.report += land_generations(wh, rows)
-                state.landed += len(rows)
-                log("%s: %d/%d landed", name, state.landed, state.todo)
-            if stopping.requested() is not None:
-                continue  # land what is in flight, send nothing more
-            if state.chunks:
-                submit(state)
-            elif waiting:
-                submit(waiting.popleft())
-
-    totals = {s.plan.target.name: s.report.__dict__ for s in states if s.error is None}
-    failed = [f"{s.plan.target.name}: {s.error}" for s in states if s.error is not None]
+            stream.chunks.extend(
+                ({"target": plan.target, "adapter": adapter, "todo": c, "run_id": run_id}, None)
+                for c in chunked(todo, settings.chunk_size)
+            )
+        streams.append(stream)
+    failed = run_streams(streams, settings, parallel_targets, submit_chunk, log)
+    totals = {s.name: states[s.name].report.__dict__ for s in streams if s.error is None}
     return totals, failed
+
+
+def fan_out_judges(
+    wh: str,
+    jobs: Sequence[Any],
+    run_id: str,
+    settings: TaskRunnerSettings,
+    parallel: int,
+    submit_chunk: Callable[[Any, dict[str, Any]], Any],
+    log: Log,
+) -> list[str]:
+    """Ask the judges for every job's verdicts on the cluster, landing each chunk as it returns.
+
+    ``jobs`` are ``ableaudit.judges.runner.JudgeJob``: the verdicts of a judge and kind not
+    landed yet. Each judge is one stream (its kinds one after another, one chunk in flight,
+    so its server sees the judge's own ``batch_size``), ``parallel`` judges at once.
+    ``submit_chunk`` submits one ``judge-chunk`` task. Each job's report gets what landed;
+    a failed judge's later chunks are not sent (its verdicts are asked again by a re-run).
+    Returns the failures.
+    """
+    from ableaudit.judges.runner import JudgeReport, land_judged
+
+    progress: dict[int, int] = {}
+
+    def land(job: Any, result: dict[str, Any]) -> None:
+        land_judged(wh, job.report, result["rows"], JudgeReport(**result["counts"]))
+        progress[id(job)] = progress.get(id(job), 0) + len(result["rows"])
+        log(
+            "judge %s, %s: %d/%d landed",
+            job.judge.name,
+            job.kind,
+            progress[id(job)],
+            len(job.todo),
+        )
+
+    streams: dict[str, Stream] = {}
+    for job in jobs:
+        name = job.judge.name
+        stream = streams.setdefault(name, Stream(f"judge {name}", land))
+        log(
+            "judge %s, %s: %d verdicts to obtain in chunks of %d on %s",
+            name,
+            job.kind,
+            len(job.todo),
+            settings.chunk_size,
+            settings.kind,
+        )
+        stream.chunks.extend(
+            ({"judge": job.judge, "items": c, "run_id": run_id}, job)
+            for c in chunked(job.todo, settings.chunk_size)
+        )
+    return run_streams(list(streams.values()), settings, parallel, submit_chunk, log)

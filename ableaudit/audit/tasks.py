@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from ableaudit.audit.generating import generate_target
 from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
 from ableaudit.backends.base import BackendError, GenerationCancelled
-from ableaudit.config import AuditConfig, ConfigError, Target
+from ableaudit.config import AuditConfig, ConfigError, Judge, Target
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.records import PlannedGeneration
 from ableaudit.warehouse.publish import publish
@@ -138,6 +138,26 @@ def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
 
     with progress_bars(get_run_logger().info) as progress:
         return run_judges(warehouse, cfg, run_id, progress=progress)
+
+
+@task(
+    name="judge-chunk",
+    cache_policy=NO_CACHE,
+    retries=len(RETRY_DELAYS),
+    retry_delay_seconds=RETRY_DELAYS,
+    retry_condition_fn=transient,
+)
+def judge_chunk(judge: Judge, items: list, run_id: str) -> dict[str, Any]:
+    """One chunk of a judge's verdicts, asked on a cluster worker (task_runner dask | ray): its
+    raw.judgments rows and counts, returned for the flow's process to land. Never opens the
+    warehouse. A retry asks the whole chunk again (nothing of it landed)."""
+    from ableaudit.judges.runner import judge_chunk_rows
+
+    out = judge_chunk_rows(judge, items, run_id)
+    get_run_logger().info(
+        "judge %s: %d verdicts obtained for landing", judge.name, len(out["rows"])
+    )
+    return out
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)

@@ -38,7 +38,13 @@ import ibis
 import ibis.expr.types as ir
 from ibis.common.exceptions import TableNotFound
 
-from ableaudit.backends.base import Backend, GenerationRequest, GenerationResult, results_in_batches
+from ableaudit.backends.base import (
+    Backend,
+    GenerationCancelled,
+    GenerationRequest,
+    GenerationResult,
+    results_in_batches,
+)
 from ableaudit.config import AuditConfig, Judge
 from ableaudit.judges.parsing import Verdict, parse_verdict
 from ableaudit.judges.prompts import contrastive_messages, rubric_messages
@@ -387,6 +393,11 @@ class JudgeReport:
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
+    def add(self, other: JudgeReport) -> None:
+        """Add the counts of ``other`` (a batch, a chunk) to these."""
+        for name, value in other.__dict__.items():
+            setattr(self, name, getattr(self, name) + value)
+
 
 def _result_row(
     item: JudgeItem,
@@ -469,6 +480,91 @@ def progress_bars(log: Callable[[str], None] | None = None) -> Iterator[Progress
             bar.close()
 
 
+def pending_items(
+    warehouse: str | Path, items: Sequence[JudgeItem], subjects: int | None = None
+) -> tuple[list[JudgeItem], JudgeReport]:
+    """The items whose verdicts are not landed yet (one per key), and the report so far."""
+    report = JudgeReport(subjects=len(items) if subjects is None else subjects)
+    unique: dict[str, JudgeItem] = {}
+    for it in items:
+        unique.setdefault(it.judgment_id, it)
+    report.verdicts = len(unique)
+    done = landed_judgment_keys(warehouse, unique)
+    report.cached = len(done)
+    return [it for k, it in unique.items() if k not in done], report
+
+
+def judged_batches(
+    backend: Backend, judge: Judge, todo: Sequence[JudgeItem], run_id: str | None
+) -> Iterator[tuple[list[dict[str, Any]], JudgeReport]]:
+    """Ask the judge for every item of ``todo``: each batch's raw.judgments rows, with what
+    they count (called, parsed / repaired / unparseable, errors). Never opens the warehouse,
+    so a cluster worker runs it too (``judge_chunk``). A failed call is a batch of error
+    rows, retried next run."""
+    revision = backend.model_revision or model_fingerprint(
+        judge.target.model, judge.target.revision
+    )
+    d = judge.target.decoding
+    requests = [
+        GenerationRequest(
+            key=it.judgment_id,
+            messages=it.messages,
+            temperature=0.0 if d.temperature is None else d.temperature,
+            top_p=d.top_p,
+            max_new_tokens=d.max_new_tokens,
+            seed=d.seed,
+            json_schema=decoding_schema(it.kind) if judge.structured else None,
+        )
+        for it in todo
+    ]
+    by_key = {it.judgment_id: it for it in todo}
+    for results in results_in_batches(backend, requests, backend.concurrency, fail_batch=True):
+        counts = JudgeReport(called=len(results))
+        rows = []
+        for result in results:
+            row, verdict = _result_row(by_key[result.key], judge, revision, result, run_id)
+            rows.append(row)
+            if verdict is None:
+                counts.errors += 1
+            else:
+                setattr(counts, verdict.parse_status, getattr(counts, verdict.parse_status) + 1)
+                counts.spans_not_found += verdict.spans_not_found
+        yield rows, counts
+
+
+def judge_chunk_rows(
+    judge: Judge, items: Sequence[JudgeItem], run_id: str | None
+) -> dict[str, Any]:
+    """One chunk of a judge's verdicts, asked where this runs (a cluster worker): its rows and
+    counts, for the flow's process to land (``land_judged``). When the backend is cancelled
+    (a stop in this process), the verdicts of the batches that finished are returned."""
+    import contextlib
+
+    from ableaudit.backends import make_backend
+
+    backend = make_backend(judge.target)
+    rows: list[dict[str, Any]] = []
+    counts = JudgeReport()
+    try:
+        with contextlib.suppress(GenerationCancelled):
+            for batch, batch_counts in judged_batches(backend, judge, items, run_id):
+                rows += batch
+                counts.add(batch_counts)
+    finally:
+        backend.close()
+    return {"rows": rows, "counts": counts.as_dict()}
+
+
+def land_judged(
+    warehouse: str | Path, report: JudgeReport, rows: list[dict[str, Any]], counts: JudgeReport
+) -> None:
+    """Land one batch of verdicts and add what it did to ``report``."""
+    landed = land_judgments(warehouse, rows)
+    report.add(counts)
+    report.inserted += landed.inserted
+    report.retried += landed.retried
+
+
 def run_items(
     warehouse: str | Path,
     judge: Judge,
@@ -482,14 +578,7 @@ def run_items(
 
     ``progress`` is called once before the first call and after each landed chunk.
     """
-    report = JudgeReport(subjects=len(items) if subjects is None else subjects)
-    unique: dict[str, JudgeItem] = {}
-    for it in items:
-        unique.setdefault(it.judgment_id, it)
-    report.verdicts = len(unique)
-    done = landed_judgment_keys(warehouse, unique)
-    report.cached = len(done)
-    todo = [it for k, it in unique.items() if k not in done]
+    todo, report = pending_items(warehouse, items, subjects)
     kind = items[0].kind if items else ""
     if progress is not None:
         progress(judge.name, kind, 0, len(todo))
@@ -503,40 +592,10 @@ def run_items(
     else:
         lazy = owned = LazyBackend(backend)
     try:
-        b = lazy.get()
-        revision = b.model_revision or model_fingerprint(judge.target.model, judge.target.revision)
-        d = judge.target.decoding
-        size = b.concurrency
-        requests = [
-            GenerationRequest(
-                key=it.judgment_id,
-                messages=it.messages,
-                temperature=0.0 if d.temperature is None else d.temperature,
-                top_p=d.top_p,
-                max_new_tokens=d.max_new_tokens,
-                seed=d.seed,
-                json_schema=decoding_schema(it.kind) if judge.structured else None,
-            )
-            for it in todo
-        ]
-        by_key = {it.judgment_id: it for it in todo}
         done_now = 0
-        # a failed call is a batch of error rows, retried next run
-        for results in results_in_batches(b, requests, size, fail_batch=True):
-            report.called += len(results)
-            rows = []
-            for result in results:
-                row, verdict = _result_row(by_key[result.key], judge, revision, result, run_id)
-                rows.append(row)
-                if verdict is None:
-                    report.errors += 1
-                else:
-                    setattr(report, verdict.parse_status, getattr(report, verdict.parse_status) + 1)
-                    report.spans_not_found += verdict.spans_not_found
-            landed = land_judgments(warehouse, rows)
-            report.inserted += landed.inserted
-            report.retried += landed.retried
-            done_now += len(results)
+        for rows, counts in judged_batches(lazy.get(), judge, todo, run_id):
+            land_judged(warehouse, report, rows, counts)
+            done_now += len(rows)
             if progress is not None:
                 progress(judge.name, kind, done_now, len(todo))
     finally:
@@ -586,12 +645,35 @@ def _default_factory(judge: Judge) -> Callable[[], Backend]:
     return make
 
 
+@dataclass
+class JudgeJob:
+    """One judge's verdicts of one kind still to obtain, and the report they add to."""
+
+    judge: Judge
+    kind: str
+    todo: list[JudgeItem]
+    report: JudgeReport
+
+
+def _items(
+    warehouse: str | Path, judge: Judge, kind: str, scope: dict[str, Any]
+) -> tuple[list[JudgeItem], int]:
+    """The items of ``judge`` of ``kind`` over the subjects in ``scope``, and how many subjects."""
+    identity = judge_identity(judge)
+    if kind == "rubric":
+        rows = select_rubric_subjects(warehouse, **scope)
+        return [rubric_item(identity, r) for r in rows], len(rows)
+    pairs = select_pairs(warehouse, **scope)
+    return [contrastive_item(identity, p) for p in pairs], len(pairs)
+
+
 def run_judges(
     warehouse: str | Path,
     cfg: AuditConfig,
     run_id: str | None = None,
     backend_factory: Callable[[Judge], Backend] | None = None,
     progress: Progress | None = None,
+    on_cluster: Callable[[list[JudgeJob]], None] | None = None,
 ) -> dict[str, dict[str, dict[str, int]]]:
     """Run every judge of the config on the audit's landed generations; {judge: {kind: counts}}.
 
@@ -599,35 +681,52 @@ def run_judges(
     config's targets, plus imported ones when the judge's ``include_imported``.
     A judge whose verdicts are all landed never loads its model. The models
     the judges read are built first (``build_subjects``).
+
+    Here, each judge's model is made in this process. With ``on_cluster``, the verdicts not
+    landed yet are handed to it as jobs (``JudgeJob``) instead (the audit flow's judge step on a
+    Dask or Ray cluster: ``ableaudit.audit.runners.fan_out_judges``), which lands them and
+    fills each job's report.
     """
     model_ids = [t.reported_model_id for t in cfg.targets]
     if cfg.judges:
         build_subjects(warehouse)
     out: dict[str, dict[str, dict[str, int]]] = {}
+    jobs: list[JudgeJob] = []
+    claimed: set[str] = set()
     for judge in cfg.judges:
+        kinds = [k for k in KINDS if k in judge.kinds]
+        scope = dict(
+            query_set=cfg.query_set, model_ids=model_ids, include_imported=judge.include_imported
+        )
+        out[judge.name] = {}
+        if on_cluster is not None:
+            for kind in kinds:
+                items, subjects = _items(warehouse, judge, kind, scope)
+                todo, report = pending_items(warehouse, items, subjects)
+                # a verdict an earlier job asks for (a judge of the same model, prompt and
+                # decoding) is asked once, as here, where the later judge finds it landed
+                shared = [it for it in todo if it.judgment_id in claimed]
+                report.cached += len(shared)
+                todo = [it for it in todo if it.judgment_id not in claimed]
+                claimed.update(it.judgment_id for it in todo)
+                jobs.append(JudgeJob(judge, kind, todo, report))
+            continue
         factory = (
             (lambda j=judge: backend_factory(j)) if backend_factory else _default_factory(judge)
         )
         lazy = LazyBackend(factory)
-        out[judge.name] = {}
         try:
-            scope = dict(
-                query_set=cfg.query_set,
-                model_ids=model_ids,
-                include_imported=judge.include_imported,
-            )
-            if "rubric" in judge.kinds:
-                rows = select_rubric_subjects(warehouse, **scope)
-                out[judge.name]["rubric"] = judge_rubric(
-                    warehouse, judge, lazy, rows, run_id, progress
-                ).as_dict()
-            if "contrastive" in judge.kinds:
-                pairs = select_pairs(warehouse, **scope)
-                out[judge.name]["contrastive"] = judge_contrastive(
-                    warehouse, judge, lazy, pairs, run_id, progress
+            for kind in kinds:
+                items, subjects = _items(warehouse, judge, kind, scope)
+                out[judge.name][kind] = run_items(
+                    warehouse, judge, lazy, items, run_id, subjects, progress
                 ).as_dict()
         finally:
             lazy.close()
+    if on_cluster is not None:
+        on_cluster(jobs)
+        for job in jobs:
+            out[job.judge.name][job.kind] = job.report.as_dict()
     return out
 
 

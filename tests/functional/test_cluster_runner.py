@@ -16,7 +16,7 @@ import yaml
 from ableaudit.audit import stopping, tasks
 from ableaudit.audit.flow import audit as audit_flow
 from ableaudit.audit.runs import AuditInterrupted
-from tests.fixtures.openai_server import FakeOpenAIServer, two_target_config
+from tests.fixtures.openai_server import OPENAI_TARGET, FakeOpenAIServer, two_target_config
 
 pytest.importorskip("prefect_dask", reason="the scale extra (requirements-scale.lock)")
 
@@ -178,3 +178,108 @@ def test_a_local_ray_cluster_lands_every_prompt_once(tmp_path, servers):
     assert _asked(servers) - asked == 2 * N_PROMPTS
     assert len(landed) == len({r[0] for r in landed}) == 2 * N_PROMPTS
     assert landed == _rows(reference)
+
+
+RUBRIC = '{"relevance": 3, "completeness": 2, "accuracy": 3, "clarity": 1, "declined": false, "score": 9}'
+CONTRASTIVE = (
+    '{"interpret": "No", "stereotype": "No", "framing": "Ambiguous", '
+    '"decline_in_response_a": false, "decline_in_response_b": false}'
+)
+JUDGED = (
+    "judgment_id, judge_kind, judge_name, generation_id, neutral_generation_id, "
+    "disability_generation_id, call_status, raw_output, parse_status, parsed_json"
+)
+JUDGED_ON: set[str] = set()
+
+
+def _verdict(text: str) -> str:
+    return CONTRASTIVE if "<<<RESPONSE_A_" in text else RUBRIC
+
+
+def _judged(wh) -> list[tuple]:
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        return con.execute(f"select {JUDGED} from raw.judgments order by judgment_id").fetchall()
+    finally:
+        con.close()
+
+
+def _judge_chunk_recording_the_thread(*args, **kwargs):
+    from ableaudit.judges import runner
+
+    JUDGED_ON.add(threading.current_thread().name)
+    return runner.REAL_JUDGE_CHUNK_ROWS(*args, **kwargs)
+
+
+@pytest.mark.slow
+def test_judges_on_a_dask_cluster_land_every_verdict_once_and_equal_the_thread_runner(
+    tmp_path, servers, monkeypatch
+):
+    """The flow's judge step on the cluster: each judge's verdicts in judge-chunk tasks on the
+    workers, the flow landing them; the same verdicts as the judge step on threads, and a
+    re-run asks the judge nothing."""
+    from ableaudit.judges import runner
+
+    judge_server = FakeOpenAIServer()
+    judge_server.answer = _verdict
+    judge = {
+        "name": "echo-judge",
+        "target": {
+            **OPENAI_TARGET,
+            "name": "echo-judge",
+            "base_url": judge_server.base_url,
+            "decoding": {"temperature": 0.0, "max_new_tokens": 64},
+        },
+    }
+
+    def config(task_runner, name):
+        cfg = two_target_config(servers, "judged", parallel_targets=2, judges=[judge])
+        if task_runner is not None:
+            cfg["task_runner"] = task_runner
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return str(path)
+
+    try:
+        reference = tmp_path / "threads.duckdb"
+        by_threads = audit_flow(config=config(None, "threads"), warehouse=str(reference))
+        asked = len(judge_server.payloads)
+        # 6 rubric verdicts per condition and 6 pairs; both targets echo the same texts, so
+        # their verdicts are shared (one key per subject)
+        assert asked == 2 * 6 + 6
+
+        JUDGED_ON.clear()
+        opened_on: set[str] = set()
+        real_connect = duckdb.connect
+
+        def connect(*args, **kwargs):
+            opened_on.add(threading.current_thread().name)
+            return real_connect(*args, **kwargs)
+
+        monkeypatch.setattr(runner, "REAL_JUDGE_CHUNK_ROWS", runner.judge_chunk_rows, raising=False)
+        monkeypatch.setattr(runner, "judge_chunk_rows", _judge_chunk_recording_the_thread)
+        monkeypatch.setattr(duckdb, "connect", connect)
+        wh = tmp_path / "dask.duckdb"
+        dask = config(DASK, "dask")
+        summary = audit_flow(config=dask, warehouse=str(wh))
+        monkeypatch.setattr(duckdb, "connect", real_connect)
+        # one writer: the judge chunks ran on Dask's worker threads, none of which opened the warehouse
+        assert JUDGED_ON and all("Dask-Default-Threads" in name for name in JUDGED_ON)
+        assert not JUDGED_ON & opened_on
+        assert len(judge_server.payloads) - asked == asked  # every verdict asked once
+        landed = _judged(wh)
+        assert len(landed) == asked and {r[8] for r in landed} == {"parsed"}
+        assert landed == _judged(reference)
+        assert summary["judges"] == by_threads["judges"]
+        counts = summary["judges"]["echo-judge"]
+        assert counts["rubric"]["subjects"] == 24 and counts["rubric"]["inserted"] == 12
+        assert counts["contrastive"]["subjects"] == 12 and counts["contrastive"]["inserted"] == 6
+
+        # a re-run: every verdict is landed, so the judge is asked nothing
+        before = len(judge_server.payloads)
+        again = audit_flow(config=dask, warehouse=str(wh))
+        assert len(judge_server.payloads) == before
+        assert again["judges"]["echo-judge"]["rubric"]["cached"] == 12
+        assert _judged(wh) == landed
+    finally:
+        judge_server.close()

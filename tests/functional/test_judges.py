@@ -977,3 +977,101 @@ def test_structured_output_on_needs_a_backend_that_can() -> None:
         judge = Judge(name="j", target=Target(name="t", backend=backend, model="m"))
         assert judge.structured is auto, backend
         assert Judge(name="j", structured_output="off", target=judge.target).structured is False
+
+
+def _verdicts(warehouse: Path) -> list[dict[str, Any]]:
+    """The landed verdicts, less when and in which landing they landed."""
+    return sorted(
+        (
+            {k: v for k, v in r.items() if k not in ("created_at", "landing_id")}
+            for r in judgments(warehouse)
+        ),
+        key=lambda r: r["judgment_id"],
+    )
+
+
+def test_judges_fanned_out_to_a_cluster_land_what_the_local_runner_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_judges(on_cluster=...)`` with ``runners.fan_out_judges`` on a stand-in cluster (a
+    thread pool running ``judge_chunk_rows``): the same rows and counts as the judges run here,
+    one chunk in flight per judge, a verdict two judges share asked once, and a failed chunk
+    fails its judge only, a re-run asking for what it left."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import ableaudit.backends
+    from ableaudit.audit import runners
+    from ableaudit.config import TaskRunnerSettings
+    from ableaudit.judges.runner import judge_chunk_rows
+
+    cfg = AuditConfig(
+        targets=[Target(name="m1", backend="openai", model="x")],
+        judges=[
+            judge_cfg("j1"),
+            judge_cfg("j2", kinds=("contrastive",)),
+            judge_cfg("j3", kinds=("rubric",), max_new_tokens=300),
+        ],
+    )
+    here, there = tmp_path / "here.duckdb", tmp_path / "there.duckdb"
+    for wh in (here, there):
+        _pair_world(wh, build=False)
+    local = run_judges(here, cfg, run_id="audit-1", backend_factory=lambda j: FakeJudge())
+
+    monkeypatch.setattr(ableaudit.backends, "make_backend", lambda target: FakeJudge())
+    pool = ThreadPoolExecutor(max_workers=4)
+    lock = threading.Lock()
+    inflight: dict[str, int] = {}
+    most: dict[str, int] = {}
+    sent: list[tuple[str, int]] = []
+    fail: set[tuple[str, int]] = set()
+
+    def run(params):
+        name = params["judge"].name
+        try:
+            if (name, len(params["items"])) in fail:
+                raise RuntimeError(f"{name} went away")
+            return judge_chunk_rows(params["judge"], params["items"], params["run_id"])
+        finally:
+            with lock:
+                inflight[name] -= 1
+
+    def submit(runner, params):
+        name = params["judge"].name
+        with lock:
+            inflight[name] = inflight.get(name, 0) + 1
+            most[name] = max(most.get(name, 0), inflight[name])
+            sent.append((name, len(params["items"])))
+        return pool.submit(run, params)
+
+    settings = TaskRunnerSettings.model_construct(chunk_size=2, kind="thread")
+    failed: list[str] = []
+
+    landing_in = [there]
+
+    def on_cluster(jobs):
+        failed.extend(
+            runners.fan_out_judges(str(landing_in[0]), jobs, "audit-1", settings, 2, submit, print)
+        )
+
+    remote = run_judges(there, cfg, run_id="audit-1", on_cluster=on_cluster)
+    assert failed == [] and remote == local
+    assert _verdicts(there) == _verdicts(here)
+    assert set(most) == {"j1", "j3"} and max(most.values()) == 1  # j2's verdicts are j1's
+    assert remote["j2"]["contrastive"]["called"] == 0
+
+    # a failed chunk fails its judge; its later chunks are not sent; a re-run asks the rest
+    again = tmp_path / "again.duckdb"
+    _pair_world(again, build=False)
+    landing_in[0] = again
+    sent.clear()
+    fail.add(("j1", 2))  # j1's first chunk (every chunk of 2 fails, so only the first is sent)
+    remote = run_judges(again, cfg, run_id="audit-1", on_cluster=on_cluster)
+    assert failed == ["judge j1: j1 went away"]
+    assert [n for n, _ in sent].count("j1") == 1
+    assert remote["j3"] == local["j3"]
+    fail.clear()
+    failed.clear()
+    run_judges(again, cfg, run_id="audit-1", on_cluster=on_cluster)
+    assert failed == [] and _verdicts(again) == _verdicts(here)
+    pool.shutdown()
