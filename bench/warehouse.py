@@ -24,7 +24,8 @@ for, from ``os.wait4``) and peak RSS:
 
 It prints a table, the ratios (no-op / full and incremental / full build CPU,
 import rows/s), the 10 slowest dbt nodes of each build (from run_results.json),
-and checks the VADER ``degradation`` mart against the independent pandas
+the nodes that ran while the command held the most memory (its process tree's RSS sampled
+every 0.25 s, matched to each node's execute timing), and checks the VADER ``degradation`` mart against the independent pandas
 computation of the tests (``tests/fixtures/independent.py``, vaderSentiment
 called directly, once per distinct text).
 
@@ -235,6 +236,7 @@ class Stage:
     log: str
     slowest: list[dict] = field(default_factory=list)
     dbt: dict = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)
 
 
 def _cli() -> list[str]:
@@ -256,7 +258,9 @@ def run_stage(name: str, args: list[str], work: Path, env: dict[str, str]) -> St
     started = time.time()
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        sampler = RssSampler(proc.pid)
         _, status, usage = os.wait4(proc.pid, 0)
+        timeline = sampler.stop()
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -282,7 +286,85 @@ def run_stage(name: str, args: list[str], work: Path, env: dict[str, str]) -> St
         kept = work / f"run_results_{name}.json"
         shutil.copy(results, kept)
         stage.slowest, stage.dbt = dbt_nodes(kept)
+        stage.memory = node_memory(kept, timeline)
     return stage
+
+
+class RssSampler:
+    """The resident memory of a process and its children, every ``interval_s``, on a thread:
+    (unix time, MB) samples, to tell which dbt node or step holds the memory."""
+
+    def __init__(self, pid: int, interval_s: float = 0.25) -> None:
+        import threading
+
+        import psutil
+
+        self.samples: list[tuple[float, float]] = []
+        self._proc = psutil.Process(pid)
+        self._done = threading.Event()
+        self._interval = interval_s
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._done.is_set():
+            try:
+                procs = [self._proc, *self._proc.children(recursive=True)]
+                rss = 0
+                for p in procs:
+                    try:
+                        rss += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                break
+            self.samples.append((time.time(), rss / 1e6))
+            self._done.wait(self._interval)
+
+    def stop(self) -> list[tuple[float, float]]:
+        self._done.set()
+        self._thread.join()
+        return self.samples
+
+
+def node_memory(path: Path, samples: list[tuple[float, float]], top: int = 8) -> dict:
+    """Which nodes of a dbt run_results.json ran while the process held the most memory: the
+    ``top`` nodes by the highest RSS sampled while each executed, and the peak before the
+    first and after the last node (the command's own steps: publish, report)."""
+    from datetime import datetime
+
+    def unix(stamp: str) -> float:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    spans = []
+    for r in data.get("results", []):
+        execute = [t for t in r.get("timing", []) if t.get("name") == "execute"]
+        if execute and execute[0].get("started_at") and execute[0].get("completed_at"):
+            spans.append(
+                (r["unique_id"], unix(execute[0]["started_at"]), unix(execute[0]["completed_at"]))
+            )
+    if not spans or not samples:
+        return {}
+    first, last = min(s[1] for s in spans), max(s[2] for s in spans)
+    nodes = []
+    for node, start, end in spans:
+        during = [mb for t, mb in samples if start <= t <= end]
+        if during:
+            nodes.append(
+                {"node": node, "peak_mb": round(max(during)), "seconds": round(end - start, 1)}
+            )
+    before = [mb for t, mb in samples if t < first]
+    after = [mb for t, mb in samples if t > last]
+    return {
+        "peak_mb": round(max(mb for _, mb in samples)),
+        "before_dbt_peak_mb": round(max(before)) if before else None,
+        "after_dbt_peak_mb": round(max(after)) if after else None,
+        "after_dbt_s": round(samples[-1][0] - last, 1) if after else 0.0,
+        "nodes": sorted(nodes, key=lambda n: -n["peak_mb"])[:top],
+    }
 
 
 def dbt_nodes(path: Path, top: int = 10) -> tuple[list[dict], dict]:
@@ -501,6 +583,19 @@ def format_size(result: dict) -> str:
             f"{d['tests']} data tests {d['tests_s']:.0f} s; the 10 slowest nodes:",
         ]
         lines += [f"  {n['seconds']:8.1f} s  {n['node']} ({n['status']})" for n in s["slowest"]]
+        m = s.get("memory") or {}
+        if m.get("nodes"):
+            lines += [
+                "",
+                f"{name}: RSS sampled every 0.25 s, peak {m['peak_mb'] / 1024:.2f} GB; before dbt "
+                f"{(m['before_dbt_peak_mb'] or 0) / 1024:.2f} GB; after dbt (publish, report, "
+                f"{m['after_dbt_s']:.0f} s) {(m['after_dbt_peak_mb'] or 0) / 1024:.2f} GB; the nodes "
+                "that ran at the highest RSS:",
+            ]
+            lines += [
+                f"  {n['peak_mb'] / 1024:8.2f} GB  {n['node']} ({n['seconds']:.1f} s)"
+                for n in m["nodes"]
+            ]
     check = result.get("degradation_check")
     if check:
         lines += [

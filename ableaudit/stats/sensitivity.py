@@ -75,20 +75,76 @@ def _single(values: pd.Series) -> str | None:
     return str(found[0]) if len(found) == 1 else None
 
 
+COUNT_COLUMNS = ["direction", "degradation_rule", "n_pairs", "n_degraded", "n_improved"]
+"""What ``threshold_sensitivity_from_counts`` reads per `keys` and threshold: the one direction
+and rule of the group (null when none or several), and its counts of included, degraded and
+improved pairs."""
+
+
+def flag_counts(flags: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """The flags counted per `keys` and threshold (``COUNT_COLUMNS``); the mart counts them in
+    SQL instead (``count_sql``), so the flags never leave the warehouse."""
+    keys = list(keys)
+    require_columns(flags, keys + FLAG_COLUMNS, "threshold_sensitivity")
+    rows = []
+    for key, g in flags.groupby(keys + ["threshold"], sort=True, dropna=False):
+        included = _flag(g["included"])
+        rows.append(
+            {
+                **dict(zip(keys + ["threshold"], group_key_values(key))),
+                "direction": _single(g["direction"]),
+                "degradation_rule": _single(g["degradation_rule"]),
+                "n_pairs": int(included.sum()),
+                "n_degraded": int((_flag(g["degraded"]) & included).sum()),
+                "n_improved": int((_flag(g["improved"]) & included).sum()),
+            }
+        )
+    return pd.DataFrame(rows, columns=keys + ["threshold", *COUNT_COLUMNS])
+
+
+def count_sql(keys: Sequence[str]) -> tuple[str, str]:
+    """``flag_counts`` as the aggregate and group expressions of a DuckDB relation
+    (``relation.aggregate(*count_sql(keys))``)."""
+    group = ", ".join([*keys, "threshold"])
+
+    def single(column: str) -> str:
+        return f"case when count(distinct {column}) = 1 then min({column}) end as {column}"
+
+    included = "coalesce(included, false)"
+    aggregate = ", ".join(
+        [
+            group,
+            single("direction"),
+            single("degradation_rule"),
+            f"count(*) filter (where {included}) as n_pairs",
+            f"count(*) filter (where {included} and coalesce(degraded, false)) as n_degraded",
+            f"count(*) filter (where {included} and coalesce(improved, false)) as n_improved",
+        ]
+    )
+    return aggregate, group
+
+
 def threshold_sensitivity(
     flags: pd.DataFrame,
     keys: Sequence[str] = ("task", "model_id", "arm", "metric"),
 ) -> pd.DataFrame:
     """Degradation rate and sign test per `keys` and threshold, from the warehouse's flags."""
+    return threshold_sensitivity_from_counts(flag_counts(flags, keys), keys)
+
+
+def threshold_sensitivity_from_counts(
+    counts: pd.DataFrame,
+    keys: Sequence[str] = ("task", "model_id", "arm", "metric"),
+) -> pd.DataFrame:
+    """Degradation rate and sign test per `keys` and threshold, from the flags' counts
+    (``flag_counts``, or the same counted in SQL with ``count_sql``), in key order."""
     keys = list(keys)
-    require_columns(flags, keys + FLAG_COLUMNS, "threshold_sensitivity")
+    require_columns(counts, keys + ["threshold", *COUNT_COLUMNS], "threshold_sensitivity")
+    counts = counts.sort_values(keys + ["threshold"], na_position="last", kind="stable")
     rows = []
-    for key, g in flags.groupby(keys + ["threshold"], sort=True, dropna=False):
-        key = group_key_values(key)
-        included = _flag(g["included"])
-        n = int(included.sum())
-        n_deg = int((_flag(g["degraded"]) & included).sum())
-        n_imp = int((_flag(g["improved"]) & included).sum())
+    for r in counts.itertuples(index=False):
+        r = r._asdict()
+        n, n_deg, n_imp = int(r["n_pairs"]), int(r["n_degraded"]), int(r["n_improved"])
         why = Reasons()
         p = float("nan")
         if n == 0:
@@ -98,14 +154,15 @@ def threshold_sensitivity(
             why.add("sign_test", "no degraded or improved pairs")
         else:
             p = finite(stats.binomtest(n_deg, n_deg + n_imp, 0.5, alternative="greater").pvalue)
-        direction, rule = _single(g["direction"]), _single(g["degradation_rule"])
+        direction = None if pd.isna(r["direction"]) else str(r["direction"])
+        rule = None if pd.isna(r["degradation_rule"]) else str(r["degradation_rule"])
         if direction is None:
             why.add("direction", "unknown or conflicting")
         rows.append(
             {
-                **dict(zip(keys, key[:-1])),
+                **{k: (None if pd.isna(r[k]) else r[k]) for k in keys},
                 "direction": direction,
-                "threshold": float(key[-1]),
+                "threshold": float(r["threshold"]),
                 "degradation_rule": rule,
                 "n_pairs": n,
                 "n_degraded": n_deg,

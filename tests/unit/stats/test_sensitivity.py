@@ -23,7 +23,13 @@ from scipy import stats
 
 from ableaudit.stats.ranks import spearman_exact_p, spearman_test
 from ableaudit.stats.scaling import SCALING_POINTS_SCHEMA, SCALING_SCHEMA, scaling, scaling_points
-from ableaudit.stats.sensitivity import THRESHOLD_SENSITIVITY_SCHEMA, threshold_sensitivity
+from ableaudit.stats.sensitivity import (
+    THRESHOLD_SENSITIVITY_SCHEMA,
+    count_sql,
+    flag_counts,
+    threshold_sensitivity,
+    threshold_sensitivity_from_counts,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 H, L = "higher_is_better", "lower_is_better"
@@ -288,6 +294,44 @@ def test_degenerate_groups_keep_their_rows_with_reasons():
     assert one.n_degraded == 1 and one.sign_test_p == pytest.approx(0.5)
     empty = threshold_sensitivity(flags_frame({("m", 0.0): [(True, True, False)]}).iloc[:0])
     assert empty.empty and dict(empty.dtypes.astype(str)) == THRESHOLD_SENSITIVITY_SCHEMA
+
+
+def test_counting_in_duckdb_gives_what_counting_in_pandas_gives():
+    """The mart counts the flags in SQL (count_sql); the counts, and the mart's rows from them,
+    equal those counted in pandas, with null flags, a conflicting and a missing direction,
+    a null key and an empty group."""
+    rng = np.random.default_rng(1)
+    spec = {
+        (m, t): [
+            (bool(rng.random() > 0.2), bool(rng.random() < 0.4), bool(rng.random() < 0.3))
+            for _ in range(int(rng.integers(0, 30)))
+        ]
+        for m in ("m1", "m2", "m3")
+        for t in (0.0, 0.05, 0.2)
+    }
+    spec[("m4", 0.05)] = [(False, None, None)] * 3
+    flags = flags_frame(spec)
+    flags.loc[flags.model_id == "m2", "direction"] = [H, L] * int(
+        (flags.model_id == "m2").sum() / 2
+    ) + ([H] if (flags.model_id == "m2").sum() % 2 else [])
+    flags.loc[flags.model_id == "m3", "direction"] = None
+    flags.loc[flags.index[:5], "model_id"] = None
+    flags["included"] = flags["included"].astype("boolean")
+    flags.loc[flags.index[7], "included"] = pd.NA
+    keys = ["task", "model_id", "arm", "metric"]
+
+    con = duckdb.connect()
+    rel = con.from_df(flags)
+    in_sql = rel.aggregate(*count_sql(keys)).df()
+    in_pandas = flag_counts(flags, keys)
+    order = keys + ["threshold"]
+    a = in_sql.sort_values(order, na_position="last").reset_index(drop=True)
+    b = in_pandas.sort_values(order, na_position="last").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a.astype(object), b.astype(object), check_dtype=False)
+    assert b.direction.isna().sum() > 0  # conflicting and missing directions were counted
+    pd.testing.assert_frame_equal(
+        threshold_sensitivity_from_counts(in_sql, keys), threshold_sensitivity(flags, keys)
+    )
 
 
 # --------------------------------------------------------------------------- exact Spearman
