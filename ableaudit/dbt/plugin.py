@@ -15,6 +15,7 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 
 from ableaudit.scorers.registry import registered, scorer_version
 from ableaudit.warehouse import ensure_raw_schema
+from ableaudit.warehouse.connection import apply_memory_limit
 
 
 def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
@@ -78,6 +79,7 @@ class Plugin(BasePlugin):
         creds = getattr(self, "_creds", None)
         if creds is not None:
             creds.path = self._profile_path
+        apply_memory_limit(conn)
         if not _is_read_only(conn):
             ensure_raw_schema(conn)
         register_udfs(conn)

@@ -65,7 +65,9 @@ def _failures(result) -> list[str]:
             name = getattr(node, "unique_id", None) or getattr(node, "name", "?")
             message = (getattr(r, "message", None) or "").strip().splitlines()
             failures = getattr(r, "failures", None)
-            detail = message[-1] if message else ""
+            # DuckDB ends an out-of-memory error with advice and a link; its first line says what
+            oom = [m.strip() for m in message if m.strip().startswith("Out of Memory Error")]
+            detail = oom[0] if oom else message[-1] if message else ""
             if failures:
                 detail = f"{failures} failing rows. {detail}".strip()
             lines.append(f"  - {name} [{status}]: {detail[:500]}")
@@ -101,6 +103,13 @@ def run_dbt(
 
         lines += blame(getattr(res.result, "results", None) or [], wh, project)
     detail = "\n".join(lines) or "  (no failing node reported; see logs/dbt.log)"
+    if "out of memory" in detail.lower():
+        from ableaudit.warehouse.connection import MEMORY_LIMIT_ENV, memory_limit
+
+        detail += (
+            f"\n  DuckDB ran out of the memory it may use ({memory_limit() or 'its default'}); "
+            f"raise ${MEMORY_LIMIT_ENV} (e.g. 8GB) and build again (docs/running.md#memory)"
+        )
     raise DbtError(f"`{command}` failed on warehouse {wh}:\n{detail}")
 
 

@@ -49,9 +49,15 @@ SETTINGS_PREFIXES = ("ABLEAUDIT_", "DBT_")
 _NOT_SETTINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 """Credentials a build never reads: left out of the digest."""
 
-_LOCATIONS = {"ABLEAUDIT_WAREHOUSE", "DBT_TARGET_PATH", "DBT_LOG_PATH"}
-"""Where the warehouse and dbt's logs and artifacts are, not what a build computes: a
-warehouse copied or moved elsewhere keeps its stamp."""
+_LOCATIONS = {
+    "ABLEAUDIT_WAREHOUSE",
+    "DBT_TARGET_PATH",
+    "DBT_LOG_PATH",
+    "ABLEAUDIT_DUCKDB_MEMORY_LIMIT",
+}
+"""Where the warehouse and dbt's logs and artifacts are, and how much memory DuckDB may use,
+not what a build computes: a warehouse copied or moved elsewhere, or built under another
+memory limit, keeps its stamp."""
 
 
 def stamp_path(warehouse: Path) -> Path:

@@ -12,6 +12,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import duckdb
@@ -78,6 +79,40 @@ def wait_until_free(path: str | os.PathLike | None = None, wait_s: float = 120.0
     """Wait (up to ``wait_s``) until this process can open the warehouse for writing, as ``connect`` does:
     dbt, which opens the file itself, waits here first."""
     connect(path, wait_s=wait_s).close()
+
+
+MEMORY_LIMIT_ENV = "ABLEAUDIT_DUCKDB_MEMORY_LIMIT"
+"""DuckDB's ``memory_limit`` for a build's connections (dbt's, publish's): a size such as
+``4GB`` or ``500MB``; ``none`` leaves DuckDB's own default (80% of the machine's memory)."""
+
+DEFAULT_MEMORY_LIMIT = "3GB"
+"""The limit when $ABLEAUDIT_DUCKDB_MEMORY_LIMIT is unset. DuckDB's buffer pool otherwise grows
+to what the machine has (a build of a million generations held ~10 GB); under a limit, joins
+and sorts that do not fit spill to a temporary folder (docs/running.md#memory)."""
+
+
+def memory_limit(environ: Mapping[str, str] | None = None) -> str | None:
+    """The memory limit a build's DuckDB connections get; None: DuckDB's own default."""
+    value = (os.environ if environ is None else environ).get(MEMORY_LIMIT_ENV, "").strip()
+    if not value:
+        return DEFAULT_MEMORY_LIMIT
+    return None if value.lower() == "none" else value
+
+
+def apply_memory_limit(con: duckdb.DuckDBPyConnection) -> None:
+    """Set ``memory_limit()`` on ``con``; a value DuckDB refuses is named with the fix."""
+    limit = memory_limit()
+    if limit is None:
+        return
+    try:
+        if "'" in limit:
+            raise duckdb.InvalidInputException("a size holds no quote")
+        con.execute(f"set memory_limit = '{limit}'")
+    except duckdb.Error as err:
+        raise ValueError(
+            f"${MEMORY_LIMIT_ENV}={limit!r} is not a memory size DuckDB reads ({err}); "
+            "set it to a size such as 4GB or 500MB, or to none for DuckDB's own default"
+        ) from None
 
 
 def connect(

@@ -30,6 +30,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +41,7 @@ import psutil
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse.connection import apply_memory_limit
 
 log = logging.getLogger(__name__)
 
@@ -326,7 +329,11 @@ def publish(
         leftover.unlink(missing_ok=True)
     written: list[tuple[Path, Path]] = []
     con = duckdb.connect(":memory:")
+    # under a memory limit, what does not fit spills here, not into the current folder
+    spill = tempfile.mkdtemp(prefix="ableaudit-publish-")
     try:
+        con.execute(f"set temp_directory = {_literal(spill)}")
+        apply_memory_limit(con)
         try:
             con.execute(f"attach {_literal(str(src))} as {_quote(catalog)} (read_only)")
         except duckdb.Error as err:
@@ -378,10 +385,12 @@ def publish(
         con.execute(f"detach {_COPY}")
     except BaseException:
         con.close()
+        shutil.rmtree(spill, ignore_errors=True)
         for leftover in (tmp, tmp_wal, *(part for part, _ in written)):
             leftover.unlink(missing_ok=True)
         raise
     con.close()
+    shutil.rmtree(spill, ignore_errors=True)
     os.replace(tmp, target)
     for part, final in written:
         os.replace(part, final)

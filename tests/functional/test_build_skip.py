@@ -133,6 +133,10 @@ def test_the_settings_digest_follows_environment_vars_files_and_the_classifier(t
     assert first == build_stamp.settings_digest(
         f"{{gates_file: {gates}}}", dict(env, ABLEAUDIT_API_KEY="secret")
     )
+    # DuckDB's memory limit changes how a build runs, not what it computes
+    assert first == build_stamp.settings_digest(
+        f"{{gates_file: {gates}}}", dict(env, ABLEAUDIT_DUCKDB_MEMORY_LIMIT="2GB")
+    )
     assert first != build_stamp.settings_digest(
         f"{{gates_file: {gates}}}", dict(env, ABLEAUDIT_SCORE_WORKERS="2")
     )

@@ -41,3 +41,20 @@ def test_a_warehouse_in_another_folder_reuses_the_parsed_project(tmp_path, capfd
         assert con.execute("select count(*) from main.domains").fetchone()[0] > 0
     finally:
         con.close()
+
+
+def test_dbt_connects_under_the_memory_limit_and_says_how_to_raise_it(warehouse, monkeypatch):
+    """$ABLEAUDIT_DUCKDB_MEMORY_LIMIT reaches dbt's connection (the project's plugin sets it):
+    under a limit too small for the seeds, the build fails with DuckDB's out-of-memory line
+    and the variable to raise."""
+    monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "1MB")
+    with pytest.raises(DbtError) as failed:
+        run_dbt(["seed", "--select", "queries"], warehouse)
+    message = str(failed.value)
+    assert "Out of Memory Error" in message
+    assert (
+        "DuckDB ran out of the memory it may use (1MB); raise $ABLEAUDIT_DUCKDB_MEMORY_LIMIT"
+        in message
+    )
+    monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "none")
+    run_dbt(["seed", "--select", "queries"], warehouse)  # DuckDB's own default: it fits

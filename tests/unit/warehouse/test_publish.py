@@ -272,3 +272,30 @@ def test_the_bookkeeping_of_incremental_builds_stays_in_the_warehouse(warehouse,
     assert read(out, "select count(*) from publish.relations where schema_name = 'dbt_state'") == [
         (0,)
     ]
+
+
+def test_publish_runs_under_the_memory_limit_and_spills_into_a_folder_it_removes(
+    warehouse, tmp_path, monkeypatch
+):
+    import tempfile
+
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))
+    limits = []
+    real = publish_module.apply_memory_limit
+
+    def record(con):
+        real(con)
+        limits.append(con.execute("select current_setting('memory_limit')").fetchone()[0])
+        limits.append(con.execute("select current_setting('temp_directory')").fetchone()[0])
+
+    monkeypatch.setattr(publish_module, "apply_memory_limit", record)
+    monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "500MB")
+    publish(warehouse, tmp_path / "published")
+    assert limits[0] == "476.8 MiB" and limits[1].startswith(str(spills / "ableaudit-publish-"))
+    assert list(spills.iterdir()) == []  # the spill folder is gone
+    monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "lots")
+    with pytest.raises(ValueError, match="ABLEAUDIT_DUCKDB_MEMORY_LIMIT='lots'"):
+        publish(warehouse, tmp_path / "again")
+    assert list(spills.iterdir()) == [] and not (tmp_path / "again" / "ableaudit.duckdb").exists()
