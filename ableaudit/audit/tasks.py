@@ -38,6 +38,17 @@ def transient(task: Any, task_run: Any, state: Any) -> bool:
     return False
 
 
+def network_task(name: str) -> Any:
+    """A task that goes over the network: retried with backoff when its failure may pass."""
+    return task(
+        name=name,
+        cache_policy=NO_CACHE,
+        retries=len(RETRY_DELAYS),
+        retry_delay_seconds=RETRY_DELAYS,
+        retry_condition_fn=transient,
+    )
+
+
 @task(name="prepare-prompts", cache_policy=NO_CACHE)
 def prepare_prompts(warehouse: str, cfg: AuditConfig, kind: str) -> list[dict[str, Any]]:
     """Build the prompts of ``kind`` ('text' | 'vision') from the seeds, unless the warehouse
@@ -60,13 +71,7 @@ def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 
 
-@task(
-    name="audit-target",
-    cache_policy=NO_CACHE,
-    retries=len(RETRY_DELAYS),
-    retry_delay_seconds=RETRY_DELAYS,
-    retry_condition_fn=transient,
-)
+@network_task("audit-target")
 def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     """One target's generations (``generating.generate_target``): what is not landed yet,
     landed as it comes back. A retry (or a resumed audit) asks only for those still missing.
@@ -74,13 +79,7 @@ def audit_target(wh: str, plan: TargetPlan, run_id: str) -> dict[str, int]:
     return generate_target(wh, plan, run_id, get_run_logger().info).__dict__
 
 
-@task(
-    name="generate-chunk",
-    cache_policy=NO_CACHE,
-    retries=len(RETRY_DELAYS),
-    retry_delay_seconds=RETRY_DELAYS,
-    retry_condition_fn=transient,
-)
+@network_task("generate-chunk")
 def generate_chunk(
     target: Target, adapter: str | None, todo: list[PlannedGeneration], run_id: str
 ) -> list[dict[str, Any]]:
@@ -125,13 +124,7 @@ def generate_rows(
     return rows
 
 
-@task(
-    name="judge",
-    cache_policy=NO_CACHE,
-    retries=len(RETRY_DELAYS),
-    retry_delay_seconds=RETRY_DELAYS,
-    retry_condition_fn=transient,
-)
+@network_task("judge")
 def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
     """Every judge of the config on every landed subject; cached verdicts cost nothing."""
     from ableaudit.judges.runner import progress_bars, run_judges
@@ -140,13 +133,7 @@ def judge(warehouse: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
         return run_judges(warehouse, cfg, run_id, progress=progress)
 
 
-@task(
-    name="judge-chunk",
-    cache_policy=NO_CACHE,
-    retries=len(RETRY_DELAYS),
-    retry_delay_seconds=RETRY_DELAYS,
-    retry_condition_fn=transient,
-)
+@network_task("judge-chunk")
 def judge_chunk(judge: Judge, items: list, run_id: str) -> dict[str, Any]:
     """One chunk of a judge's verdicts, asked on a cluster worker (task_runner dask | ray): its
     raw.judgments rows and counts, returned for the flow's process to land. Never opens the
