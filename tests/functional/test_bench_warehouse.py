@@ -96,6 +96,33 @@ def _stage(name: str, cpu: float, slowest: bool) -> dict:
     }
 
 
+def test_node_memory_matches_samples_to_the_nodes_that_ran(tmp_path):
+    def stamp(t):
+        from datetime import UTC, datetime
+
+        return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
+
+    results = {
+        "results": [
+            {
+                "unique_id": n,
+                "timing": [{"name": "execute", "started_at": stamp(a), "completed_at": stamp(b)}],
+            }
+            for n, a, b in (("model.a", 100.0, 110.0), ("model.b", 110.5, 120.0))
+        ]
+    }
+    path = tmp_path / "run_results.json"
+    path.write_text(json.dumps(results))
+    samples = [(95.0, 500.0), (105.0, 2000.0), (115.0, 3000.0), (119.0, 2500.0), (130.0, 3500.0)]
+    memory = bench.node_memory(path, samples)
+    assert [(n["node"], n["peak_mb"]) for n in memory["nodes"]] == [
+        ("model.b", 3000),
+        ("model.a", 2000),
+    ]
+    assert memory["peak_mb"] == 3500 and memory["after_dbt_peak_mb"] == 3500
+    assert memory["before_dbt_peak_mb"] == 500 and memory["after_dbt_s"] == 10.0
+
+
 def test_report_names_every_stage_ratio_and_growth():
     def result(rows: int, scale: float) -> dict:
         cpu = {"import": 10, "build_full": 100, "build_noop": 1, "build_forced": 60}
@@ -176,3 +203,36 @@ def test_one_real_run_times_each_stage_and_matches_the_independent_check(tmp_pat
     assert "| build_full |" in done.stdout and "rows matched, 0 mismatched" in done.stdout
     published = tmp_path / "work" / "rows-2340" / "published" / "ableaudit.duckdb"
     assert published.is_file()
+    memory = build["memory"]
+    assert memory["peak_mb"] > 0 and memory["nodes"] and memory["after_dbt_peak_mb"] > 0
+    assert "the nodes that ran at the highest RSS" in done.stdout
+
+    # bench/publish.py on the kept warehouse: each relation of the copy, timed
+    timings = tmp_path / "publish.json"
+    warehouse = tmp_path / "work" / "rows-2340" / "ableaudit.duckdb"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(PROJECT_ROOT / "bench" / "publish.py"),
+            "--warehouse",
+            str(warehouse),
+            "--json",
+            str(timings),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    result = json.loads(timings.read_text())
+    rows = {r["relation"]: r["rows"] for r in result["relations"]}
+    assert rows["raw.generations"] == 2340 and rows["main.pair_details"] == 2106
+    import duckdb
+
+    con = duckdb.connect(str(published), read_only=True)
+    try:
+        listed = con.execute("select count(*) from publish.relations").fetchone()[0]
+    finally:
+        con.close()
+    assert len(result["relations"]) == listed
+    assert "the 15 slowest relations" in done.stdout
