@@ -4,8 +4,8 @@ Parquet files, for a built warehouse.
 Why: after a build, ``ableaudit build`` writes the whole published copy and every mart's
 Parquet file again; at a million generations that is most of a build after one more model.
 This publishes a warehouse into a temporary folder (the warehouse itself is only read) and
-prints the wall and CPU time of each relation's copy, the slowest first, with its kind and
-rows, then the Parquet files' share and the peak RSS.
+prints the wall and CPU time of each relation's copy and its share of the whole publish, the
+slowest first, with its kind and rows, then the Parquet files' share and the peak RSS.
 
     .venv/bin/python bench/publish.py                          # warehouse/ableaudit.duckdb
     .venv/bin/python bench/publish.py --warehouse /tmp/wh/rows-1000000/ableaudit.duckdb --top 20
@@ -86,13 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"publish of {result['warehouse']}: {result['wall_s']} s wall, {result['cpu_s']} s CPU, "
         f"peak RSS {result['max_rss_gb']} GB, a copy of {result['copy_mb']:,} MB; copying "
-        f"relations {result['copy_wall_s']} s, the rest (Parquet files, manifest) "
+        f"relations {result['copy_wall_s']} s "
+        f"({result['copy_wall_s'] / result['wall_s']:.0%}), the rest (Parquet files, manifest) "
         f"{result['rest_wall_s']} s"
     )
     print(f"the {args.top} slowest relations:")
     for r in result["relations"][: args.top]:
         print(
-            f"  {r['wall_s']:7.1f} s wall {r['cpu_s']:7.1f} s CPU  {r['relation']} "
+            f"  {r['wall_s']:7.1f} s wall {r['cpu_s']:7.1f} s CPU "
+            f"{r['wall_s'] / result['wall_s']:6.1%}  {r['relation']} "
             f"({r['kind']}, {r['rows'] if r['rows'] is not None else 'left out'} rows)"
         )
     if args.json:
