@@ -86,16 +86,22 @@ MEMORY_LIMIT_ENV = "ABLEAUDIT_DUCKDB_MEMORY_LIMIT"
 ``4GB`` or ``500MB``; ``none`` leaves DuckDB's own default (80% of the machine's memory)."""
 
 DEFAULT_MEMORY_LIMIT = "3GB"
-"""The limit when $ABLEAUDIT_DUCKDB_MEMORY_LIMIT is unset. DuckDB's buffer pool otherwise grows
+"""The limit when $ABLEAUDIT_DUCKDB_MEMORY_LIMIT is unset, on a machine where DuckDB's own
+default (80% of memory) is higher. DuckDB's buffer pool otherwise grows
 to what the machine has (a build of a million generations held ~10 GB); under a limit, joins
 and sorts that do not fit spill to a temporary folder (docs/running.md#memory)."""
+_DEFAULT_BYTES = 3 * 1000**3
 
 
 def memory_limit(environ: Mapping[str, str] | None = None) -> str | None:
     """The memory limit a build's DuckDB connections get; None: DuckDB's own default."""
     value = (os.environ if environ is None else environ).get(MEMORY_LIMIT_ENV, "").strip()
     if not value:
-        return DEFAULT_MEMORY_LIMIT
+        # the default only ever lowers DuckDB's own (80% of memory): a small machine keeps that
+        import psutil
+
+        small = 0.8 * psutil.virtual_memory().total < _DEFAULT_BYTES
+        return None if small else DEFAULT_MEMORY_LIMIT
     return None if value.lower() == "none" else value
 
 

@@ -19,8 +19,14 @@ def _limit_bytes(con: duckdb.DuckDBPyConnection) -> int:
     ).fetchone()[0]
 
 
-def test_the_default_a_size_and_none():
+def test_the_default_a_size_and_none(monkeypatch):
+    import psutil
+
     assert memory_limit({}) == DEFAULT_MEMORY_LIMIT == "3GB"
+    # on a machine whose 80% is below the default, DuckDB's own default stays
+    small = type("Memory", (), {"total": 3 * 1000**3})()
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: small)
+    assert memory_limit({}) is None
     assert memory_limit({MEMORY_LIMIT_ENV: " 8GB "}) == "8GB"
     assert memory_limit({MEMORY_LIMIT_ENV: "None"}) is None
 
