@@ -451,9 +451,8 @@ class TaskRunnerSettings(_Strict):
     n_workers: int | None = Field(None, ge=1)  # workers of a local cluster (address auto)
     threads_per_worker: int = Field(1, ge=1)  # dask local cluster only
     processes: bool = True  # dask local cluster: worker processes (False: threads in this process)
-    chunk_size: int = Field(
-        64, ge=1
-    )  # prompts (verdicts) per task on dask/ray: what a lost worker costs
+    # prompts (or judge verdicts) per task on dask/ray: what a lost worker costs
+    chunk_size: int = Field(64, ge=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> TaskRunnerSettings:

@@ -230,17 +230,11 @@ def fan_out_judges(
     """
     from ableaudit.judges.runner import JudgeReport, land_judged
 
-    progress: dict[int, int] = {}
-
     def land(job: Any, result: dict[str, Any]) -> None:
         land_judged(wh, job.report, result["rows"], JudgeReport(**result["counts"]))
-        progress[id(job)] = progress.get(id(job), 0) + len(result["rows"])
+        # every call of the job so far is a landed row (an error is one too)
         log(
-            "judge %s, %s: %d/%d landed",
-            job.judge.name,
-            job.kind,
-            progress[id(job)],
-            len(job.todo),
+            "judge %s, %s: %d/%d landed", job.judge.name, job.kind, job.report.called, len(job.todo)
         )
 
     streams: dict[str, Stream] = {}
