@@ -577,8 +577,9 @@ def import_responses(
     ``replace``: rows already landed under the same key with another text supersede
     the landed row (kept in raw.generation_history) instead of being refused.
 
-    The file goes through Arrow record batches of ``batch_rows`` rows, checked, keyed and
-    landed in one transaction (``response_batches``, ``landing.land_response_batches``);
+    The file goes through Arrow record batches of ``batch_rows`` rows, checked and keyed
+    a batch at a time, staged on disk, then landed in one transaction
+    (``response_batches``, ``landing.land_response_batches``);
     a file whose columns Arrow cannot carry as they are (an object, a list, a mix of
     types) is checked and landed row by row. Either way a refused row is named by the
     row-by-row checks.

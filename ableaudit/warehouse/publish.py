@@ -125,7 +125,7 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _writer_gone(pid: int, mtime: float) -> bool:
+def writer_gone(pid: int, mtime: float) -> bool:
     """Whether the process that wrote a temporary file (named with its pid) can no longer be writing it."""
     if pid == os.getpid():
         return False
@@ -157,7 +157,7 @@ def remove_stale_temps(*folders: Path) -> list[Path]:
             if not match or not path.is_file():
                 continue
             try:
-                stale = _writer_gone(int(match["pid"]), path.stat().st_mtime)
+                stale = writer_gone(int(match["pid"]), path.stat().st_mtime)
             except FileNotFoundError:
                 continue  # its writer just moved it into place
             if stale:

@@ -302,3 +302,96 @@ def test_a_number_past_int64_is_named_by_the_row_checks(prompted, tmp_path):
     ):
         import_responses(path, prompted)
     assert _landed(prompted) == []
+
+
+def _scratch(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".ableaudit-import-"))
+
+
+def test_the_staged_rows_are_removed_whether_the_file_lands_fails_or_is_refused(
+    prompted, tmp_path, monkeypatch
+):
+    from ableaudit.warehouse import landing
+
+    rows = _varied(40)
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_pylist(rows[:20]), path)
+    import_responses(path, prompted, batch_rows=6)
+    before = _raw_state(prompted)
+    assert _scratch(prompted.parent) == []
+
+    # the landing transaction fails after its insert: nothing of the file stays
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    staged: list[Path] = []
+    real = landing._land_staged
+
+    def failing(con, rows_file, *args):
+        staged.append(rows_file)
+        assert rows_file.parent.parent == prompted.parent and rows_file.exists()
+        monkeypatch.setattr(landing, "_settle", _boom)
+        return real(con, rows_file, *args)
+
+    def _boom(*_):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(landing, "_land_staged", failing)
+    with pytest.raises(OSError, match="disk gone"):
+        import_responses(path, prompted, batch_rows=6)
+    assert staged and not staged[0].exists()
+    assert _raw_state(prompted) == before
+    assert _scratch(prompted.parent) == []
+
+    # refused in its last batch: nothing lands, nothing is left
+    monkeypatch.undo()
+    with pytest.raises(ResponseImportError):
+        import_responses(_bad_late(tmp_path, 40, 39), prompted, batch_rows=6)
+    assert _raw_state(prompted) == before
+    assert _scratch(prompted.parent) == []
+
+    report = import_responses(path, prompted, batch_rows=6)
+    assert (report.inserted, report.unchanged) == (20, 20)
+    assert _scratch(prompted.parent) == []
+
+
+def test_an_import_gives_back_the_settings_other_connections_to_the_file_share(prompted, tmp_path):
+    from ableaudit.warehouse.landing import IMPORT_SETTINGS
+
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_pylist(_varied(12)), path)
+    held = duckdb.connect(str(prompted))  # the same database instance as the import's
+    try:
+        held.execute("set memory_limit = '2GiB'")  # a value its display gives back
+
+        def settings() -> dict:
+            return {
+                n: held.execute(f"select current_setting('{n}')").fetchall()[0][0]
+                for n in IMPORT_SETTINGS
+            }
+
+        before = settings()
+        assert before != {n: v for n, v in IMPORT_SETTINGS.items()}
+        assert import_responses(path, prompted, batch_rows=5).inserted == 12
+        assert settings() == before
+    finally:
+        held.close()
+
+
+def test_an_import_removes_what_killed_imports_left_and_keeps_a_running_ones(prompted, tmp_path):
+    import os
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = prompted.parent / f".ableaudit-import-{int(done.stdout)}-abc"
+    running = prompted.parent / f".ableaudit-import-{os.getpid()}-def"
+    for folder in (dead, running):
+        folder.mkdir()
+        (folder / "rows.parquet").write_bytes(b"half a file")
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_pylist(_varied(8)), path)
+    assert import_responses(path, prompted).inserted == 8
+    assert _scratch(prompted.parent) == [running.name]
