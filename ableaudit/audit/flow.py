@@ -116,6 +116,17 @@ def judges_on_cluster(wh: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
     return counts
 
 
+@flow(name="judge", log_prints=True)
+def judge_on_cluster(config: str, warehouse: str, run_id: str) -> dict[str, Any]:
+    """The config's judges alone, on what has landed, on the config's cluster (``task_runner:
+    dask | ray``): what ``ableaudit judge`` runs for such a config. {judge: {kind: counts}},
+    the judges of vision pairs as ``"<judge> (vision)"``."""
+    from ableaudit.judges.runner import with_vision_judges
+
+    cfg = load_config(config)
+    return with_vision_judges(cfg, lambda scoped: judges_on_cluster(warehouse, scoped, run_id))
+
+
 def _on_threads(
     wh: str, cfg: AuditConfig, plans: list, run_id: str
 ) -> tuple[dict[str, Any], list[str]]:

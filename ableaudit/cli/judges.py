@@ -1,7 +1,8 @@
 """Command-line entry points of the judges, for ``ableaudit/cli/main.py`` to wire.
 
 ``ableaudit judge --config FILE`` runs the config's judges alone, on what has
-already landed (no generation; dbt builds only the models the judges read). ``ableaudit import judgments FILE``
+already landed (no generation; dbt builds only the models the judges read), on the
+config's cluster when it names one (``task_runner``). ``ableaudit import judgments FILE``
 lands verdicts produced elsewhere (see ``importing.py`` for the columns).
 """
 
@@ -20,8 +21,9 @@ def judge_command(
     config: str | Path, warehouse: str | Path | None = None, run_id: str | None = None
 ) -> dict[str, Any]:
     """Run every judge of the config on landed generations; returns {judge: {kind: counts}}."""
+    from ableaudit.audit.runners import lands_in_flow
     from ableaudit.config import ConfigError, load_config
-    from ableaudit.judges.runner import progress_bars, run_judges
+    from ableaudit.judges.runner import progress_bars, run_judges, with_vision_judges
 
     cfg = load_config(config)
     if not cfg.judges:
@@ -31,17 +33,18 @@ def judge_command(
     from ableaudit.cli.landings import recorded
 
     wh, run = warehouse_path(warehouse), run_id or f"judge-{uuid.uuid4()}"
-    with recorded(wh, "judge", config, file=config, run_id=run), progress_bars() as progress:
-        counts = run_judges(wh, cfg, run, progress=progress)
-        if cfg.vision_targets:  # vision pairs live under the image set's name
-            vision = run_judges(
-                wh,
-                cfg.model_copy(update={"query_set": cfg.vision.image_set}),
-                run,
-                progress=progress,
+    with recorded(wh, "judge", config, file=config, run_id=run):
+        if lands_in_flow(cfg.task_runner):
+            # on the config's cluster, the flow landing what the workers return
+            from ableaudit.audit.flow import judge_on_cluster
+            from ableaudit.audit.prefect_server import temporary_server
+
+            with temporary_server():
+                return judge_on_cluster(config=str(config), warehouse=str(wh), run_id=run)
+        with progress_bars() as progress:
+            return with_vision_judges(
+                cfg, lambda scoped: run_judges(wh, scoped, run, progress=progress)
             )
-            counts.update({f"{k} (vision)": v for k, v in vision.items()})
-    return counts
 
 
 def import_judgments_command(file: str | Path, warehouse: str | Path | None = None):

@@ -730,6 +730,18 @@ def run_judges(
     return out
 
 
+def with_vision_judges(
+    cfg: AuditConfig, judge: Callable[[AuditConfig], dict[str, Any]]
+) -> dict[str, Any]:
+    """``judge(cfg)``, then, with vision targets, ``judge`` on the vision pairs (they live
+    under the image set's name), their counts under ``"<judge> (vision)"``."""
+    counts = judge(cfg)
+    if cfg.vision_targets:
+        vision = judge(cfg.model_copy(update={"query_set": cfg.vision.image_set}))
+        counts.update({f"{k} (vision)": v for k, v in vision.items()})
+    return counts
+
+
 # --------------------------------------------------------------------------- re-parsing
 
 

@@ -204,6 +204,33 @@ def _judged(wh) -> list[tuple]:
         con.close()
 
 
+def _judged_config(tmp_path, servers, judge_server, task_runner: dict | None, name: str) -> str:
+    """The two targets and one judge (``judge_server``), on ``task_runner``."""
+    judge = {
+        "name": "echo-judge",
+        "target": {
+            **OPENAI_TARGET,
+            "name": "echo-judge",
+            "base_url": judge_server.base_url,
+            "decoding": {"temperature": 0.0, "max_new_tokens": 64},
+        },
+    }
+    cfg = two_target_config(servers, "judged", parallel_targets=2, judges=[judge])
+    if task_runner is not None:
+        cfg["task_runner"] = task_runner
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return str(path)
+
+
+def _forget_judgments(wh) -> None:
+    con = duckdb.connect(str(wh))
+    try:
+        con.execute("delete from raw.judgments")
+    finally:
+        con.close()
+
+
 def _judge_chunk_recording_the_thread(*args, **kwargs):
     from ableaudit.judges import runner
 
@@ -222,23 +249,9 @@ def test_judges_on_a_dask_cluster_land_every_verdict_once_and_equal_the_thread_r
 
     judge_server = FakeOpenAIServer()
     judge_server.answer = _verdict
-    judge = {
-        "name": "echo-judge",
-        "target": {
-            **OPENAI_TARGET,
-            "name": "echo-judge",
-            "base_url": judge_server.base_url,
-            "decoding": {"temperature": 0.0, "max_new_tokens": 64},
-        },
-    }
 
     def config(task_runner, name):
-        cfg = two_target_config(servers, "judged", parallel_targets=2, judges=[judge])
-        if task_runner is not None:
-            cfg["task_runner"] = task_runner
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(cfg))
-        return str(path)
+        return _judged_config(tmp_path, servers, judge_server, task_runner, name)
 
     try:
         reference = tmp_path / "threads.duckdb"
@@ -281,5 +294,53 @@ def test_judges_on_a_dask_cluster_land_every_verdict_once_and_equal_the_thread_r
         assert len(judge_server.payloads) == before
         assert again["judges"]["echo-judge"]["rubric"]["cached"] == 12
         assert _judged(wh) == landed
+
+        # `ableaudit judge` with the cluster's config: its verdicts on the workers too
+        from ableaudit.cli.judges import judge_command
+
+        _forget_judgments(wh)
+        JUDGED_ON.clear()
+        monkeypatch.setattr(duckdb, "connect", connect)
+        counts = judge_command(dask, wh)
+        monkeypatch.setattr(duckdb, "connect", real_connect)
+        assert JUDGED_ON and all("Dask-Default-Threads" in name for name in JUDGED_ON)
+        assert not JUDGED_ON & opened_on
+        assert len(judge_server.payloads) - before == asked
+        assert _judged(wh) == landed
+        assert counts == by_threads["judges"]
+    finally:
+        judge_server.close()
+
+
+@pytest.mark.slow
+def test_judges_on_a_local_ray_cluster_land_what_the_thread_runner_lands(tmp_path, servers):
+    """Opt-in, as the Ray test above: the flow's judge step, then ``ableaudit judge``, with
+    their judge chunks in Ray's worker processes; the same verdicts as on threads."""
+    pytest.importorskip(
+        "prefect_ray", reason="ray and prefect-ray are not pinned (docs/scale-out.md)"
+    )
+    from ableaudit.cli.judges import judge_command
+
+    judge_server = FakeOpenAIServer()
+    judge_server.answer = _verdict
+    try:
+        reference = tmp_path / "threads.duckdb"
+        by_threads = audit_flow(
+            config=_judged_config(tmp_path, servers, judge_server, None, "threads"),
+            warehouse=str(reference),
+        )
+        asked = len(judge_server.payloads)
+        ray = {"kind": "ray", "n_workers": 2, "chunk_size": 5}
+        config = _judged_config(tmp_path, servers, judge_server, ray, "ray")
+        wh = tmp_path / "ray.duckdb"
+        summary = audit_flow(config=config, warehouse=str(wh))
+        assert len(judge_server.payloads) == 2 * asked  # every verdict asked once
+        assert _judged(wh) == _judged(reference)
+        assert summary["judges"] == by_threads["judges"]
+
+        _forget_judgments(wh)
+        assert judge_command(config, wh) == by_threads["judges"]
+        assert len(judge_server.payloads) == 3 * asked
+        assert _judged(wh) == _judged(reference)
     finally:
         judge_server.close()
