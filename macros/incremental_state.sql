@@ -1,6 +1,6 @@
 {#
     The rule that lets an incremental model (stg_raw__generations, int_pairs,
-    int_pair_texts, int_pair_scores) build only what is new, and rebuild in full
+    int_pair_texts, int_pair_scores, pair_details) build only what is new, and rebuild in full
     otherwise (docs/incremental.md).
 
     Each such model records, when it builds, what it was built from in
@@ -260,10 +260,10 @@
     {{ api.Relation.create(database=this.database, schema=this.schema, identifier=name) }}
 {%- endmacro %}
 
-{% macro ensure_pair_score_texts() -%}
+{% macro ensure_pair_score_texts(snapshot='dbt_state.pair_score_texts') -%}
     {%- do ensure_incremental_state() -%}
-    {%- call statement('ensure_pair_score_texts') -%}
-        create table if not exists dbt_state.pair_score_texts (
+    {%- call statement('ensure_' ~ snapshot | replace('.', '_')) -%}
+        create table if not exists {{ snapshot }} (
             scorer varchar,
             text_hash varchar,
             score double,
@@ -272,13 +272,18 @@
     {%- endcall -%}
 {%- endmacro %}
 
-{#- The texts whose scores changed since int_pair_scores last built (text_hash). -#}
-{% macro changed_score_texts_sql() -%}
-    {%- do ensure_pair_score_texts() -%}
+{#-
+    The texts whose rows of `texts_sql` (scorer, text_hash, score, status) changed since
+    the model that keeps `snapshot` last built (text_hash): by default int_pair_scores
+    and the scores it reads.
+-#}
+{% macro changed_score_texts_sql(snapshot='dbt_state.pair_score_texts', texts_sql=none) -%}
+    {%- do ensure_pair_score_texts(snapshot) -%}
+    {%- set texts = texts_sql or scored_texts_sql() -%}
     select text_hash from (
-        (select * from ({{ scored_texts_sql() }}) except select * from dbt_state.pair_score_texts)
+        (select * from ({{ texts }}) except select * from {{ snapshot }})
         union all
-        (select * from dbt_state.pair_score_texts except select * from ({{ scored_texts_sql() }}))
+        (select * from {{ snapshot }} except select * from ({{ texts }}))
     )
 {%- endmacro %}
 
@@ -289,6 +294,39 @@
         {{ incremental_record(pair_scores_settings(), 'int_pairs') }};
         delete from dbt_state.pair_score_texts;
         insert into dbt_state.pair_score_texts {{ scored_texts_sql() }}
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
+
+{#-
+    pair_details: int_pair_scores' settings (its rows hold every score, rule and
+    verdict it shows) and the refusal rule set's version.
+-#}
+{% macro pair_details_settings() -%}
+    {{ return(pair_scores_settings() + [current_scorer_version('refusal')]) }}
+{%- endmacro %}
+
+{#-
+    The per-text rows pair_details reads besides int_pair_scores': the scores, and
+    the refusal rule set's verdict (score 1 for a refusal; the rule in status).
+-#}
+{% macro detail_texts_sql() -%}
+    {{ scored_texts_sql() }}
+    union all
+    select 'refusal' as scorer, text_hash, case when is_refusal then 1.0 else 0.0 end as score,
+        status || '|' || coalesce(refusal_rule, '') as status
+    from {{ built_relation('response_refusals') }}
+    where scorer_version = {{ current_scorer_version('refusal') }}
+{%- endmacro %}
+
+{#- Post-hook of pair_details: what it was built from, and the per-text rows it read. -#}
+{% macro pair_details_record() -%}
+    {%- if execute -%}
+        {%- do ensure_pair_score_texts('dbt_state.pair_detail_texts') -%}
+        {{ incremental_record(pair_details_settings(), 'int_pair_scores') }};
+        delete from dbt_state.pair_detail_texts;
+        insert into dbt_state.pair_detail_texts {{ detail_texts_sql() }}
     {%- else -%}
         select 1
     {%- endif -%}

@@ -11,44 +11,84 @@
     assert_pair_details_has_every_text_metric fails until it has them). Judges
     are named by the audit, so each kind is summed up in counts and listed in
     full, one JSON object per judge, in a text column.
+
+    A table built incrementally (docs/incremental.md), as int_pair_scores is: a
+    build computes again only the pairs of units that generations of new landings
+    answer, and of units with a text whose score or refusal verdict changed since
+    the last build; any change in the verdicts, a var, a seed or a scorer version
+    rebuilds it in full.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='delete+insert',
+        unique_key='pair_id',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ incremental_reset(pair_details_settings(), 'int_pair_scores') }}",
+        post_hook="{{ pair_details_record() }}",
+    )
+}}
 {%- set text_metrics = ['vader', 'regard', 'verbosity'] %}
+{%- set plan = incremental_plan(pair_details_settings(), 'int_pair_scores') %}
+{#- on an incremental build, what is read of a relation keyed by pair (generation) -#}
+{%- set scoped_pairs = '' if plan.full else 'where pair_id in (select pair_id from pair_texts)' %}
+{%- set scoped_generations = '' if plan.full else
+    'where generation_id in (select neutral_generation_id from pair_texts '
+    ~ 'union all select disability_generation_id from pair_texts)' %}
 
 with
 
-pair_texts as (
+all_pair_texts as (
 
     select * from {{ ref('int_pair_texts') }}
+
+),
+
+pair_texts as (
+
+    {#- incremental: the units of new landings, and of texts whose scores or refusal verdict changed since the last build #}
+    {{ incremental_scope(
+        'all_pair_texts',
+        none if plan.full else built_relation('stg_raw__generations'),
+        plan,
+        also=none if plan.full else 'text_hash in (' ~ changed_score_texts_sql(
+            'dbt_state.pair_detail_texts', detail_texts_sql()) ~ ')',
+    ) }}
 
 ),
 
 pairs as (
 
     select * from {{ ref('int_pairs') }}
+    {{ scoped_pairs }}
 
 ),
 
 generations as (
 
     select * from {{ ref('stg_raw__generations') }}
+    {{ scoped_generations }}
 
 ),
 
 pair_scores as (
 
     select * from {{ ref('int_pair_scores') }}
+    {{ scoped_pairs }}
 
 ),
 
 pair_judgments as (
 
     select * from {{ ref('int_pair_judgments') }}
+    {{ scoped_pairs }}
 
 ),
 
 refusals as (
 
     select * from {{ ref('int_generation_refusals') }}
+    {{ scoped_generations }}
 
 ),
 

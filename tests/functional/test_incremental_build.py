@@ -10,6 +10,7 @@ table dbt builds (marts, incremental models, scores) must equal, row for row, a
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -20,13 +21,20 @@ import pytest
 
 from ableaudit.cli import main
 from ableaudit.dbt.runner import run_dbt
+from ableaudit.ingest.judgments import import_judgments
 from ableaudit.ingest.responses import import_responses
 from ableaudit.warehouse import landing
 from tests.fixtures.warehouse import DISABILITIES, read
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
-INCREMENTAL = ["stg_raw__generations", "int_pairs", "int_pair_texts", "int_pair_scores"]
+INCREMENTAL = [
+    "stg_raw__generations",
+    "int_pairs",
+    "int_pair_texts",
+    "int_pair_scores",
+    "pair_details",
+]
 # columns that say when a row was computed, not what it holds
 BUILD_TIMES = {"scored_at"}
 # incremental caches keyed by content, which keep what they computed for a text or a pair
@@ -39,6 +47,23 @@ TEXT_CACHES = [
     "response_assistive_tech",
 ]
 PAIR_CACHES = ["detector_verdicts"]
+
+
+RUBRIC = {
+    "relevance": 3,
+    "completeness": 2,
+    "accuracy": 3,
+    "clarity": 1,
+    "declined": False,
+    "score": 9,
+}
+CONTRASTIVE = {
+    "interpret": "Yes",
+    "stereotype": "No",
+    "framing": "Ambiguous",
+    "decline_in_response_a": False,
+    "decline_in_response_b": False,
+}
 
 
 def _live(wh: Path, table: str) -> str:
@@ -159,6 +184,34 @@ def test_incremental_builds_equal_a_full_refresh_after_each_landing(tmp_path, ca
     _assert_same_as_full_refresh(wh, tmp_path, "first import")
     assert set(_state(wh).model) == set(INCREMENTAL)
 
+    # verdicts on pairs already built: the pair tables take them in (a full rebuild)
+    pair = read(
+        wh,
+        "select neutral_generation_id, disability_generation_id from main.int_pairs "
+        "where pair_status = 'complete' order by pair_id limit 1",
+    ).iloc[0]
+    verdicts = tmp_path / "verdicts.jsonl"
+    common = {"judge_name": "ext", "judge_model": "m"}
+    verdicts.write_text(
+        json.dumps(
+            common
+            | {"kind": "rubric", "generation_id": pair.disability_generation_id}
+            | {"raw_output": json.dumps(RUBRIC)}
+        )
+        + "\n"
+        + json.dumps(
+            common
+            | {"kind": "contrastive"}
+            | pair[["neutral_generation_id", "disability_generation_id"]].to_dict()
+            | {"raw_output": json.dumps(CONTRASTIVE)}
+        )
+    )
+    assert import_judgments(verdicts, wh).inserted == 2
+    _assert_same_as_full_refresh(wh, tmp_path, "verdicts imported")
+    judged = read(wh, "select n_rubric_judges, n_contrastive_judges from main.pair_details")
+    # a verdict attaches to every pair with the same texts (one at least)
+    assert judged.n_rubric_judges.sum() >= 1 and judged.n_contrastive_judges.sum() >= 1
+
     # a second model, and the neutral answer model-a lacked: its fin_001 pairs become complete
     neutral = [r for r in _rows("model-a", queries) if r["query_id"] == "fin_001"][:1]
     second = _import(wh, tmp_path / "b.csv", _rows("model-b", queries[:2]) + neutral)
@@ -183,7 +236,13 @@ def test_incremental_builds_equal_a_full_refresh_after_each_landing(tmp_path, ca
 
 def _compiled(model: str) -> str:
     """The query dbt ran for `model` in the last build (the dbt_env fixture's target path)."""
-    folder = "staging" if model.startswith("stg_") else "intermediate"
+    folder = (
+        "staging"
+        if model.startswith("stg_")
+        else "intermediate"
+        if model.startswith("int_")
+        else "marts"
+    )
     path = Path(os.environ["DBT_TARGET_PATH"]) / "compiled" / "ableaudit" / "models" / folder
     return (path / f"{model}.sql").read_text()
 
@@ -205,5 +264,6 @@ def test_only_new_landings_are_read_and_a_changed_var_rebuilds_what_reads_it(tmp
     assert f"landing_id in ('{new}')" in _compiled("stg_raw__generations")
     assert "touched_units" in _compiled("int_pairs")
     assert "touched_units" not in _compiled("int_pair_scores")  # its settings changed: full
+    assert "touched_units" not in _compiled("pair_details")  # its settings hold them too
     thresholds = read(wh, "select distinct threshold from main.int_pair_scores").threshold
     assert thresholds.tolist() == [0.5]
