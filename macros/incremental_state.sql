@@ -287,16 +287,27 @@
     )
 {%- endmacro %}
 
-{#- Post-hook of int_pair_scores: what it was built from, and the scores it read. -#}
-{% macro pair_scores_record() -%}
+{#-
+    Post-hook of a model that also reads per-text rows: what it was built from
+    (incremental_record), and the rows of `texts_sql` it read, kept in `snapshot`
+    for the next build's changed_score_texts_sql.
+-#}
+{% macro record_with_texts(extra, upstream, snapshot, texts_sql) -%}
     {%- if execute -%}
-        {%- do ensure_pair_score_texts() -%}
-        {{ incremental_record(pair_scores_settings(), 'int_pairs') }};
-        delete from dbt_state.pair_score_texts;
-        insert into dbt_state.pair_score_texts {{ scored_texts_sql() }}
+        {%- do ensure_pair_score_texts(snapshot) -%}
+        {{ incremental_record(extra, upstream) }};
+        delete from {{ snapshot }};
+        insert into {{ snapshot }} {{ texts_sql }}
     {%- else -%}
         select 1
     {%- endif -%}
+{%- endmacro %}
+
+{#- Post-hook of int_pair_scores: what it was built from, and the scores it read. -#}
+{% macro pair_scores_record() -%}
+    {{ record_with_texts(
+        pair_scores_settings(), 'int_pairs', 'dbt_state.pair_score_texts', scored_texts_sql()
+    ) }}
 {%- endmacro %}
 
 {#-
@@ -322,12 +333,7 @@
 
 {#- Post-hook of pair_details: what it was built from, and the per-text rows it read. -#}
 {% macro pair_details_record() -%}
-    {%- if execute -%}
-        {%- do ensure_pair_score_texts('dbt_state.pair_detail_texts') -%}
-        {{ incremental_record(pair_details_settings(), 'int_pair_scores') }};
-        delete from dbt_state.pair_detail_texts;
-        insert into dbt_state.pair_detail_texts {{ detail_texts_sql() }}
-    {%- else -%}
-        select 1
-    {%- endif -%}
+    {{ record_with_texts(
+        pair_details_settings(), 'int_pair_scores', 'dbt_state.pair_detail_texts', detail_texts_sql()
+    ) }}
 {%- endmacro %}

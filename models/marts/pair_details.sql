@@ -46,7 +46,8 @@ all_pair_texts as (
 
 pair_texts as (
 
-    {#- incremental: the units of new landings, and of texts whose scores or refusal verdict changed since the last build #}
+    {#- incremental: the units of new landings, and of texts whose scores or refusal verdict
+        changed since the last build #}
     {{ incremental_scope(
         'all_pair_texts',
         none if plan.full else built_relation('stg_raw__generations'),
