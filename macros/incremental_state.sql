@@ -260,7 +260,7 @@
     {{ api.Relation.create(database=this.database, schema=this.schema, identifier=name) }}
 {%- endmacro %}
 
-{% macro ensure_pair_score_texts(snapshot='dbt_state.pair_score_texts') -%}
+{% macro ensure_text_snapshot(snapshot='dbt_state.pair_score_texts') -%}
     {%- do ensure_incremental_state() -%}
     {%- call statement('ensure_' ~ snapshot | replace('.', '_')) -%}
         create table if not exists {{ snapshot }} (
@@ -278,7 +278,7 @@
     and the scores it reads.
 -#}
 {% macro changed_score_texts_sql(snapshot='dbt_state.pair_score_texts', texts_sql=none) -%}
-    {%- do ensure_pair_score_texts(snapshot) -%}
+    {%- do ensure_text_snapshot(snapshot) -%}
     {%- set texts = texts_sql or scored_texts_sql() -%}
     select text_hash from (
         (select * from ({{ texts }}) except select * from {{ snapshot }})
@@ -294,7 +294,7 @@
 -#}
 {% macro record_with_texts(extra, upstream, snapshot, texts_sql) -%}
     {%- if execute -%}
-        {%- do ensure_pair_score_texts(snapshot) -%}
+        {%- do ensure_text_snapshot(snapshot) -%}
         {{ incremental_record(extra, upstream) }};
         delete from {{ snapshot }};
         insert into {{ snapshot }} {{ texts_sql }}
