@@ -17,6 +17,15 @@ would block the next build. After each build, ``publish`` writes
   per relation of ``EXTRA_RELATIONS``), in a folder of its own per warehouse, so
   two warehouses publishing into one folder never overwrite each other.
 
+A publish starts from the previous copy when there is one in the same storage
+version: it copies that file, leaves each relation whose rows did not change as
+it is, and for a relation that changed deletes the rows that are gone and
+inserts the new ones (a multiset difference of row hashes); a relation whose
+columns changed is written again whole, and so is the whole copy when more than
+half of its file is free space. A build after one more model so rewrites only
+the rows it added, not every relation. The Parquet file of an unchanged mart is
+kept when it still holds the copy's rows.
+
 Each file is first written under a hidden temporary name carrying the
 writer's pid (``.<stem>.<pid>.tmp.duckdb``, ``.<mart>.<pid>.tmp.parquet``) and
 then moved into place with ``os.replace``, so a reader sees the previous
@@ -96,6 +105,10 @@ class PublishedRelation:
     """Columns of the warehouse relation the copy leaves out (stored configs)."""
     note: str | None
     """Why it was left out, or what was withheld; None when copied whole."""
+    change: str | None = None
+    """What this publish did to it in the copy: 'written' (whole, into a fresh table),
+    'updated' (rows deleted and inserted in the previous copy's table) or 'unchanged';
+    None when left out."""
 
 
 def mart_names(marts_dirs: tuple[Path, ...] = MARTS_DIRS) -> list[str]:
@@ -216,10 +229,65 @@ def _parquet_select(con: duckdb.DuckDBPyConnection, schema: str, name: str) -> s
     return f"select {', '.join(select)} from {_COPY}.{_quote(schema)}.{_quote(name)}"
 
 
+def _columns(
+    con: duckdb.DuckDBPyConnection, catalog: str, schema: str, name: str
+) -> list[tuple[str, str]]:
+    """(name, type) of each column of a relation of an attached database, in order."""
+    return con.execute(
+        "select column_name, data_type from duckdb_columns() where database_name = ? and schema_name = ? "
+        "and table_name = ? order by column_index",
+        [catalog, schema, name],
+    ).fetchall()
+
+
+def fingerprint(con: duckdb.DuckDBPyConnection, select: str) -> tuple[int, int, int]:
+    """Rows, and the sum and exclusive or of their hashes, of a query: equal for the same
+    multiset of rows, in one streaming pass (no sort, no hash table)."""
+    count, total, xor = con.execute(
+        f"select count(*), coalesce(sum(h), 0), coalesce(bit_xor(h), 0) "
+        f"from (select hash(*columns(*)) as h from ({select}))"
+    ).fetchone()
+    return int(count), int(total), int(xor)
+
+
+def _update_rows(con: duckdb.DuckDBPyConnection, source: str, target: str, columns: str) -> None:
+    """Make ``target`` hold the rows of ``source`` by replacing only the rows that differ.
+
+    Rows are compared by hash: every row of a hash whose count differs between the two
+    (new, gone, or changed rows) is deleted from ``target`` and inserted again from ``source``.
+    """
+    con.execute(
+        f"""
+        create or replace temp table publish_changed_hashes as
+        with live as (select hash({columns}) as h, count(*) as n from {source} group by all),
+            copied as (select hash({columns}) as h, count(*) as n from {target} group by all)
+        select coalesce(live.h, copied.h) as h
+        from live full join copied on live.h = copied.h
+        where live.n is distinct from copied.n
+        """
+    )
+    changed = "(select h from publish_changed_hashes)"
+    con.execute(f"delete from {target} where hash({columns}) in {changed}")
+    con.execute(
+        f"insert into {target} select {columns} from {source} where hash({columns}) in {changed}"
+    )
+    con.execute("drop table publish_changed_hashes")
+
+
 def _copy_relation(
-    con: duckdb.DuckDBPyConnection, catalog: str, schema: str, name: str, kind: str, version: str
+    con: duckdb.DuckDBPyConnection,
+    catalog: str,
+    schema: str,
+    name: str,
+    kind: str,
+    version: str,
+    in_copy: dict[tuple[str, str], list[tuple[str, str]]],
 ) -> PublishedRelation:
-    """Write one relation into the copy as a plain table, less its withheld columns."""
+    """Bring one relation into the copy as a plain table, less its withheld columns.
+
+    ``in_copy`` holds the columns of the tables the copy already has (the previous
+    publish's): a table with the same columns is updated row by row, or left as it is.
+    """
     source = f"{_quote(catalog)}.{_quote(schema)}.{_quote(name)}"
     if kind == "view":
         try:
@@ -228,23 +296,27 @@ def _copy_relation(
             note = f"the view cannot be read without the project's code or a missing upstream relation: {err}"
             log.warning("left out of the published copy: %s.%s (%s)", schema, name, note)
             return PublishedRelation(schema, name, kind, False, None, (), note)
-    columns = [
-        c
-        for (c,) in con.execute(
-            "select column_name from duckdb_columns() where database_name = ? and schema_name = ? "
-            "and table_name = ? order by column_index",
-            [catalog, schema, name],
-        ).fetchall()
-    ]
-    withheld = tuple(c for c in columns if c in WITHHELD_COLUMNS)
-    kept = [c for c in columns if c not in WITHHELD_COLUMNS]
+    columns = _columns(con, catalog, schema, name)
+    withheld = tuple(c for c, _ in columns if c in WITHHELD_COLUMNS)
+    kept = [(c, t) for c, t in columns if c not in WITHHELD_COLUMNS]
     if not kept:
         note = f"every column is a withheld config column ({', '.join(withheld)})"
         return PublishedRelation(schema, name, kind, False, None, withheld, note)
     target = f"{_COPY}.{_quote(schema)}.{_quote(name)}"
+    listed = ", ".join(_quote(c) for c, _ in kept)
     try:
-        con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
-        con.execute(f"create table {target} as select {', '.join(map(_quote, kept))} from {source}")
+        if in_copy.get((schema, name)) == kept:
+            select = f"select {listed} from {source}"
+            if fingerprint(con, select) == fingerprint(con, f"select {listed} from {target}"):
+                change = "unchanged"
+            else:
+                _update_rows(con, source, target, listed)
+                change = "updated"
+        else:
+            con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
+            con.execute(f"drop table if exists {target}")
+            con.execute(f"create table {target} as select {listed} from {source}")
+            change = "written"
     except duckdb.Error as err:
         raise RuntimeError(
             f"cannot write {schema}.{name} into a copy in storage version {version} ({err}); publish with a "
@@ -252,13 +324,14 @@ def _copy_relation(
         ) from None
     (n_rows,) = con.execute(f"select count(*) from {target}").fetchone()
     note = f"withheld: {', '.join(withheld)} (a stored config)" if withheld else None
-    return PublishedRelation(schema, name, kind, True, int(n_rows), withheld, note)
+    return PublishedRelation(schema, name, kind, True, int(n_rows), withheld, note, change)
 
 
 def _write_manifest(
     con: duckdb.DuckDBPyConnection, rows: list[PublishedRelation], version: str
 ) -> None:
     table = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
+    con.execute(f"drop schema if exists {_COPY}.{_quote(MANIFEST_SCHEMA)} cascade")
     con.execute(f"create schema {_COPY}.{_quote(MANIFEST_SCHEMA)}")
     con.execute(
         f"""
@@ -271,13 +344,14 @@ def _write_manifest(
             withheld_columns varchar,
             note varchar,
             storage_version varchar not null,
-            published_at timestamp not null
+            published_at timestamp not null,
+            change varchar
         )
         """
     )
     now = datetime.now(UTC).replace(tzinfo=None)
     con.executemany(
-        f"insert into {table} values (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"insert into {table} values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
                 r.schema,
@@ -289,10 +363,71 @@ def _write_manifest(
                 r.note,
                 version,
                 now,
+                r.change,
             )
             for r in rows
         ],
     )
+
+
+FRESH_COPY_FREE_SHARE = 0.5
+"""A publish writes a fresh copy, rather than updating the previous one, when more than this
+share of the previous copy's blocks is free (space left by rows deleted in earlier updates)."""
+
+
+def _start_from_previous(
+    con: duckdb.DuckDBPyConnection, previous: Path, tmp: Path, version: str
+) -> bool:
+    """Copy the previous copy to ``tmp`` and attach it, when it can be updated; return whether it was.
+
+    It is not when there is none, when it is in another storage version, when it cannot be
+    read, or when more than ``FRESH_COPY_FREE_SHARE`` of it is free space: ``tmp`` is then
+    left absent, for a fresh copy.
+    """
+    if not previous.is_file():
+        return False
+    shutil.copyfile(previous, tmp)
+    manifest = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
+    try:
+        con.execute(f"attach {_literal(str(tmp))} as {_COPY}")
+        versions = {
+            v for (v,) in con.execute(f"select distinct storage_version from {manifest}").fetchall()
+        }
+        used, free = con.execute(
+            "select used_blocks, free_blocks from pragma_database_size() where database_name = ?",
+            [_COPY],
+        ).fetchone()
+        reason = None
+        if versions != {version}:
+            reason = f"it is in storage version {', '.join(sorted(versions)) or 'unknown'}, not {version}"
+        elif free > FRESH_COPY_FREE_SHARE * (used + free):
+            reason = f"{free} of its {used + free} blocks are free"
+    except duckdb.Error as err:
+        reason = f"it cannot be read ({err})"
+    if reason is None:
+        return True
+    log.info("writing a fresh copy rather than updating %s: %s", previous, reason)
+    try:
+        con.execute(f"detach {_COPY}")
+    except duckdb.Error:
+        pass
+    tmp.unlink(missing_ok=True)
+    tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
+    return False
+
+
+def _parquet_current(con: duckdb.DuckDBPyConnection, path: Path, select: str) -> bool:
+    """Whether the Parquet file at ``path`` holds the rows of ``select``, of the same types."""
+    if not path.is_file():
+        return False
+    try:
+        on_disk = f"select * from read_parquet({_literal(str(path))})"
+        same_types = [t for _, t, *_ in con.execute(f"describe {on_disk}").fetchall()] == [
+            t for _, t, *_ in con.execute(f"describe {select}").fetchall()
+        ]
+        return same_types and fingerprint(con, on_disk) == fingerprint(con, select)
+    except duckdb.Error:
+        return False
 
 
 def parquet_folder(published: str | os.PathLike) -> Path:
@@ -359,9 +494,11 @@ def publish(
                 f"{src} has its own {MANIFEST_SCHEMA}.{MANIFEST_TABLE}, the name the copy's manifest takes"
             )
         try:
-            con.execute(
-                f"attach {_literal(str(tmp))} as {_COPY} (storage_version {_literal(version)})"
-            )
+            updating = _start_from_previous(con, target, tmp, version)
+            if not updating:
+                con.execute(
+                    f"attach {_literal(str(tmp))} as {_COPY} (storage_version {_literal(version)})"
+                )
         except duckdb.Error as err:
             if "version" not in str(err).lower():
                 raise RuntimeError(f"cannot write the published copy {tmp} ({err})") from None
@@ -370,18 +507,32 @@ def publish(
                 f"--storage-version or ${STORAGE_VERSION_ENV} to a DuckDB release such as "
                 f"{DEFAULT_STORAGE_VERSION} (the default, read by DuckDB 1.1 and newer) or v1.4.0"
             ) from None
-        manifest = [_copy_relation(con, catalog, s, n, k, version) for s, n, k in relations]
+        in_copy: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        if updating:
+            for schema, name, _ in _relations(con, _COPY):
+                in_copy[(schema, name)] = _columns(con, _COPY, schema, name)
+        manifest = [
+            _copy_relation(con, catalog, s, n, k, version, in_copy) for s, n, k in relations
+        ]
+        published = {(r.schema, r.name): r for r in manifest if r.published}
+        for schema, name in in_copy.keys() - published.keys() - {(MANIFEST_SCHEMA, MANIFEST_TABLE)}:
+            con.execute(
+                f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}"
+            )  # gone from the warehouse
         _write_manifest(con, manifest, version)
-        published = {(r.schema, r.name) for r in manifest if r.published}
         for schema, name in [("main", m) for m in mart_names()] + extra:
             if (schema, name) not in published:
                 raise RuntimeError(f"{schema}.{name} could not be published; see the warning above")
             stem = _parquet_stem(schema, name)
+            final = parquet_dir / f"{stem}.parquet"
+            select = _parquet_select(con, schema, name)
+            if published[(schema, name)].change == "unchanged" and _parquet_current(
+                con, final, select
+            ):
+                continue
             part = parquet_dir / f".{stem}.{pid}.tmp.parquet"
-            written.append((part, parquet_dir / f"{stem}.parquet"))
-            con.execute(
-                f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} (format parquet)"
-            )
+            written.append((part, final))
+            con.execute(f"copy ({select}) to {_literal(str(part))} (format parquet)")
         con.execute(f"detach {_COPY}")
     except BaseException:
         con.close()

@@ -45,11 +45,14 @@ def test_a_warehouse_in_another_folder_reuses_the_parsed_project(tmp_path, capfd
 
 def test_dbt_connects_under_the_memory_limit_and_says_how_to_raise_it(warehouse, monkeypatch):
     """$ABLEAUDIT_DUCKDB_MEMORY_LIMIT reaches dbt's connection (the project's plugin sets it):
-    under a limit too small for the seeds, the build fails with DuckDB's out-of-memory line
-    and the variable to raise."""
+    under a limit too small for a query, the command fails with DuckDB's out-of-memory line
+    and the variable to raise. The query builds one list of two million integers (16 MB),
+    which DuckDB cannot spill: how much a small insert needs depends on the blocks the
+    process already holds, a list of 16 MB never fits in 1 MB."""
+    query = ["show", "--inline", "select len(list(i)) as n from range(2000000) t(i)"]
     monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "1MB")
     with pytest.raises(DbtError) as failed:
-        run_dbt(["seed", "--select", "queries"], warehouse)
+        run_dbt(query, warehouse)
     message = str(failed.value)
     assert "Out of Memory Error" in message
     assert (
@@ -57,4 +60,4 @@ def test_dbt_connects_under_the_memory_limit_and_says_how_to_raise_it(warehouse,
         in message
     )
     monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "none")
-    run_dbt(["seed", "--select", "queries"], warehouse)  # DuckDB's own default: it fits
+    run_dbt(query, warehouse)  # DuckDB's own default: it fits

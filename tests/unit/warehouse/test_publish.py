@@ -17,7 +17,7 @@ import pytest
 from ableaudit.cli.main import main as cli
 from ableaudit.warehouse import connect
 from ableaudit.warehouse import publish as publish_module
-from ableaudit.warehouse.publish import mart_names, publish
+from ableaudit.warehouse.publish import mart_names, parquet_folder, publish
 
 MARKER = "config-marker-51c2"
 # DuckDB's storage numbers (the file header) of the formats asked for
@@ -299,3 +299,114 @@ def test_publish_runs_under_the_memory_limit_and_spills_into_a_folder_it_removes
     with pytest.raises(ValueError, match="ABLEAUDIT_DUCKDB_MEMORY_LIMIT='lots'"):
         publish(warehouse, tmp_path / "again")
     assert list(spills.iterdir()) == [] and not (tmp_path / "again" / "ableaudit.duckdb").exists()
+
+
+def _manifest_changes(copy: Path) -> dict[str, str | None]:
+    return dict(
+        read(
+            copy,
+            "select schema_name || '.' || relation_name, change from publish.relations",
+        )
+    )
+
+
+def _same_rows(live: Path, copy: Path, relation: str) -> None:
+    assert sorted(read(live, f"select * from {relation}")) == sorted(
+        read(copy, f"select * from {relation}")
+    )
+
+
+def test_a_second_publish_updates_the_previous_copy_where_the_warehouse_changed(
+    warehouse, tmp_path
+):
+    """Only what changed is written again: rows added, removed and changed (duplicates
+    counted), a relation whose columns changed written whole, a relation gone dropped; the
+    rest, and the Parquet files of unchanged marts, left as they are."""
+    out = tmp_path / "published"
+    con = duckdb.connect(str(warehouse))
+    con.execute("create table extra as select x % 3 as k, 'v' || (x % 3) as v from range(9) t(x)")
+    con.execute("create table doomed as select 1 as n")
+    con.close()
+    copy = publish(warehouse, out)
+    assert set(_manifest_changes(copy).values()) == {"written", None}  # None: left out
+    parquet = parquet_folder(copy)
+    kept_marts = [m for m in mart_names() if m != "degradation"]
+    before = {m: (parquet / f"{m}.parquet").stat().st_mtime_ns for m in kept_marts}
+
+    con = duckdb.connect(str(warehouse))
+    con.execute("insert into degradation values ('a', 2, 5)")  # one row more
+    con.execute("update degradation set n_outcome = n_outcome + 1 where arm = 0")  # one changed
+    con.execute("delete from extra where k = 2 and rowid % 2 = 0")  # duplicates, fewer of them
+    con.execute("insert into extra values (1, 'v1')")  # and one more of a duplicate
+    con.execute("drop table doomed")
+    con.execute(f'alter table "{kept_marts[0]}" add column m integer default 7')
+    con.close()
+    time.sleep(0.01)
+    again = publish(warehouse, out)
+    changes = _manifest_changes(again)
+    assert changes["main.degradation"] == changes["main.extra"] == "updated"
+    assert changes["main.degradation_overall"] == "updated"  # a view over a changed table
+    assert changes[f"main.{kept_marts[0]}"] == "written"
+    assert changes["raw.generations"] == changes[f"main.{kept_marts[1]}"] == "unchanged"
+    assert "main.doomed" not in changes
+    tables = {t for (t,) in read(again, "select table_name from information_schema.tables")}
+    assert "doomed" not in tables
+    for relation in ("degradation", "degradation_overall", "extra", kept_marts[0], kept_marts[1]):
+        _same_rows(warehouse, again, relation)
+    # still in the storage version DuckDB 1.1 reads, and nothing else to compact
+    assert storage_number(again) == 64
+    assert not list(out.glob(".*tmp*"))
+    # the Parquet files: the changed marts' written again, the others kept
+    after = {m: (parquet / f"{m}.parquet").stat().st_mtime_ns for m in kept_marts}
+    assert after[kept_marts[0]] > before[kept_marts[0]]
+    assert {m: after[m] for m in kept_marts[1:]} == {m: before[m] for m in kept_marts[1:]}
+    assert sorted(
+        read(warehouse, f"select arm, n_outcome from '{parquet / 'degradation.parquet'}'")
+    ) == [
+        (0, 13),
+        (1, 9),
+        (2, 5),
+    ]
+
+
+def test_a_stale_parquet_file_of_an_unchanged_mart_is_written_again(warehouse, tmp_path):
+    """A publish killed between moving the copy and its Parquet files into place leaves an
+    older Parquet file beside a current copy: the next publish sees it and writes it again."""
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    stale = parquet_folder(copy) / "degradation.parquet"
+    con = duckdb.connect()
+    con.execute(
+        f"copy (select 'old' as label, 0 as arm, 1::bigint as n_outcome) to '{stale}' (format parquet)"
+    )
+    con.close()
+    publish(warehouse, out)
+    assert _manifest_changes(copy)["main.degradation"] == "unchanged"
+    assert sorted(read(warehouse, f"select label, arm, n_outcome from '{stale}'")) == [
+        ("a", 0, 12),
+        ("a", 1, 9),
+    ]
+
+
+def test_a_fresh_copy_in_another_storage_version_or_when_half_of_it_is_free(
+    warehouse, tmp_path, monkeypatch, caplog
+):
+    caplog.set_level("INFO", logger=publish_module.__name__)
+    out = tmp_path / "published"
+    publish(warehouse, out)
+    copy = publish(warehouse, out, storage_version="v1.4.0")
+    assert storage_number(copy) == STORAGE_NUMBER["v1.4.0"]
+    assert set(_manifest_changes(copy).values()) == {"written", None}
+    assert "not v1.4.0" in caplog.text
+    assert set(_manifest_changes(publish(warehouse, out, "v1.4.0")).values()) == {"unchanged", None}
+    monkeypatch.setattr(publish_module, "FRESH_COPY_FREE_SHARE", -1.0)
+    caplog.clear()
+    assert set(_manifest_changes(publish(warehouse, out, "v1.4.0")).values()) == {"written", None}
+    assert "blocks are free" in caplog.text
+
+
+def test_an_unreadable_previous_copy_is_replaced_by_a_fresh_one(warehouse, tmp_path):
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    copy.write_bytes(b"not a database")
+    assert set(_manifest_changes(publish(warehouse, out)).values()) == {"written", None}
