@@ -250,28 +250,55 @@ def fingerprint(con: duckdb.DuckDBPyConnection, select: str) -> tuple[int, int, 
     return int(count), int(total), int(xor)
 
 
-def _update_rows(con: duckdb.DuckDBPyConnection, source: str, target: str, columns: str) -> None:
-    """Make ``target`` hold the rows of ``source`` by replacing only the rows that differ.
+def _update_rows(
+    con: duckdb.DuckDBPyConnection, source: str, target: str, columns: str, source_is_table: bool
+) -> bool:
+    """Make ``target`` hold the rows of ``source`` by replacing only the rows that differ;
+    return whether any did.
 
-    Rows are compared by hash: every row of a hash whose count differs between the two
-    (new, gone, or changed rows) is deleted from ``target`` and inserted again from ``source``.
+    Each side is read and hashed once, into a temporary table of row hashes (with the rowid,
+    for a table). The two are equal when their fingerprints are; otherwise every row of a
+    hash whose count differs (new, gone, or changed rows) is deleted from ``target`` and
+    inserted again from ``source``. A view is computed a second time only then, for the rows
+    of those hashes.
     """
+    rowid = "rowid as rid, " if source_is_table else ""
     con.execute(
-        f"""
-        create or replace temp table publish_changed_hashes as
-        with live as (select hash({columns}) as h, count(*) as n from {source} group by all),
-            copied as (select hash({columns}) as h, count(*) as n from {target} group by all)
-        select coalesce(live.h, copied.h) as h
-        from live full join copied on live.h = copied.h
-        where live.n is distinct from copied.n
-        """
+        f"create or replace temp table publish_live as select {rowid}hash({columns}) as h from {source}"
     )
-    changed = "(select h from publish_changed_hashes)"
-    con.execute(f"delete from {target} where hash({columns}) in {changed}")
     con.execute(
-        f"insert into {target} select {columns} from {source} where hash({columns}) in {changed}"
+        f"create or replace temp table publish_copied as select rowid as rid, hash({columns}) as h from {target}"
     )
-    con.execute("drop table publish_changed_hashes")
+    try:
+        same = fingerprint(con, "select h from publish_live") == fingerprint(
+            con, "select h from publish_copied"
+        )
+        if same:
+            return False
+        con.execute(
+            """
+            create or replace temp table publish_changed as
+            with live as (select h, count(*) as n from publish_live group by h),
+                copied as (select h, count(*) as n from publish_copied group by h)
+            select coalesce(live.h, copied.h) as h
+            from live full join copied on live.h = copied.h
+            where live.n is distinct from copied.n
+            """
+        )
+        changed = "(select h from publish_changed)"
+        con.execute(
+            f"delete from {target} where rowid in (select rid from publish_copied where h in {changed})"
+        )
+        if source_is_table:
+            rows = f"rowid in (select rid from publish_live where h in {changed})"
+        else:
+            rows = f"hash({columns}) in {changed}"
+        con.execute(f"insert into {target} select {columns} from {source} where {rows}")
+        return True
+    finally:
+        con.execute("drop table if exists publish_live")
+        con.execute("drop table if exists publish_copied")
+        con.execute("drop table if exists publish_changed")
 
 
 def _copy_relation(
@@ -306,12 +333,8 @@ def _copy_relation(
     listed = ", ".join(_quote(c) for c, _ in kept)
     try:
         if in_copy.get((schema, name)) == kept:
-            select = f"select {listed} from {source}"
-            if fingerprint(con, select) == fingerprint(con, f"select {listed} from {target}"):
-                change = "unchanged"
-            else:
-                _update_rows(con, source, target, listed)
-                change = "updated"
+            updated = _update_rows(con, source, target, listed, kind == "table")
+            change = "updated" if updated else "unchanged"
         else:
             con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
             con.execute(f"drop table if exists {target}")
