@@ -602,6 +602,11 @@ def test_incremental_build_scores_new_adapters_only(judged, tmp_path):
     assert (
         len(kept) == len(final) and (kept.scored_at == kept.scored_at_before).all()
     )  # not scored again
+    # the table dbt-duckdb stages an incremental Python model's rows in is not left behind
+    leftovers = read(
+        wh, "select table_name from duckdb_tables() where contains(table_name, '__dbt_')"
+    )
+    assert leftovers.empty, leftovers
     result = train_detector(
         wh,
         base_model=str(judged["encoder"]),
