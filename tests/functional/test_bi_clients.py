@@ -1,6 +1,8 @@
 """The published copy opened by the clients BI tools embed: DuckDB 1.x, not the project's DuckDB.
 
-A small warehouse is built from the synthetic rows and published; then the
+A small warehouse is built from the synthetic rows of one model and published,
+then the other model lands, and it is built and published again: the copy the
+clients read is the first one updated where the warehouse changed. Then the
 clients of ``.venv-bi`` (``make bi-clients``: the PyPI DuckDB 1.5.6 CLI, python
 duckdb 1.5.6, and duckdb-engine on SQLAlchemy 1.4 as Superset runs it) read the
 copy and the Parquet files in their own interpreter, with nothing of the
@@ -32,6 +34,7 @@ BI_VENV = PROJECT_ROOT / ".venv-bi"
 PROBE = Path(__file__).with_name("bi_probe.py")
 MARKER = "config-marker-7f3a"  # stands for anything a stored config could hold
 CONFIG_COLUMNS = {"config_json", "params_json"}
+LATER_MODEL = "model-b"  # lands after the first publish
 
 
 def bi_tool(name: str) -> Path:
@@ -59,11 +62,13 @@ def probe(*args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def published(dbt_env, tmp_path_factory) -> tuple[Path, Path]:
-    """(live warehouse, published copy): the synthetic rows, a run whose config holds the marker, built and published."""
+    """(live warehouse, published copy): the synthetic rows, a run whose config holds the marker,
+    built and published with one model, then again with the other."""
     bi_tool("python")
     wh = tmp_path_factory.mktemp("bi") / "ableaudit.duckdb"
     connect(wh).close()
-    land(wh, synthetic_generations())
+    rows = synthetic_generations()
+    land(wh, [r for r in rows if r["model_id"] != LATER_MODEL])
     con = duckdb.connect(str(wh))
     config = {
         "targets": [{"name": "model-a", "params_b": 7, "api_key_env": MARKER}],
@@ -80,6 +85,9 @@ def published(dbt_env, tmp_path_factory) -> tuple[Path, Path]:
     )
     con.close()
     run_dbt(["seed"], wh)
+    run_dbt(["run"], wh)
+    publish(wh, wh.parent / "published")
+    land(wh, [r for r in rows if r["model_id"] == LATER_MODEL])
     run_dbt(["run"], wh)
     return wh, publish(wh, wh.parent / "published")
 
@@ -153,6 +161,24 @@ def test_duckdb_cli_1x_lists_and_reads_every_mart(published, live):
     assert (
         live["main.degradation"]["rows"] > 0 and live["main.data_quality"]["rows"] > 0
     )  # not an empty warehouse
+
+
+def test_the_copy_read_is_the_previous_one_updated(published):
+    """The second publish updated the first copy: the relations the later model changed were
+    updated row by row, the others left as they were, none written whole."""
+    _, copy = published
+    con = duckdb.connect(str(copy), read_only=True)
+    try:
+        changes = dict(
+            con.execute(
+                "select schema_name || '.' || relation_name, change from publish.relations"
+            ).fetchall()
+        )
+    finally:
+        con.close()
+    assert changes["raw.generations"] == changes["main.degradation"] == "updated"
+    assert changes["main.disabilities"] == "unchanged"  # a seed
+    assert "written" not in changes.values()
 
 
 def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(published, live):
