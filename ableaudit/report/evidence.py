@@ -201,16 +201,19 @@ def split_answer(text: str, spans: list[tuple[str, str]]) -> list[Piece]:
 _PAIRS_SQL = """
 with pairs as (
     select *,
-        row_number() over (partition by arm, domain, disability_id order by pair_id) as rank_in_cell
+        row_number() over (
+            partition by task, query_set, model_id, arm, domain, disability_id order by pair_id
+        ) as rank_in_cell
     from int_pairs
-    where task = ? and query_set = ? and model_id = ?
 ),
 chosen as (
     select * from pairs
-    qualify row_number() over (partition by arm order by rank_in_cell, domain, disability_id, pair_id) <= ?
+    qualify row_number() over (
+        partition by task, query_set, model_id, arm order by rank_in_cell, domain, disability_id, pair_id
+    ) <= ?
 )
 select
-    chosen.pair_id, chosen.arm, chosen.query_id, chosen.domain, chosen.disability_id, chosen.temperature,
+    chosen.task, chosen.query_set, chosen.model_id, chosen.pair_id, chosen.arm, chosen.query_id, chosen.domain, chosen.disability_id, chosen.temperature,
     chosen.sample_index, chosen.pair_status, chosen.neutral_generation_id, chosen.disability_generation_id,
     neutral.prompt_text as neutral_prompt, neutral.response_text as neutral_answer, neutral.status as neutral_status,
     disability.prompt_text as disability_prompt, disability.response_text as disability_answer,
@@ -218,7 +221,8 @@ select
 from chosen
 left join stg_raw__generations as neutral on neutral.generation_id = chosen.neutral_generation_id
 left join stg_raw__generations as disability on disability.generation_id = chosen.disability_generation_id
-order by chosen.arm, chosen.domain, chosen.disability_id, chosen.query_id, chosen.temperature, chosen.sample_index
+order by chosen.task, chosen.query_set, chosen.model_id,
+    chosen.arm, chosen.domain, chosen.disability_id, chosen.query_id, chosen.temperature, chosen.sample_index
 """
 
 
@@ -230,11 +234,42 @@ def model_pages(marts: Marts, max_pairs: int = DEFAULT_MAX_PAIRS) -> list[ModelP
         "select task, query_set, model_id, arm, count(*) as n from int_pairs "
         "group by all order by task, query_set, model_id, arm"
     )
+    # every model's shown pairs, their scores and their verdicts in one read each, not one per model
+    keys = ["task", "query_set", "model_id"]
+    pairs = marts.query(_PAIRS_SQL, [max_pairs])
+    marts.con.register("report_chosen_pairs", pairs[["pair_id"]])
+    try:
+        scores = (
+            marts.query(
+                "select s.pair_id, s.metric, s.neutral_score, s.disability_score, s.degraded, s.included, s.exclusion_reason "
+                "from int_pair_scores s join report_chosen_pairs c using (pair_id) order by s.pair_id, s.metric"
+            )
+            if marts.has("int_pair_scores")
+            else pd.DataFrame()
+        )
+        verdicts = (
+            marts.query(
+                "select j.pair_id, j.judge_name, j.verdict_status, j.included, j.exclusion_reason, j.interpret, "
+                "j.stereotype, j.framing, j.decline_in_response_b, s.parsed_json from int_pair_judgments j "
+                "join report_chosen_pairs c using (pair_id) left join stg_raw__judgments s using (judgment_id) "
+                "order by j.pair_id, j.judge_name"
+            )
+            if marts.has("int_pair_judgments") and marts.has("stg_raw__judgments")
+            else pd.DataFrame()
+        )
+    finally:
+        marts.con.unregister("report_chosen_pairs")
+    score_map: dict[str, list] = {}
+    for r in scores.itertuples():
+        score_map.setdefault(r.pair_id, []).append(r)
+    verdict_map: dict[str, list] = {}
+    for r in verdicts.itertuples():
+        verdict_map.setdefault(r.pair_id, []).append(r)
+    shown = {key: g for key, g in pairs.groupby(keys, sort=False, dropna=False)}
     pages = []
-    for (task, query_set, model_id), g in units.groupby(
-        ["task", "query_set", "model_id"], sort=True
-    ):
-        pages.append(_page(marts, task, query_set, model_id, g, max_pairs))
+    for (task, query_set, model_id), g in units.groupby(keys, sort=True):
+        chosen = shown.get((task, query_set, model_id), pairs.iloc[0:0])
+        pages.append(_page(marts, task, query_set, model_id, g, chosen, score_map, verdict_map))
     by_set: dict[tuple[str, str], list[ModelPage]] = {}
     for p in pages:
         by_set.setdefault((p.task, p.query_set), []).append(p)
@@ -250,44 +285,23 @@ def _arms(values: Any) -> list[str]:
 
 
 def _page(
-    marts: Marts, task: str, query_set: str, model_id: str, units: pd.DataFrame, max_pairs: int
+    marts: Marts,
+    task: str,
+    query_set: str,
+    model_id: str,
+    units: pd.DataFrame,
+    pairs: pd.DataFrame,
+    score_map: dict[str, list],
+    verdict_map: dict[str, list],
 ) -> ModelPage:
-    pairs = marts.query(_PAIRS_SQL, [task, query_set, model_id, max_pairs])
-    chosen = pairs[["pair_id"]]
-    marts.con.register("report_chosen_pairs", chosen)
-    try:
-        scores = (
-            marts.query(
-                "select s.pair_id, s.metric, s.neutral_score, s.disability_score, s.degraded, s.included, s.exclusion_reason "
-                "from int_pair_scores s join report_chosen_pairs c using (pair_id) order by s.metric"
-            )
-            if marts.has("int_pair_scores")
-            else pd.DataFrame()
-        )
-        verdicts = (
-            marts.query(
-                "select j.pair_id, j.judge_name, j.verdict_status, j.included, j.exclusion_reason, j.interpret, "
-                "j.stereotype, j.framing, j.decline_in_response_b, s.parsed_json from int_pair_judgments j "
-                "join report_chosen_pairs c using (pair_id) left join stg_raw__judgments s using (judgment_id) "
-                "order by j.judge_name"
-            )
-            if marts.has("int_pair_judgments") and marts.has("stg_raw__judgments")
-            else pd.DataFrame()
-        )
-    finally:
-        marts.con.unregister("report_chosen_pairs")
+    """One model's page: its shown ``pairs``, with the score and verdict rows of every shown
+    pair (of every model) by pair id."""
     identity = {}
     if task == "vision" and marts.has("stg_raw__images"):
         images = marts.query(
             "select image_id, gender, race from stg_raw__images where image_set = ?", [query_set]
         )
         identity = {r.image_id: f"{r.gender}, {r.race}" for r in images.itertuples()}
-    score_map: dict[str, list] = {}
-    for r in scores.itertuples():
-        score_map.setdefault(r.pair_id, []).append(r)
-    verdict_map: dict[str, list] = {}
-    for r in verdicts.itertuples():
-        verdict_map.setdefault(r.pair_id, []).append(r)
     metrics, dims = set(), set()
     out = []
     for r in pairs.itertuples():
