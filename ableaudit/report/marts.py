@@ -54,6 +54,9 @@ class Marts:
                 f"cannot open {path} read-only ({err}); if a build is writing it, read the published copy "
                 "(`ableaudit publish`) instead"
             ) from None
+        self.con.execute(
+            "set enable_progress_bar = false"
+        )  # no bar drawn into the command's output
         rows = self.con.execute(
             "select table_name, 'table' from duckdb_tables() where schema_name = 'main' and database_name = current_database() "
             "union all select view_name, 'view' from duckdb_views() "

@@ -147,6 +147,8 @@ def connect(
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
+    # DuckDB draws a progress bar for a query over 2 s: noise in a command's output and logs
+    con.execute("set enable_progress_bar = false")
     if not read_only:
         with WRITE_LOCK:
             ensure_raw_schema(con)

@@ -491,6 +491,7 @@ def publish(
     spill = tempfile.mkdtemp(prefix="ableaudit-publish-")
     try:
         con.execute(f"set temp_directory = {_literal(spill)}")
+        con.execute("set enable_progress_bar = false")
         apply_memory_limit(con)
         try:
             con.execute(f"attach {_literal(str(src))} as {_quote(catalog)} (read_only)")
