@@ -250,11 +250,17 @@ def fingerprint(con: duckdb.DuckDBPyConnection, select: str) -> tuple[int, int, 
     return int(count), int(total), int(xor)
 
 
+REWRITE_CHANGED_SHARE = 0.5
+"""A relation is written whole, rather than updated row by row, when more than this share of
+the previous copy's rows changed (deleting and inserting most of a table costs more than
+writing it, and leaves free blocks behind)."""
+
+
 def _update_rows(
     con: duckdb.DuckDBPyConnection, source: str, target: str, columns: str, source_is_table: bool
-) -> bool:
+) -> str:
     """Make ``target`` hold the rows of ``source`` by replacing only the rows that differ;
-    return whether any did.
+    return 'unchanged', 'updated', or 'rewrite' (nothing done: most rows changed).
 
     Each side is read and hashed once, into a temporary table of row hashes (with the rowid,
     for a table). The two are equal when their fingerprints are; otherwise every row of a
@@ -274,7 +280,7 @@ def _update_rows(
             con, "select h from publish_copied"
         )
         if same:
-            return False
+            return "unchanged"
         con.execute(
             """
             create or replace temp table publish_changed as
@@ -286,6 +292,11 @@ def _update_rows(
             """
         )
         changed = "(select h from publish_changed)"
+        gone, copied = con.execute(
+            f"select count(*) filter (where h in {changed}), count(*) from publish_copied"
+        ).fetchone()
+        if gone > REWRITE_CHANGED_SHARE * copied:
+            return "rewrite"
         con.execute(
             f"delete from {target} where rowid in (select rid from publish_copied where h in {changed})"
         )
@@ -294,7 +305,7 @@ def _update_rows(
         else:
             rows = f"hash({columns}) in {changed}"
         con.execute(f"insert into {target} select {columns} from {source} where {rows}")
-        return True
+        return "updated"
     finally:
         con.execute("drop table if exists publish_live")
         con.execute("drop table if exists publish_copied")
@@ -332,10 +343,10 @@ def _copy_relation(
     target = f"{_COPY}.{_quote(schema)}.{_quote(name)}"
     listed = ", ".join(_quote(c) for c, _ in kept)
     try:
+        change = "written"
         if in_copy.get((schema, name)) == kept:
-            updated = _update_rows(con, source, target, listed, kind == "table")
-            change = "updated" if updated else "unchanged"
-        else:
+            change = _update_rows(con, source, target, listed, kind == "table")
+        if change in ("written", "rewrite"):
             con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
             con.execute(f"drop table if exists {target}")
             con.execute(f"create table {target} as select {listed} from {source}")

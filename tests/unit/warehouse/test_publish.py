@@ -324,7 +324,10 @@ def test_a_second_publish_updates_the_previous_copy_where_the_warehouse_changed(
     rest, and the Parquet files of unchanged marts, left as they are."""
     out = tmp_path / "published"
     con = duckdb.connect(str(warehouse))
-    con.execute("create table extra as select x % 3 as k, 'v' || (x % 3) as v from range(9) t(x)")
+    con.execute(
+        "create table extra as select x % 10 as k, 'v' || (x % 10) as v from range(30) t(x)"
+    )
+    con.execute("create view extra_view as select * from extra where k < 8")
     con.execute("create table doomed as select 1 as n")
     con.close()
     copy = publish(warehouse, out)
@@ -336,7 +339,7 @@ def test_a_second_publish_updates_the_previous_copy_where_the_warehouse_changed(
     con = duckdb.connect(str(warehouse))
     con.execute("insert into degradation values ('a', 2, 5)")  # one row more
     con.execute("update degradation set n_outcome = n_outcome + 1 where arm = 0")  # one changed
-    con.execute("delete from extra where k = 2 and rowid % 2 = 0")  # duplicates, fewer of them
+    con.execute("delete from extra where k = 2 and rowid < 20")  # duplicates, fewer of them
     con.execute("insert into extra values (1, 'v1')")  # and one more of a duplicate
     con.execute("drop table doomed")
     con.execute(f'alter table "{kept_marts[0]}" add column m integer default 7')
@@ -345,13 +348,22 @@ def test_a_second_publish_updates_the_previous_copy_where_the_warehouse_changed(
     again = publish(warehouse, out)
     changes = _manifest_changes(again)
     assert changes["main.degradation"] == changes["main.extra"] == "updated"
-    assert changes["main.degradation_overall"] == "updated"  # a view over a changed table
+    assert changes["main.extra_view"] == "updated"  # a view over a changed table
+    # its one row changed: more than half of it, so written whole
+    assert changes["main.degradation_overall"] == "written"
     assert changes[f"main.{kept_marts[0]}"] == "written"
     assert changes["raw.generations"] == changes[f"main.{kept_marts[1]}"] == "unchanged"
     assert "main.doomed" not in changes
     tables = {t for (t,) in read(again, "select table_name from information_schema.tables")}
     assert "doomed" not in tables
-    for relation in ("degradation", "degradation_overall", "extra", kept_marts[0], kept_marts[1]):
+    for relation in (
+        "degradation",
+        "degradation_overall",
+        "extra",
+        "extra_view",
+        kept_marts[0],
+        kept_marts[1],
+    ):
         _same_rows(warehouse, again, relation)
     # still in the storage version DuckDB 1.1 reads, and nothing else to compact
     assert storage_number(again) == 64
@@ -367,6 +379,26 @@ def test_a_second_publish_updates_the_previous_copy_where_the_warehouse_changed(
         (1, 9),
         (2, 5),
     ]
+
+
+def test_a_relation_whose_rows_mostly_changed_is_written_whole(warehouse, tmp_path):
+    out = tmp_path / "published"
+    con = duckdb.connect(str(warehouse))
+    con.execute("create table extra as select x as k, 'v' as v from range(10) t(x)")
+    con.close()
+    publish(warehouse, out)
+    con = duckdb.connect(str(warehouse))
+    con.execute("update extra set v = 'w' where k < 6")  # 6 of 10 rows
+    con.close()
+    copy = publish(warehouse, out)
+    assert _manifest_changes(copy)["main.extra"] == "written"
+    _same_rows(warehouse, copy, "extra")
+    con = duckdb.connect(str(warehouse))
+    con.execute("update extra set v = 'x' where k < 5")  # 5 of 10: updated
+    con.close()
+    copy = publish(warehouse, out)
+    assert _manifest_changes(copy)["main.extra"] == "updated"
+    _same_rows(warehouse, copy, "extra")
 
 
 def test_a_stale_parquet_file_of_an_unchanged_mart_is_written_again(warehouse, tmp_path):
