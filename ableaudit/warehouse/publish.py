@@ -21,8 +21,8 @@ A publish starts from the previous copy when there is one in the same storage
 version: it copies that file, leaves each relation whose rows did not change as
 it is, and for a relation that changed deletes the rows that are gone and
 inserts the new ones (a multiset difference of row hashes); a relation whose
-columns changed is written again whole, and so is the whole copy when more than
-half of its file is free space. A build after one more model so rewrites only
+columns changed, or more than half of whose rows changed, is written again
+whole, and so is the whole copy when more than half of its file is free space. A build after one more model so rewrites only
 the rows it added, not every relation. The Parquet file of an unchanged mart is
 kept when it still holds the copy's rows.
 
@@ -550,10 +550,9 @@ def publish(
             _copy_relation(con, catalog, s, n, k, version, in_copy) for s, n, k in relations
         ]
         published = {(r.schema, r.name): r for r in manifest if r.published}
-        for schema, name in in_copy.keys() - published.keys() - {(MANIFEST_SCHEMA, MANIFEST_TABLE)}:
-            con.execute(
-                f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}"
-            )  # gone from the warehouse
+        gone = in_copy.keys() - published.keys() - {(MANIFEST_SCHEMA, MANIFEST_TABLE)}
+        for schema, name in gone:  # from the warehouse, or now left out
+            con.execute(f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}")
         _write_manifest(con, manifest, version)
         for schema, name in [("main", m) for m in mart_names()] + extra:
             if (schema, name) not in published:
