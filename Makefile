@@ -26,8 +26,11 @@ $(BIN)/.installed: requirements.lock requirements-nodeps.lock requirements-scale
 audit: $(BIN)/.installed
 	$(BIN)/ableaudit audit --config configs/default.yaml
 
+# Two pytest-xdist workers by default, a file's tests on one worker (tests/conftest.py);
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: $(BIN)/.installed $(BI_VENV)/.installed node_modules/.package-lock.json
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 # The long checks the default run leaves out (tests marked `long`: a benchmark script run end
 # to end). They use the same fixtures; run them before changing a benchmark.

@@ -10,7 +10,7 @@ import pytest
 
 from ableaudit.dbt.runner import DbtError, run_dbt
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
 
 
 def test_another_process_can_write_the_warehouse_after_a_run(warehouse):

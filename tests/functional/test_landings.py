@@ -16,7 +16,7 @@ from ableaudit.dbt.runner import DbtError, run_dbt
 from ableaudit.warehouse import landing
 from tests.fixtures.warehouse import imported_row, read
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
 
 
 def _history(wh: Path, capsys) -> dict[str, dict]:

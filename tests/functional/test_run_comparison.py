@@ -33,7 +33,7 @@ from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import land_judgments
 from tests.fixtures.warehouse import DISABILITIES, generation_id, imported_row, land, read
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
 
 DOMAINS = ["education", "finance", "healthcare", "technology"]
 QUERIES = [(f"{d[:3]}_{i:03d}", d) for d in DOMAINS for i in range(3)]

@@ -33,7 +33,7 @@ from tests.fixtures.warehouse import (
     synthetic_generations,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
 _VADER = SentimentIntensityAnalyzer()
 KEY = ["model_id", "arm", "slice", "slice_value"]
 
