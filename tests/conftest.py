@@ -6,13 +6,15 @@ fixtures are built once, and so do the files of one entry of SHARED_SESSION_FIXT
 
 A dbt build runs its 800 data tests and unit tests in about 30 of its 38 seconds on an empty
 warehouse. The suite runs them in the modules marked ``dbt_data_tests`` (those that test the
-build, its failures and its incremental state) and in the report worlds; elsewhere a build
-only makes the tables a test reads (``DBT_EXCLUDE_RESOURCE_TYPES``).
+build and its failures), in the release gate's test and in the report worlds; elsewhere a build
+only makes the tables a test reads (``DBT_EXCLUDE_RESOURCE_TYPES``). With
+``ABLEAUDIT_TEST_DBT_TESTS=all`` every build of the suite runs them.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -31,6 +33,9 @@ pytest_plugins = [
 ]
 
 
+DBT_FOLDER = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     # Prefect state for the whole test session lives in one folder per worker (migrated once).
@@ -42,7 +47,11 @@ def pytest_configure(config: pytest.Config) -> None:
     dbt = Path(tempfile.mkdtemp(prefix=f"ableaudit-dbt-{worker}-"))
     os.environ["DBT_TARGET_PATH"] = str(dbt / "target")
     os.environ["DBT_LOG_PATH"] = str(dbt / "logs")
-    os.environ["DBT_EXCLUDE_RESOURCE_TYPES"] = "test unit_test"
+    config.stash[DBT_FOLDER] = dbt
+    if os.environ.get("ABLEAUDIT_TEST_DBT_TESTS") == "all":
+        os.environ.pop("DBT_EXCLUDE_RESOURCE_TYPES", None)
+    else:
+        os.environ["DBT_EXCLUDE_RESOURCE_TYPES"] = "test unit_test"
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -57,10 +66,31 @@ SHARED_SESSION_FIXTURES = {
 }
 
 
+# The files that take longest (PYTEST_ADDOPTS=--durations=50 make test), handed out first so
+# that no worker starts one of them while the other is nearly done.
+LONGEST_FIRST = (
+    "tests/functional/test_report.py",
+    "tests/functional/test_report_browser.py",
+    "tests/functional/test_incremental_build.py",
+    "tests/functional/test_audit_flow.py",
+    "tests/functional/test_cluster_runner.py",
+    "tests/functional/test_warehouse_build.py",
+    "tests/functional/test_stats_marts.py",
+    "tests/functional/test_reaudit_alerts.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Hand out whole files (or groups of files) to the workers, in collection order."""
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # xdist would start with the files of most tests
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -100,6 +130,9 @@ def torch_one_thread():
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    dbt = config.stash.get(DBT_FOLDER, None)
+    if dbt is not None:
+        shutil.rmtree(dbt, ignore_errors=True)
     # Prefect stops its temporary server at interpreter exit and logs that to a console
     # stream pytest has already closed ("Logging error ... I/O operation on closed file").
     # Detach Prefect's handlers once the session is over; its results are in already.

@@ -17,7 +17,7 @@ from ableaudit.dbt import runner
 from ableaudit.warehouse import build_stamp, connect
 from tests.fixtures.warehouse import land, read, synthetic_generations
 
-pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
 
 @pytest.fixture(scope="module")

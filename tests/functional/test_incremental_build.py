@@ -26,7 +26,7 @@ from ableaudit.ingest.responses import import_responses
 from ableaudit.warehouse import landing
 from tests.fixtures.warehouse import DISABILITIES, read
 
-pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
 INCREMENTAL = [
     "stg_raw__generations",
