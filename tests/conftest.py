@@ -80,9 +80,13 @@ LONGEST_FIRST = (
 )
 
 
+def _file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    items.sort(key=lambda item: rank.get(_file(item.nodeid), len(rank)))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -94,7 +98,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
+            path = _file(nodeid)
             return SHARED_SESSION_FIXTURES.get(path, path)
 
     return ByFile(config, log)

@@ -34,11 +34,8 @@ def world(tmp_path_factory) -> Path:
     wh = tmp / "ableaudit.duckdb"
     connect(wh).close()
     land(wh, synthetic_generations())
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DBT_TARGET_PATH", str(tmp / "target"))
-        mp.setenv("DBT_LOG_PATH", str(tmp / "logs"))
-        run_dbt(["seed", "--select", "domains"], wh)
-        run_dbt(["run", "--select", "+int_pairs", "stg_seeds__domains"], wh)
+    run_dbt(["seed", "--select", "domains"], wh)
+    run_dbt(["run", "--select", "+int_pairs", "stg_seeds__domains"], wh)
     return wh
 
 

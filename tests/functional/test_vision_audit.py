@@ -180,8 +180,6 @@ def audited(tmp_path_factory, tiny_vlm_dir):
     wh = tmp / "wh" / "ableaudit.duckdb"
     with FakeVLMServer() as server, pytest.MonkeyPatch.context() as mp:
         mp.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp / "no-regard-model-here"))
-        mp.setenv("DBT_TARGET_PATH", str(tmp / "dbt-target"))  # leave the checkout's target/ alone
-        mp.setenv("DBT_LOG_PATH", str(tmp / "dbt-logs"))
         config = {
             "name": "vision-e2e",
             "vision": {
