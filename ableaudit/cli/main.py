@@ -222,7 +222,9 @@ def build_and_publish(
 
     The data tests are dbt's default selection (selectors.yml: every test but those of
     ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all.
-    When nothing the build reads changed since the last one that succeeded (raw layer,
+    When the project, libraries and settings are those of the last build that succeeded, the
+    unit tests and the data tests that read no landed row are left out (they passed on them
+    then; selectors.yml: ``project_only_checks``). When nothing the build reads changed since the last one that succeeded (raw layer,
     project, code, libraries, settings; ableaudit.warehouse.build_stamp) and what it left is
     in place, the build is skipped, unless ``force``."""
     from ableaudit.dbt.runner import build
@@ -234,6 +236,12 @@ def build_and_publish(
     last = None
     if current is not None and not force:
         last = build_stamp.unchanged(wh, current, all_tests, storage_version)
+    # read before the stamp is dropped; a forced build runs every check of its selection
+    project_checked = (
+        current is not None
+        and not force
+        and build_stamp.project_checks_passed(build_stamp.last_stamp(wh), current)
+    )
     if last is not None:
         print(
             f"Nothing changed since the build of {last['built_at']} (same raw layer, project, "
@@ -242,7 +250,7 @@ def build_and_publish(
         )
         return
     build_stamp.forget(wh)
-    build(wh, vars, all_tests=all_tests)
+    build(wh, vars, all_tests=all_tests, project_checked=project_checked)
     out = publish(wh, storage_version=storage_version)
     report = render_report(out)
     if current is None:  # a first build: it created the warehouse and read nothing landed

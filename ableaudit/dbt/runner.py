@@ -118,12 +118,25 @@ ALL_TESTS_SELECTOR = "all_tests"
 dbt's default selector leaves out the tests tagged ``full``."""
 
 
+LANDED_ROWS_SELECTOR = "landed_rows_build"
+"""The selector of selectors.yml that builds what the default one does, less the unit tests
+and the data tests that read no landed row (``project_only_checks``)."""
+
+
 def build(
-    warehouse: str | os.PathLike | None = None, vars: str | None = None, all_tests: bool = False
+    warehouse: str | os.PathLike | None = None,
+    vars: str | None = None,
+    all_tests: bool = False,
+    project_checked: bool = False,
 ) -> None:
     """Load the seeds, build and test every model, in one ``dbt build``: the default selection
-    of data tests, or every test with ``all_tests``."""
+    of data tests, or every test with ``all_tests``. ``project_checked`` (the project,
+    libraries and settings are those of the last build that succeeded) leaves out the unit
+    tests and the data tests that read no landed row, which passed on them then; it has no
+    effect with ``all_tests``."""
     extra = ["--vars", vars] if vars else []
     if all_tests:
         extra += ["--selector", ALL_TESTS_SELECTOR]
+    elif project_checked:
+        extra += ["--selector", LANDED_ROWS_SELECTOR]
     run_dbt(["build", *extra], warehouse)

@@ -210,16 +210,36 @@ def inputs(warehouse: Path, vars: str | None) -> dict[str, str]:
     }
 
 
+def last_stamp(warehouse: Path) -> dict[str, Any] | None:
+    """The stamp of the last build of ``warehouse`` that succeeded, or None."""
+    try:
+        stamp = json.loads(stamp_path(warehouse).read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) and isinstance(stamp.get("inputs"), dict) else None
+
+
+PROJECT_CHECK_INPUTS = ("project", "libraries", "settings")
+"""The inputs that decide the project-only checks (unit tests, data tests of seeds): every
+input but the raw layer."""
+
+
+def project_checks_passed(stamp: Mapping[str, Any] | None, current: Mapping[str, str]) -> bool:
+    """Whether the last build that succeeded ran on the same project, libraries and settings
+    as ``current``: its unit tests and the data tests that read no landed row passed then and
+    would pass again, whatever landed since (selectors.yml: ``project_only_checks``)."""
+    if stamp is None:
+        return False
+    return all(stamp["inputs"].get(k) == current.get(k) for k in PROJECT_CHECK_INPUTS)
+
+
 def unchanged(
     warehouse: Path, current: Mapping[str, str], all_tests: bool, storage_version: str | None
 ) -> dict[str, Any] | None:
     """The stamp of the last build when it read the same inputs, its data tests covered
     what this build would run, and what it left is still in place; else None."""
-    try:
-        stamp = json.loads(stamp_path(warehouse).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(stamp, dict) or stamp.get("inputs") != dict(current):
+    stamp = last_stamp(warehouse)
+    if stamp is None or stamp.get("inputs") != dict(current):
         return None
     if all_tests and not stamp.get("all_tests"):
         return None

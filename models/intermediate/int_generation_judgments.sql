@@ -24,7 +24,8 @@ judgments as (
 
 ),
 
-generations as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+generations as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
 

@@ -17,13 +17,15 @@
 
 with
 
-pairs as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+pairs as not materialized (
 
     select * from {{ ref('int_pair_texts') }}
 
 ),
 
-generations as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+generations as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
 

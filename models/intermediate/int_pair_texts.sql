@@ -26,7 +26,8 @@ all_pairs as (
 
 ),
 
-generations as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+generations as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
 

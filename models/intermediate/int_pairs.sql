@@ -23,7 +23,8 @@
 
 with
 
-all_landed as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+all_landed as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
 

@@ -56,7 +56,8 @@ assistive_tech as (
 
 ),
 
-generations as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+generations as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
 

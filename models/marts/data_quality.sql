@@ -9,7 +9,8 @@
 #}
 with
 
-generations as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+generations as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
 

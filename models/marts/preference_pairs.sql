@@ -34,7 +34,8 @@ pair_judgments as (
 
 ),
 
-pair_texts as (
+-- inlined where it is read: materialised, DuckDB would copy every text of it first
+pair_texts as not materialized (
 
     select * from {{ ref('int_pair_texts') }}
 

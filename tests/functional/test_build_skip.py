@@ -32,7 +32,11 @@ def built(tmp_path_factory):
 @pytest.fixture
 def dbt_calls(monkeypatch):
     calls = []
-    monkeypatch.setattr(runner, "build", lambda wh, vars=None, all_tests=False: calls.append(vars))
+
+    def build(wh, vars=None, all_tests=False, project_checked=False):
+        calls.append({"vars": vars, "all_tests": all_tests, "project_checked": project_checked})
+
+    monkeypatch.setattr(runner, "build", build)
     return calls
 
 
@@ -104,6 +108,10 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
     out = _build(work, capsys, *extra)
     assert out.startswith("Built"), out
     assert len(dbt_calls) == 1
+    # the unit tests and the data tests of seeds run again only when the project, libraries
+    # or settings changed, or on --force
+    assert dbt_calls[0]["project_checked"] is (change not in ("vars", "force"))
+    assert dbt_calls[0]["all_tests"] is (change == "all tests")
     # the stamp now records this build: the next one is skipped
     again = [] if change == "force" else extra
     assert _build(work, capsys, *again).startswith("Nothing changed")
@@ -157,3 +165,53 @@ def test_the_raw_digest_is_what_a_build_leaves_it(built):
     assert read(built, "select count(*) as n from raw.generations").n[0] > 0
     stamp = json.loads(build_stamp.stamp_path(built).read_text())
     assert stamp["inputs"]["raw"] == build_stamp.raw_digest(built)
+
+
+def _selected(wh, selector: str) -> set[str]:
+    from dbt.cli.main import dbtRunner
+
+    from ableaudit import PROJECT_ROOT
+
+    argv = ["ls", "--selector", selector, "--resource-type", "all", "--output", "json"]
+    argv += ["--output-keys", "unique_id", "--quiet"]
+    argv += ["--project-dir", str(PROJECT_ROOT), "--profiles-dir", str(PROJECT_ROOT)]
+    with runner._env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(PROJECT_ROOT)):
+        res = dbtRunner().invoke(argv)
+    assert res.success, res.exception
+    return {json.loads(line)["unique_id"] for line in res.result}
+
+
+def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_landed_row(
+    built, monkeypatch
+):
+    import os
+    from pathlib import Path
+
+    monkeypatch.delenv("DBT_EXCLUDE_RESOURCE_TYPES", raising=False)  # the suite's: every test
+    project_only = _selected(built, "project_only_checks")
+    default = _selected(built, "default_build")
+    landed = _selected(built, runner.LANDED_ROWS_SELECTOR)
+    # independently, from dbt's manifest: a test reads landed rows when a raw source is
+    # among its ancestors
+    manifest = json.loads((Path(os.environ["DBT_TARGET_PATH"]) / "manifest.json").read_text())
+    nodes = {**manifest["nodes"], **manifest["unit_tests"]}
+
+    def reads_landed_rows(uid: str, seen: dict[str, bool] = {}) -> bool:  # noqa: B006
+        if uid.startswith("source."):
+            return True
+        if uid not in seen:
+            parents = nodes.get(uid, {}).get("depends_on", {}).get("nodes", [])
+            seen[uid] = any(reads_landed_rows(p) for p in parents)
+        return seen[uid]
+
+    expected = {u for u in manifest["unit_tests"]} | {
+        u
+        for u, n in manifest["nodes"].items()
+        if n["resource_type"] == "test" and not reads_landed_rows(u)
+    }
+    assert project_only == expected
+    assert any(u.startswith("unit_test.") for u in project_only)
+    assert any(u.startswith("test.") and "stg_seeds__" in u for u in project_only)
+    assert landed == default - project_only
+    assert any(u.startswith("test.") and "stg_raw__generations" in u for u in landed)
+    assert {u for u in default if u.startswith(("model.", "seed."))} <= landed
