@@ -6,6 +6,8 @@ texts drawn from a small pool), then prints, each figure beside its baseline in 
 - `significance` seconds: a full recompute (var stats_reuse false) against the build after one
   more model is landed (rows of unchanged groups reused), and whether both tables are equal;
 - data-test seconds: the default selection against the whole suite (`--selector all_tests`);
+- checks after a landing on the last build's project (`--selector landed_rows_build`: no unit
+  tests, no data tests that read no landed row) against the default selection;
 - `dbt parse` seconds after switching to another warehouse file, against a parse that cannot
   reuse the previous one (`--no-partial-parse`, what a warehouse switch cost while the profile
   read the path).
@@ -82,8 +84,8 @@ def _node(timings: list[dict], name: str) -> float:
     return sum(t["s"] for t in timings if t["id"] == f"model.ableaudit.{name}")
 
 
-def _tests(timings: list[dict]) -> tuple[int, float]:
-    tests = [t["s"] for t in timings if t["id"].startswith("test.")]
+def _tests(timings: list[dict], kinds: tuple[str, ...] = ("test.",)) -> tuple[int, float]:
+    tests = [t["s"] for t in timings if t["id"].startswith(kinds)]
     return len(tests), sum(tests)
 
 
@@ -141,6 +143,17 @@ def main() -> int:
     print(
         f"data tests, default selection: {n_default} tests {t_default:.1f} s; "
         f"all: {n_all} tests {t_all:.1f} s: {t_default / t_all:.2f}x"
+    )
+
+    checks = ("test.", "unit_test.")
+    n_checks, t_checks = _tests(noop, checks)
+    n_landed, t_landed = _tests(
+        _build(wh, ["--selector", "landed_rows_build"], "landed")[1], checks
+    )
+    print(
+        f"data and unit tests, default selection: {n_checks} tests {t_checks:.1f} s; on the last "
+        f"build's project (landed_rows_build): {n_landed} tests {t_landed:.1f} s: "
+        f"{t_landed / t_checks:.2f}x"
     )
 
     _parse(wh, work)
