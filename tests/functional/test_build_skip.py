@@ -8,10 +8,13 @@ the stamp covers, and that a skipped build leaves every file as it was.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import duckdb
 import pytest
 
+from ableaudit import PROJECT_ROOT
 from ableaudit.cli import main
 from ableaudit.dbt import runner
 from ableaudit.warehouse import build_stamp, connect
@@ -170,8 +173,6 @@ def test_the_raw_digest_is_what_a_build_leaves_it(built):
 def _selected(wh, selector: str) -> set[str]:
     from dbt.cli.main import dbtRunner
 
-    from ableaudit import PROJECT_ROOT
-
     argv = ["ls", "--selector", selector, "--resource-type", "all", "--output", "json"]
     argv += ["--output-keys", "unique_id", "--quiet"]
     argv += ["--project-dir", str(PROJECT_ROOT), "--profiles-dir", str(PROJECT_ROOT)]
@@ -184,9 +185,6 @@ def _selected(wh, selector: str) -> set[str]:
 def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_landed_row(
     built, monkeypatch
 ):
-    import os
-    from pathlib import Path
-
     monkeypatch.delenv("DBT_EXCLUDE_RESOURCE_TYPES", raising=False)  # the suite's: every test
     project_only = _selected(built, "project_only_checks")
     default = _selected(built, "default_build")
@@ -215,3 +213,31 @@ def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_l
     assert landed == default - project_only
     assert any(u.startswith("test.") and "stg_raw__generations" in u for u in landed)
     assert {u for u in default if u.startswith(("model.", "seed."))} <= landed
+
+
+def test_a_null_in_any_listed_column_fails_its_models_not_null_columns_test(
+    built, tmp_path, monkeypatch
+):
+    work = tmp_path / built.name
+    work.write_bytes(built.read_bytes())
+    with duckdb.connect(str(work)) as con:
+        n = con.execute("select count(*) from main.degradation").fetchone()[0]
+        assert n > 2
+        con.execute(
+            "update main.degradation set threshold = null "
+            "where rowid in (select rowid from main.degradation limit 2)"
+        )
+    monkeypatch.delenv("DBT_EXCLUDE_RESOURCE_TYPES", raising=False)
+    with pytest.raises(runner.DbtError) as failed:
+        runner.run_dbt(["test", "--select", "degradation,test_name:not_null_columns"], work)
+    assert "not_null_columns_degradation" in str(failed.value)
+    assert "2 failing rows" in str(failed.value)
+    # the failing rows name their null columns
+    compiled = next(
+        Path(os.environ["DBT_TARGET_PATH"]).glob("compiled/**/not_null_columns_degradation*.sql")
+    )
+    with duckdb.connect(str(work), read_only=True) as con:
+        named = con.execute(
+            f"select distinct null_columns from ({compiled.read_text()})"
+        ).fetchall()
+    assert named == [("threshold",)]
