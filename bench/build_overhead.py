@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from ableaudit import PROJECT_ROOT  # noqa: E402 (after sys.path)
 from ableaudit.cli import main as cli  # noqa: E402
-from ableaudit.dbt.runner import run_dbt  # noqa: E402
+from ableaudit.dbt.runner import LANDED_ROWS_SELECTOR, run_dbt  # noqa: E402
 
 WORDS = (
     "you can plan the steps ahead with a list of options and ask for details great sorry".split()
@@ -148,7 +148,7 @@ def main() -> int:
     checks = ("test.", "unit_test.")
     n_checks, t_checks = _tests(noop, checks)
     n_landed, t_landed = _tests(
-        _build(wh, ["--selector", "landed_rows_build"], "landed")[1], checks
+        _build(wh, ["--selector", LANDED_ROWS_SELECTOR], "landed")[1], checks
     )
     print(
         f"data and unit tests, default selection: {n_checks} tests {t_checks:.1f} s; on the last "

@@ -224,24 +224,24 @@ def build_and_publish(
     ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all.
     When the project, libraries and settings are those of the last build that succeeded, the
     unit tests and the data tests that read no landed row are left out (they passed on them
-    then; selectors.yml: ``project_only_checks``). When nothing the build reads changed since the last one that succeeded (raw layer,
-    project, code, libraries, settings; ableaudit.warehouse.build_stamp) and what it left is
-    in place, the build is skipped, unless ``force``."""
+    then; selectors.yml: ``project_only_checks``). When nothing the build reads changed since
+    the last one that succeeded (raw layer, project, code, libraries, settings;
+    ableaudit.warehouse.build_stamp) and what it left is in place, the build is skipped,
+    unless ``force``."""
     from ableaudit.dbt.runner import build
     from ableaudit.report import render_report
     from ableaudit.warehouse import build_stamp
     from ableaudit.warehouse.publish import publish
 
     current = build_stamp.inputs(wh, vars) if wh.is_file() else None
-    last = None
-    if current is not None and not force:
-        last = build_stamp.unchanged(wh, current, all_tests, storage_version)
-    # read before the stamp is dropped; a forced build runs every check of its selection
-    project_checked = (
-        current is not None
-        and not force
-        and build_stamp.project_checks_passed(build_stamp.last_stamp(wh), current)
+    # read before the stamp is dropped; a forced build skips nothing and leaves out no check
+    stamp = build_stamp.last_stamp(wh) if current is not None and not force else None
+    last = (
+        None
+        if stamp is None
+        else build_stamp.unchanged(wh, stamp, current, all_tests, storage_version)
     )
+    project_checked = build_stamp.project_checks_passed(stamp, current or {})
     if last is not None:
         print(
             f"Nothing changed since the build of {last['built_at']} (same raw layer, project, "

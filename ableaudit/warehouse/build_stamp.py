@@ -234,11 +234,14 @@ def project_checks_passed(stamp: Mapping[str, Any] | None, current: Mapping[str,
 
 
 def unchanged(
-    warehouse: Path, current: Mapping[str, str], all_tests: bool, storage_version: str | None
-) -> dict[str, Any] | None:
-    """The stamp of the last build when it read the same inputs, its data tests covered
-    what this build would run, and what it left is still in place; else None."""
-    stamp = last_stamp(warehouse)
+    warehouse: Path,
+    stamp: Mapping[str, Any] | None,
+    current: Mapping[str, str],
+    all_tests: bool,
+    storage_version: str | None,
+) -> Mapping[str, Any] | None:
+    """``stamp`` (``last_stamp``) when the last build read the same inputs, its data tests
+    covered what this build would run, and what it left is still in place; else None."""
     if stamp is None or stamp.get("inputs") != dict(current):
         return None
     if all_tests and not stamp.get("all_tests"):

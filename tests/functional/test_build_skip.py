@@ -194,7 +194,9 @@ def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_l
     manifest = json.loads((Path(os.environ["DBT_TARGET_PATH"]) / "manifest.json").read_text())
     nodes = {**manifest["nodes"], **manifest["unit_tests"]}
 
-    def reads_landed_rows(uid: str, seen: dict[str, bool] = {}) -> bool:  # noqa: B006
+    seen: dict[str, bool] = {}
+
+    def reads_landed_rows(uid: str) -> bool:
         if uid.startswith("source."):
             return True
         if uid not in seen:
@@ -202,7 +204,7 @@ def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_l
             seen[uid] = any(reads_landed_rows(p) for p in parents)
         return seen[uid]
 
-    expected = {u for u in manifest["unit_tests"]} | {
+    expected = set(manifest["unit_tests"]) | {
         u
         for u, n in manifest["nodes"].items()
         if n["resource_type"] == "test" and not reads_landed_rows(u)
