@@ -256,6 +256,40 @@ the previous copy's rows changed (deleting and inserting most of a table costs m
 writing it, and leaves free blocks behind)."""
 
 
+def _changed_hashes(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill ``publish_changed`` with every row hash whose count differs between
+    ``publish_live`` and ``publish_copied``: the hashes of new, gone and changed rows.
+
+    The hashes held on one side only come from two anti joins, which build no table of counts.
+    That misses a row held on both sides a different number of times (a duplicate added or
+    removed); then the rows left out of ``publish_changed`` differ between the sides, their
+    fingerprints tell, and every hash's count is compared instead.
+    """
+    con.execute(
+        """
+        create or replace temp table publish_changed as
+        select h from publish_live anti join publish_copied using (h)
+        union
+        select h from publish_copied anti join publish_live using (h)
+        """
+    )
+    rest = "select h from {} anti join publish_changed using (h)"
+    if fingerprint(con, rest.format("publish_live")) == fingerprint(
+        con, rest.format("publish_copied")
+    ):
+        return
+    con.execute(
+        """
+        create or replace temp table publish_changed as
+        with live as (select h, count(*) as n from publish_live group by h),
+            copied as (select h, count(*) as n from publish_copied group by h)
+        select coalesce(live.h, copied.h) as h
+        from live full join copied on live.h = copied.h
+        where live.n is distinct from copied.n
+        """
+    )
+
+
 def _update_rows(
     con: duckdb.DuckDBPyConnection, source: str, target: str, columns: str, source_is_table: bool
 ) -> str:
@@ -281,16 +315,7 @@ def _update_rows(
         )
         if same:
             return "unchanged"
-        con.execute(
-            """
-            create or replace temp table publish_changed as
-            with live as (select h, count(*) as n from publish_live group by h),
-                copied as (select h, count(*) as n from publish_copied group by h)
-            select coalesce(live.h, copied.h) as h
-            from live full join copied on live.h = copied.h
-            where live.n is distinct from copied.n
-            """
-        )
+        _changed_hashes(con)
         changed = "(select h from publish_changed)"
         gone, copied = con.execute(
             f"select count(*) filter (where h in {changed}), count(*) from publish_copied"

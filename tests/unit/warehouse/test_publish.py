@@ -381,6 +381,38 @@ def test_a_second_publish_updates_the_previous_copy_where_the_warehouse_changed(
     ]
 
 
+@pytest.mark.parametrize(
+    ("copied", "live"),
+    [
+        ([1, 2, 3, 4], [1, 2, 3, 4]),  # the same
+        ([1, 2, 3, 4], [1, 2, 5, 6, 7]),  # rows gone, rows new
+        ([1, 1, 2, 3], [1, 2, 3]),  # a duplicate fewer
+        ([1, 2, 3], [1, 2, 2, 3, 9]),  # a duplicate more, and a new row
+        ([1, 1, 2, 2], [2, 2, 2, 1]),  # counts swapped between two rows held on both sides
+        ([], [4, 4]),
+        ([5], []),
+    ],
+)
+def test_the_changed_hashes_are_those_whose_counts_differ(copied, live):
+    """Checked against counting each side in Python: the anti joins alone, or the count of
+    every hash when a row is held on both sides a different number of times."""
+    from collections import Counter
+
+    con = duckdb.connect()
+    con.execute("create temp table publish_live (h ubigint)")
+    con.execute("create temp table publish_copied (rid bigint, h ubigint)")
+    for x in live:
+        con.execute("insert into publish_live values (hash(?))", [x])
+    for i, x in enumerate(copied):
+        con.execute("insert into publish_copied values (?, hash(?))", [i, x])
+    publish_module._changed_hashes(con)
+    got = {h for (h,) in con.execute("select h from publish_changed").fetchall()}
+    counts_live, counts_copied = Counter(live), Counter(copied)
+    differing = [x for x in counts_live | counts_copied if counts_live[x] != counts_copied[x]]
+    expected = {h for ((h,),) in (con.execute("select hash(?)", [x]).fetchall() for x in differing)}
+    assert got == expected
+
+
 def test_a_relation_whose_rows_mostly_changed_is_written_whole(warehouse, tmp_path):
     out = tmp_path / "published"
     con = duckdb.connect(str(warehouse))
