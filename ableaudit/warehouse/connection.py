@@ -85,12 +85,14 @@ MEMORY_LIMIT_ENV = "ABLEAUDIT_DUCKDB_MEMORY_LIMIT"
 """DuckDB's ``memory_limit`` for a build's connections (dbt's, publish's): a size such as
 ``4GB`` or ``500MB``; ``none`` leaves DuckDB's own default (80% of the machine's memory)."""
 
-DEFAULT_MEMORY_LIMIT = "3GB"
+DEFAULT_MEMORY_LIMIT = "2500MB"
 """The limit when $ABLEAUDIT_DUCKDB_MEMORY_LIMIT is unset, on a machine where DuckDB's own
 default (80% of memory) is higher. DuckDB's buffer pool otherwise grows
 to what the machine has (a build of a million generations held ~10 GB); under a limit, joins
-and sorts that do not fit spill to a temporary folder (docs/running.md#memory)."""
-_DEFAULT_BYTES = 3 * 1000**3
+and sorts that do not fit spill to a temporary folder (docs/running.md#memory). The build's
+Python (dbt, the Python models) takes 0.6-1.1 GB beside it: at 2500MB a full build of a
+million generations peaks under 4 GB in all."""
+_DEFAULT_BYTES = 2500 * 1000**2
 
 
 def memory_limit(environ: Mapping[str, str] | None = None) -> str | None:

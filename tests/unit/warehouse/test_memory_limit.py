@@ -22,7 +22,7 @@ def _limit_bytes(con: duckdb.DuckDBPyConnection) -> int:
 def test_the_default_a_size_and_none(monkeypatch):
     import psutil
 
-    assert memory_limit({}) == DEFAULT_MEMORY_LIMIT == "3GB"
+    assert memory_limit({}) == DEFAULT_MEMORY_LIMIT == "2500MB"
     # on a machine whose 80% is below the default, DuckDB's own default stays
     small = type("Memory", (), {"total": 3 * 1000**3})()
     monkeypatch.setattr(psutil, "virtual_memory", lambda: small)
@@ -32,7 +32,7 @@ def test_the_default_a_size_and_none(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("value", "expected"), [(None, "2.7 GiB"), ("500MB", "476.8 MiB"), ("none", None)]
+    ("value", "expected"), [(None, "2.3 GiB"), ("500MB", "476.8 MiB"), ("none", None)]
 )
 def test_a_connection_gets_the_limit(monkeypatch, value, expected):
     if value is None:
