@@ -20,7 +20,10 @@ would block the next build. After each build, ``publish`` writes
 A publish starts from the previous copy when there is one in the same storage
 version: it copies that file, leaves each relation whose rows did not change as
 it is, and for a relation that changed deletes the rows that are gone and
-inserts the new ones (a multiset difference of row hashes); a relation whose
+inserts the new ones. A relation with a ``model_id`` is compared model by model,
+against fingerprints the previous publish recorded (``publish.relation_groups``),
+and the rows of each changed model replaced whole; any other, row by row (a
+multiset difference of row hashes); a relation whose
 columns changed, or more than half of whose rows changed, is written again
 whole, and so is the whole copy when more than half of its file is free space. A build after one more model so rewrites only
 the rows it added, not every relation. The Parquet file of an unchanged mart is
@@ -75,6 +78,11 @@ EXTRA_RELATIONS: tuple[str, ...] = ()
 
 MANIFEST_SCHEMA = "publish"
 MANIFEST_TABLE = "relations"
+GROUPS_TABLE = "relation_groups"
+
+# The column whose values split a relation into the groups a publish compares and replaces
+# whole: a model's rows change together when it lands or is built again.
+GROUP_COLUMN = "model_id"
 
 # Not published: the catalogs, and dbt_state, the bookkeeping of incremental builds
 # (docs/incremental.md), which means nothing outside the warehouse it describes.
@@ -337,6 +345,79 @@ def _update_rows(
         con.execute("drop table if exists publish_changed")
 
 
+Fingerprints = dict[str | None, tuple[int, int, int]]
+"""Per value of ``GROUP_COLUMN`` (None for null): the rows, and the sum and exclusive or of
+their hashes, of the rows of a relation that hold it."""
+
+
+@dataclass
+class Groups:
+    """The fingerprints of every grouped relation: those the previous copy recorded, and
+    those of the copy being written (``publish.relation_groups`` in the copy)."""
+
+    previous: dict[tuple[str, str], Fingerprints]
+    current: dict[tuple[str, str], Fingerprints]
+
+
+def _group_fingerprints(
+    con: duckdb.DuckDBPyConnection, relation: str, columns: str
+) -> Fingerprints:
+    group = _quote(GROUP_COLUMN)
+    rows = con.execute(
+        f"select {group}, count(*), sum(h), bit_xor(h) "
+        f"from (select {group}, hash({columns}) as h from {relation}) group by {group}"
+    ).fetchall()
+    return {g: (int(n), int(total), int(xor)) for g, n, total, xor in rows}
+
+
+def _in_groups(values: list[str | None]) -> str:
+    """A filter on ``GROUP_COLUMN`` for these values, as literals, so that DuckDB pushes it
+    down into a view's scans."""
+    group = _quote(GROUP_COLUMN)
+    named = [v for v in values if v is not None]
+    parts = [f"{group} in ({', '.join(_literal(v) for v in named)})"] if named else []
+    if len(named) < len(values):
+        parts.append(f"{group} is null")
+    return " or ".join(parts)
+
+
+def _update_groups(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    target: str,
+    columns: str,
+    previous: Fingerprints,
+) -> tuple[str, Fingerprints] | None:
+    """Make ``target`` hold the rows of ``source`` by replacing whole the groups (rows of one
+    ``GROUP_COLUMN`` value) whose fingerprints differ from those the previous publish recorded;
+    return what was done ('unchanged', 'updated' or 'rewrite', as ``_update_rows``) and the
+    fingerprints of ``source``.
+
+    ``source`` is read and hashed once; of ``target`` only the group column is read, to check
+    that it still holds the rows its record says (None when it does not: the row by row
+    update then takes over). The rows of the changed groups are read from ``source`` again,
+    with the filter pushed down into a view.
+    """
+    group = _quote(GROUP_COLUMN)
+    held = dict(con.execute(f"select {group}, count(*) from {target} group by {group}").fetchall())
+    if held != {g: n for g, (n, _, _) in previous.items()}:
+        return None
+    live = _group_fingerprints(con, source, columns)
+    changed = sorted(
+        (g for g in live.keys() | previous.keys() if live.get(g) != previous.get(g)),
+        key=lambda g: (g is None, g or ""),
+    )
+    if not changed:
+        return "unchanged", live
+    gone = sum(previous[g][0] for g in changed if g in previous)
+    if gone > REWRITE_CHANGED_SHARE * sum(n for n, _, _ in previous.values()):
+        return "rewrite", live
+    where = _in_groups(changed)
+    con.execute(f"delete from {target} where {where}")
+    con.execute(f"insert into {target} select {columns} from {source} where {where}")
+    return "updated", live
+
+
 def _copy_relation(
     con: duckdb.DuckDBPyConnection,
     catalog: str,
@@ -345,11 +426,15 @@ def _copy_relation(
     kind: str,
     version: str,
     in_copy: dict[tuple[str, str], list[tuple[str, str]]],
+    groups: Groups,
 ) -> PublishedRelation:
     """Bring one relation into the copy as a plain table, less its withheld columns.
 
     ``in_copy`` holds the columns of the tables the copy already has (the previous
-    publish's): a table with the same columns is updated row by row, or left as it is.
+    publish's): a table with the same columns is updated, or left as it is. A relation with a
+    ``GROUP_COLUMN`` of text is updated group by group when the previous copy recorded its
+    groups' fingerprints (``groups.previous``), else row by row; the fingerprints of its
+    groups in the copy go into ``groups.current``.
     """
     source = f"{_quote(catalog)}.{_quote(schema)}.{_quote(name)}"
     if kind == "view":
@@ -367,15 +452,29 @@ def _copy_relation(
         return PublishedRelation(schema, name, kind, False, None, withheld, note)
     target = f"{_COPY}.{_quote(schema)}.{_quote(name)}"
     listed = ", ".join(_quote(c) for c, _ in kept)
+    grouped = (GROUP_COLUMN, "VARCHAR") in kept
     try:
-        change = "written"
+        change, fingerprints = "written", None
         if in_copy.get((schema, name)) == kept:
-            change = _update_rows(con, source, target, listed, kind == "table")
+            previous = groups.previous.get((schema, name)) if grouped else None
+            by_group = (
+                _update_groups(con, source, target, listed, previous)
+                if previous is not None
+                else None
+            )
+            if by_group is None:
+                change = _update_rows(con, source, target, listed, kind == "table")
+            else:
+                change, fingerprints = by_group
         if change in ("written", "rewrite"):
             con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
             con.execute(f"drop table if exists {target}")
             con.execute(f"create table {target} as select {listed} from {source}")
-            change = "written"
+            change, fingerprints = "written", None
+        if grouped:
+            groups.current[(schema, name)] = fingerprints or _group_fingerprints(
+                con, target, listed
+            )
     except duckdb.Error as err:
         raise RuntimeError(
             f"cannot write {schema}.{name} into a copy in storage version {version} ({err}); publish with a "
@@ -386,8 +485,32 @@ def _copy_relation(
     return PublishedRelation(schema, name, kind, True, int(n_rows), withheld, note, change)
 
 
+def _groups_table() -> str:
+    return f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(GROUPS_TABLE)}"
+
+
+def _recorded_groups(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Fingerprints]:
+    """The fingerprints of the groups the previous copy recorded; none when it recorded none,
+    or when another DuckDB wrote them (its ``hash`` may differ)."""
+    try:
+        rows = con.execute(
+            f"select schema_name, relation_name, group_value, n_rows, hash_sum, hash_xor "
+            f"from {_groups_table()} where group_column = ? and duckdb_version = ?",
+            [GROUP_COLUMN, duckdb.__version__],
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}
+    recorded: dict[tuple[str, str], Fingerprints] = {}
+    for schema, name, value, n, total, xor in rows:
+        recorded.setdefault((schema, name), {})[value] = (int(n), int(total), int(xor))
+    return recorded
+
+
 def _write_manifest(
-    con: duckdb.DuckDBPyConnection, rows: list[PublishedRelation], version: str
+    con: duckdb.DuckDBPyConnection,
+    rows: list[PublishedRelation],
+    version: str,
+    groups: dict[tuple[str, str], Fingerprints],
 ) -> None:
     table = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
     con.execute(f"drop schema if exists {_COPY}.{_quote(MANIFEST_SCHEMA)} cascade")
@@ -427,6 +550,27 @@ def _write_manifest(
             for r in rows
         ],
     )
+    con.execute(
+        f"""
+        create table {_groups_table()} (
+            schema_name varchar not null,
+            relation_name varchar not null,
+            group_column varchar not null,
+            group_value varchar,
+            n_rows bigint not null,
+            hash_sum hugeint not null,
+            hash_xor ubigint not null,
+            duckdb_version varchar not null
+        )
+        """
+    )
+    recorded = [
+        (schema, name, GROUP_COLUMN, value, n, total, xor, duckdb.__version__)
+        for (schema, name), prints in sorted(groups.items())
+        for value, (n, total, xor) in prints.items()
+    ]
+    if recorded:
+        con.executemany(f"insert into {_groups_table()} values (?, ?, ?, ?, ?, ?, ?, ?)", recorded)
 
 
 FRESH_COPY_FREE_SHARE = 0.5
@@ -549,9 +693,14 @@ def publish(
             raise RuntimeError(
                 f"relations {absent} to export are not in {src}; run `ableaudit build` before publishing"
             )
-        if (MANIFEST_SCHEMA, MANIFEST_TABLE) in kinds:
+        own = [
+            f"{MANIFEST_SCHEMA}.{t}"
+            for t in (MANIFEST_TABLE, GROUPS_TABLE)
+            if (MANIFEST_SCHEMA, t) in kinds
+        ]
+        if own:
             raise RuntimeError(
-                f"{src} has its own {MANIFEST_SCHEMA}.{MANIFEST_TABLE}, the name the copy's manifest takes"
+                f"{src} has its own {' and '.join(own)}, a name the copy's manifest takes"
             )
         try:
             updating = _start_from_previous(con, target, tmp, version)
@@ -568,17 +717,20 @@ def publish(
                 f"{DEFAULT_STORAGE_VERSION} (the default, read by DuckDB 1.1 and newer) or v1.4.0"
             ) from None
         in_copy: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        groups = Groups(_recorded_groups(con) if updating else {}, {})
         if updating:
             for schema, name, _ in _relations(con, _COPY):
-                in_copy[(schema, name)] = _columns(con, _COPY, schema, name)
+                if schema != MANIFEST_SCHEMA:
+                    in_copy[(schema, name)] = _columns(con, _COPY, schema, name)
         manifest = [
-            _copy_relation(con, catalog, s, n, k, version, in_copy) for s, n, k in relations
+            _copy_relation(con, catalog, s, n, k, version, in_copy, groups) for s, n, k in relations
         ]
         published = {(r.schema, r.name): r for r in manifest if r.published}
-        gone = in_copy.keys() - published.keys() - {(MANIFEST_SCHEMA, MANIFEST_TABLE)}
-        for schema, name in gone:  # from the warehouse, or now left out
+        for schema, name in (
+            in_copy.keys() - published.keys()
+        ):  # from the warehouse, or now left out
             con.execute(f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}")
-        _write_manifest(con, manifest, version)
+        _write_manifest(con, manifest, version, groups.current)
         for schema, name in [("main", m) for m in mart_names()] + extra:
             if (schema, name) not in published:
                 raise RuntimeError(f"{schema}.{name} could not be published; see the warning above")

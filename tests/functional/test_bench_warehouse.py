@@ -225,8 +225,14 @@ def test_one_real_run_times_each_stage_and_matches_the_independent_check(tmp_pat
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(timings.read_text())
-    rows = {r["relation"]: r["rows"] for r in result["relations"]}
+    rows = {r["relation"]: r["rows"] for r in result["fresh"]["relations"]}
     assert rows["raw.generations"] == 2340 and rows["main.pair_details"] == 2106
+    # the copy less the one model, updated model by model and row by row, to the same rows
+    for update in ("update", "update_row_by_row"):
+        changed = {r["relation"]: (r["change"], r["rows"]) for r in result[update]["relations"]}
+        assert changed["raw.generations"] == ("updated", 2340), update
+        assert changed["main.disabilities"] == ("unchanged", 9), update
+    assert "model by model / row by row:" in done.stdout
     import duckdb
 
     con = duckdb.connect(str(published), read_only=True)
@@ -234,5 +240,5 @@ def test_one_real_run_times_each_stage_and_matches_the_independent_check(tmp_pat
         listed = con.execute("select count(*) from publish.relations").fetchone()[0]
     finally:
         con.close()
-    assert len(result["relations"]) == listed
+    assert len(result["fresh"]["relations"]) == listed
     assert "the 15 slowest relations" in done.stdout

@@ -35,6 +35,7 @@ PROBE = Path(__file__).with_name("bi_probe.py")
 MARKER = "config-marker-7f3a"  # stands for anything a stored config could hold
 CONFIG_COLUMNS = {"config_json", "params_json"}
 LATER_MODEL = "model-b"  # lands after the first publish
+MANIFEST = {"publish.relations", "publish.relation_groups"}  # what the publish says of the copy
 
 
 def bi_tool(name: str) -> Path:
@@ -144,7 +145,7 @@ def test_duckdb_cli_1x_lists_and_reads_every_mart(published, live):
     tables = sql(
         "select table_schema || '.' || table_name as name, table_type from information_schema.tables;"
     )
-    assert {t["name"] for t in tables} == set(live) | {"publish.relations"}
+    assert {t["name"] for t in tables} == set(live) | MANIFEST
     assert {t["table_type"] for t in tables} == {"BASE TABLE"}  # every view was materialised
 
     # count(t) reads every column of every row, so an unreadable column fails here, not only a count
@@ -180,6 +181,25 @@ def test_the_copy_read_is_the_previous_one_updated(published):
     for relation in ("raw.generations", "main.int_pairs", "main.pair_details", "main.degradation"):
         assert changes[relation] == "updated", relation
     assert changes["main.disabilities"] == "unchanged"  # a seed
+    wh, _ = published
+    for relation in ("raw.generations", "pair_details"):  # updated model by model
+        con = duckdb.connect(str(copy), read_only=True)
+        try:
+            recorded = con.execute(
+                "select group_value, n_rows from publish.relation_groups "
+                "where relation_name = ? order by 1",
+                [relation.rpartition(".")[2]],
+            ).fetchall()
+        finally:
+            con.close()
+        con = duckdb.connect(str(wh), read_only=True)
+        try:
+            held = con.execute(
+                f"select model_id, count(*) from {relation} group by 1 order by 1"
+            ).fetchall()
+        finally:
+            con.close()
+        assert LATER_MODEL in dict(held) and recorded == held, relation
 
 
 def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(published, live):
@@ -189,6 +209,7 @@ def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(publishe
     assert got["views"] == []
     manifest = got["relations"].pop("publish.relations")
     assert manifest["rows"] == len(live)
+    assert got["relations"].pop("publish.relation_groups")["rows"] > 0
     assert got["relations"] == live  # same relations, columns, rows and values
     assert got["marker_found_in"] == []  # nothing of a stored config reached the copy
     assert (
@@ -206,7 +227,7 @@ def test_superset_driver_syncs_every_relation(published, live):
     assert got["errors"] == []
     assert {"ableaudit.main", "ableaudit.raw"} <= set(got["schemas"])
     assert got["views"] == []
-    assert set(got["relations"]) == set(live) | {"publish.relations"}
+    assert set(got["relations"]) == set(live) | MANIFEST
     assert set(got["default_tables"]) == {key.split(".", 1)[1] for key in got["relations"]}
     for key, expected in live.items():
         synced = got["relations"][key]

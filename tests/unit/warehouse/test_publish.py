@@ -311,8 +311,8 @@ def _manifest_changes(copy: Path) -> dict[str, str | None]:
 
 
 def _same_rows(live: Path, copy: Path, relation: str) -> None:
-    assert sorted(read(live, f"select * from {relation}")) == sorted(
-        read(copy, f"select * from {relation}")
+    assert sorted(read(live, f"select * from {relation}"), key=repr) == sorted(
+        read(copy, f"select * from {relation}"), key=repr
     )
 
 
@@ -474,3 +474,129 @@ def test_an_unreadable_previous_copy_is_replaced_by_a_fresh_one(warehouse, tmp_p
     copy = publish(warehouse, out)
     copy.write_bytes(b"not a database")
     assert set(_manifest_changes(publish(warehouse, out)).values()) == {"written", None}
+
+
+def _add_model_rows(warehouse: Path) -> None:
+    con = duckdb.connect(str(warehouse))
+    con.execute(
+        "create table scored as select 'm' || (x % 4) as model_id, x % 3 as k, 'text ' || (x % 5) as v "
+        "from range(40) t(x)"
+    )
+    con.execute(
+        "insert into scored values (null, 1, 'no model'), ('m1', 0, 'text 0')"
+    )  # a duplicate
+    con.execute(
+        "create view scored_view as select model_id, k, count(*) as n from scored group by all"
+    )
+    con.close()
+
+
+def _recorded(copy: Path, relation: str) -> dict[str | None, int]:
+    return dict(
+        read(
+            copy,
+            "select group_value, n_rows from publish.relation_groups "
+            f"where schema_name || '.' || relation_name = '{relation}'",
+        )
+    )
+
+
+def _held(live: Path, relation: str) -> dict[str | None, int]:
+    from collections import Counter
+
+    return dict(Counter(m for (m,) in read(live, f"select model_id from {relation}")))
+
+
+@pytest.fixture
+def row_updates(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The relations the next publishes update row by row."""
+    seen: list[str] = []
+    update_rows = publish_module._update_rows
+
+    def spy(con, source, target, *rest):
+        seen.append(target.rsplit(".", 1)[1].strip('"'))
+        return update_rows(con, source, target, *rest)
+
+    monkeypatch.setattr(publish_module, "_update_rows", spy)
+    return seen
+
+
+def test_a_relation_of_models_is_updated_model_by_model(warehouse, tmp_path, row_updates):
+    """A table or view with a model_id: the copy records each model's rows and fingerprint, and
+    the next publish replaces only the models whose rows differ (a model added, one changed,
+    the rows of no model), reading nothing of the copy but that column."""
+    _add_model_rows(warehouse)
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    for relation in ("main.scored", "main.scored_view"):
+        assert _recorded(copy, relation) == _held(warehouse, relation)
+    assert _recorded(copy, "raw.generations") == {}  # empty: no group
+    assert _recorded(copy, "main.degradation") == {}  # no model_id: row by row
+
+    kept_models = (
+        "select group_value, hash_sum, hash_xor from publish.relation_groups "
+        "where relation_name = 'scored' and group_value in ('m0', 'm1', 'm3') order by 1"
+    )
+    first = read(copy, kept_models)
+    con = duckdb.connect(str(warehouse))
+    con.execute("insert into scored values ('m9', 2, 'new model'), (null, 2, 'no model again')")
+    con.execute("update scored set v = 'changed' where model_id = 'm2' and k = 0")
+    con.close()
+    row_updates.clear()
+    copy = publish(warehouse, out)
+    changes = _manifest_changes(copy)
+    assert changes["main.scored"] == changes["main.scored_view"] == "updated"
+    assert "scored" not in row_updates and "scored_view" not in row_updates
+    for relation in ("scored", "scored_view"):
+        _same_rows(warehouse, copy, relation)
+        assert _recorded(copy, f"main.{relation}") == _held(warehouse, relation)
+    # the unchanged models' fingerprints are those of the first publish
+    assert len(first) == 3 and read(copy, kept_models) == first
+
+    row_updates.clear()
+    assert _manifest_changes(publish(warehouse, out))["main.scored"] == "unchanged"
+    assert "scored" not in row_updates
+
+
+def test_a_copy_that_is_not_what_its_record_says_is_updated_row_by_row(
+    warehouse, tmp_path, row_updates
+):
+    """Rows deleted from the copy behind the publish's back, or fingerprints recorded by another
+    DuckDB: the record is not trusted, and the rows are compared one by one."""
+    _add_model_rows(warehouse)
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    con = duckdb.connect(str(copy))
+    con.execute("delete from scored where model_id = 'm3' and k = 1")
+    con.close()
+    row_updates.clear()
+    copy = publish(warehouse, out)
+    assert _manifest_changes(copy)["main.scored"] == "updated"
+    assert row_updates.count("scored") == 1 and "scored_view" not in row_updates
+    _same_rows(warehouse, copy, "scored")
+    assert _recorded(copy, "main.scored") == _held(warehouse, "scored")
+
+    con = duckdb.connect(str(copy))
+    con.execute("update publish.relation_groups set duckdb_version = '0.0.1'")
+    con.close()
+    row_updates.clear()
+    copy = publish(warehouse, out)
+    assert {"scored", "scored_view"} <= set(row_updates)
+    assert _manifest_changes(copy)["main.scored"] == "unchanged"
+    assert _recorded(copy, "main.scored") == _held(warehouse, "scored")
+
+
+def test_a_model_whose_rows_are_most_of_a_relation_is_written_whole(warehouse, tmp_path):
+    con = duckdb.connect(str(warehouse))
+    con.execute("create table scored as select 'big' as model_id, x as k from range(8) t(x)")
+    con.execute("insert into scored values ('small', 0), ('small', 1)")
+    con.close()
+    out = tmp_path / "published"
+    publish(warehouse, out)
+    con = duckdb.connect(str(warehouse))
+    con.execute("update scored set k = k + 1 where model_id = 'big'")  # 8 of 10 rows
+    con.close()
+    copy = publish(warehouse, out)
+    assert _manifest_changes(copy)["main.scored"] == "written"
+    _same_rows(warehouse, copy, "scored")
+    assert _recorded(copy, "main.scored") == {"big": 8, "small": 2}
