@@ -726,9 +726,8 @@ def publish(
             _copy_relation(con, catalog, s, n, k, version, in_copy, groups) for s, n, k in relations
         ]
         published = {(r.schema, r.name): r for r in manifest if r.published}
-        for schema, name in (
-            in_copy.keys() - published.keys()
-        ):  # from the warehouse, or now left out
+        gone = in_copy.keys() - published.keys()  # from the warehouse, or now left out
+        for schema, name in gone:
             con.execute(f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}")
         _write_manifest(con, manifest, version, groups.current)
         for schema, name in [("main", m) for m in mart_names()] + extra:
