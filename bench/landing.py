@@ -131,8 +131,10 @@ def build_warehouse(path: Path, root: Path) -> None:
         con.close()
 
 
-def run_child(argv: list[str], env: dict[str, str] | None = None) -> dict:
-    """Run a child Python; its printed JSON, its wall time and its peak RSS (MB)."""
+def run_child(argv: list[str], env: dict[str, str] | None = None, may_fail: bool = False) -> dict:
+    """Run a child Python; its printed JSON, its wall time and its peak RSS (MB). A child
+    that fails ends the run, unless ``may_fail``: then its result is ``{"failed": <the
+    last line it printed>}``."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
@@ -141,6 +143,9 @@ def run_child(argv: list[str], env: dict[str, str] | None = None) -> dict:
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode and may_fail:
+        lines = err.decode().strip().splitlines() or ["?"]
+        return {"failed": next((x for x in reversed(lines) if "Error" in x), lines[-1])}
     if proc.returncode:
         raise SystemExit(f"child failed ({proc.returncode}):\n{err.decode()[-3000:]}")
     result = json.loads(out.decode().strip().splitlines()[-1])
@@ -173,6 +178,8 @@ def main() -> int:
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-landing-"))
     work.mkdir(parents=True, exist_ok=True)
+    for stale in work.glob("*.duckdb*"):  # a kept folder's warehouses of an earlier run
+        stale.unlink()
     try:
         data = work / "responses.parquet"
         # built in a process of its own: this one stays small (see in_fresh_process)
@@ -207,23 +214,33 @@ def main() -> int:
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         env = {**os.environ, "PYTHONPATH": str(old_tree)}
-        previous = run_child(["-c", CHILD, str(old_tree), str(small), str(fresh("prev"))], env)
+        previous = run_child(
+            ["-c", CHILD, str(old_tree), str(small), str(fresh("prev"))], env, may_fail=True
+        )
         ours_small = run_child(["-c", CHILD, str(ROOT), str(small), str(fresh("ours_small"))])
 
-        def rate(rows: int, r: dict) -> str:
+        def rate(rows: int, r: dict, name: str | None = None) -> str:
+            if "failed" in r:
+                return f"failed: {r['failed'][:90]}"
+            size = (
+                f"  file {(work / f'{name}.duckdb').stat().st_size / 2**20:6.0f} MB" if name else ""
+            )
             return (
                 f"{rows / r['s']:>10,.0f} rows/s  {r['s']:7.2f} s  peak RSS {r['rss_mb']:6.0f} MB"
+                + size
             )
 
         print(f"\n{args.rows:,} rows")
-        print(f"  floor (bare insert)      {rate(args.rows, floor)}")
+        print(f"  floor (bare insert)      {rate(args.rows, floor, 'floor')}")
         print(f"  ours                     {rate(args.rows, ours)}")
-        print(f"  ours, again (0 new)      {rate(args.rows, again)}")
+        print(f"  ours, again (0 new)      {rate(args.rows, again, 'ours')}")
         print(f"\n{n:,} rows")
-        print(f"  previous ({args.baseline_rev})      {rate(n, previous)}")
-        print(f"  ours                     {rate(n, ours_small)}")
+        print(f"  previous ({args.baseline_rev})      {rate(n, previous, 'prev')}")
+        print(f"  ours                     {rate(n, ours_small, 'ours_small')}")
         print("\nratios")
         print(f"  ours / floor, time            {ours['s'] / floor['s']:6.2f}x")
+        if "failed" in previous:
+            return 0
         print(f"  previous / ours, time ({n:,}) {previous['s'] / ours_small['s']:6.2f}x")
         print(f"  previous / ours, peak RSS      {previous['rss_mb'] / ours_small['rss_mb']:6.2f}x")
         print(

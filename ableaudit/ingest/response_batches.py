@@ -137,24 +137,19 @@ def open_parquet(path: str | Path, error: type[Exception], batch_rows: int = BAT
 
     def opened() -> pq.ParquetFile:
         try:
-            # read as a stream: a row group can hold the whole file (1M rows by default)
-            return pq.ParquetFile(
-                p, read_dictionary=read_dictionary, pre_buffer=False, buffer_size=READ_BUFFER
-            )
+            # read as a stream: a row group can hold the whole file (1M rows by default).
+            # The answers are read as text and each batch's are encoded on their own
+            # (``_encoded``): read as a dictionary, every batch of a row group carried the
+            # distinct answers of all the batches before it, which at 300,000 distinct
+            # answers grew to 278 MB a batch and was checked again in each
+            return pq.ParquetFile(p, pre_buffer=False, buffer_size=READ_BUFFER)
         except (pa.ArrowException, OSError) as err:
             raise error(
                 f"{p} is not a readable Parquet file ({str(err).splitlines()[0]}); write it "
                 "again, e.g. with pandas.DataFrame.to_parquet"
             ) from None
 
-    read_dictionary: list[str] = []
     pf = opened()
-    text = (
-        pf.schema_arrow.field("response_text") if "response_text" in pf.schema_arrow.names else None
-    )
-    if text is not None and text.type in (pa.string(), pa.large_string()):
-        read_dictionary = ["response_text"]  # answers repeat: each distinct one checked once
-        pf = opened()
     names = pf.schema_arrow.names
     repeated = sorted({c for c in names if names.count(c) > 1})
     if repeated:
@@ -274,6 +269,10 @@ def normalise(
 
     n = batch.num_rows
     names = set(batch.schema.names)
+    if "response_text" in names and _textual(batch.schema.field("response_text").type):
+        # encoded once here, for the rules on texts and for the NUL check of every column
+        i = batch.schema.get_field_index("response_text")
+        batch = batch.set_column(i, "response_text", _encoded(batch.column(i)))
 
     def col(name: str) -> pa.Array | None:
         return batch.column(name) if name in names else None

@@ -6,6 +6,8 @@ re-importing lands nothing new; every row carries its landing's id."""
 from __future__ import annotations
 
 import json
+import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -351,6 +353,79 @@ def test_the_staged_rows_are_removed_whether_the_file_lands_fails_or_is_refused(
     report = import_responses(path, prompted, batch_rows=6)
     assert (report.inserted, report.unchanged) == (20, 20)
     assert _scratch(prompted.parent) == []
+
+
+def test_equal_answers_are_staged_side_by_side_and_each_row_group_holds_its_own(
+    prompted, tmp_path, monkeypatch
+):
+    from ableaudit.warehouse import landing
+
+    monkeypatch.setattr(landing, "STAGED_WINDOW_ROWS", 60)
+    monkeypatch.setattr(landing, "STAGED_GROUP_ROWS", 20)
+    rows = _varied(200)
+    for i, r in enumerate(rows):  # 7 answers repeated, then distinct ones, shuffled
+        r["response_text"] = f"answer {i % 7}" if i < 120 else f"distinct answer {i}"
+    random.Random(3).shuffle(rows)
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)  # one row group
+    kept = tmp_path / "staged.parquet"
+    real = landing._land_staged
+
+    def keep(con, rows_file, *args):
+        shutil.copy(rows_file, kept)
+        return real(con, rows_file, *args)
+
+    monkeypatch.setattr(landing, "_land_staged", keep)
+    report = import_responses(path, prompted, batch_rows=25)
+    assert report.inserted == 200
+    landed = sorted((r["sample_index"], r["response_text"]) for r in _landed(prompted))
+    assert landed == sorted((r["sample_index"], r["response_text"]) for r in rows)
+
+    staged = pq.ParquetFile(kept, read_dictionary=["response_text"])
+    texts = staged.read(columns=["response_text"]).column(0).to_pylist()
+    # windows of three batches of 25 rows (the first batches to reach 60 rows), then the rest
+    for start, end in ((0, 75), (75, 150), (150, 200)):
+        window = texts[start:end]
+        runs = 1 + sum(a != b for a, b in zip(window, window[1:], strict=False))
+        assert runs == len(set(window)), (start, window)
+    assert [staged.metadata.row_group(i).num_rows for i in range(staged.num_row_groups)] == [
+        20,
+        20,
+        20,
+        15,
+        20,
+        20,
+        20,
+        15,
+        20,
+        20,
+        10,
+    ]
+    for i in range(staged.num_row_groups):
+        column = staged.read_row_group(i, columns=["response_text"]).column(0)
+        for chunk in column.chunks:
+            assert sorted(chunk.dictionary.to_pylist()) == sorted(set(chunk.to_pylist()))
+
+
+def test_each_batch_of_a_row_group_encodes_its_own_answers(prompted, tmp_path, monkeypatch):
+    """Read as a dictionary, each batch of a row group carried every answer of the batches
+    before it: a file of distinct answers grew it without bound."""
+    rows = _varied(100)
+    for i, r in enumerate(rows):
+        r["response_text"] = f"distinct answer {i}"
+    path = tmp_path / "r.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    sizes = []
+    real = response_batches.normalise
+
+    def normalise(batch, *args):
+        out = real(batch, *args)
+        sizes.append((out.num_rows, len(out.column("response_text").chunk(0).dictionary)))
+        return out
+
+    monkeypatch.setattr(response_batches, "normalise", normalise)
+    import_responses(path, prompted, batch_rows=10)
+    assert sizes == [(10, 10)] * 10
 
 
 def test_an_import_gives_back_the_settings_other_connections_to_the_file_share(prompted, tmp_path):
