@@ -83,4 +83,8 @@ final as (
 
 )
 
+-- a neutral answer is in one pair per disability: pairs side by side by their neutral
+-- generation let DuckDB store each neutral answer once per segment, and the models that
+-- read this one in its order (pair_details) store theirs the same way
 select * from final
+order by model_id, neutral_generation_id
