@@ -679,7 +679,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-check", action="store_true", help="skip the degradation check")
     parser.add_argument("--json", type=Path, help="write every figure here")
-    parser.add_argument("--keep", type=Path, help="work in this folder and keep the warehouse")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        help="work in this folder (each size's folder emptied first) and keep the warehouse",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(args.sizes or [args.rows])
     if min(sizes) < 1 or args.pool < 1:
