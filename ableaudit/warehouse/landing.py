@@ -450,8 +450,9 @@ def land_response_batches(
     back (nothing landed) at the first refused one.
 
     ``batches``: tables in ``response_batches.NORMALISED``. Two passes keep memory bounded
-    by a batch. First each batch is keyed in DuckDB, checked, and written to a Parquet file
-    in a scratch folder beside the warehouse (removed after). Then one transaction checks
+    by a window of batches. First each batch is keyed in DuckDB and checked, and each window
+    is written, ordered by answer (``_clustered``), to a Parquet file in a scratch folder
+    beside the warehouse (removed after). Then one transaction checks
     the whole file against the landed rows (a key twice in the file, a unit an audit
     generated, a landed key whose text changed: kept to name, or superseded with
     ``replace``) and inserts it with one statement; a key already landed with the same text
