@@ -2,7 +2,7 @@
 
 An import checks its rows against ``int_prompts``, and an audit asks its targets
 the prompts of ``int_prompts`` or ``int_vision_prompts``: both need the seeds
-loaded and the prompt table built (`dbt seed`, then `dbt build --select
+loaded and the prompt table built (`dbt build --select resource_type:seed
 +<table>`), a minute or more of dbt. A stamp beside the warehouse
 (``<warehouse>.prompts.json``) records, per prompt table, a digest of what it
 was built from (the project's seeds, models and macros, this version, and the
@@ -84,8 +84,9 @@ def ensure_prompts(
     outputs = prompt_outputs(warehouse, table)
     if outputs is not None and stamp.get(table) == {"inputs": inputs, "outputs": outputs}:
         return False
-    run_dbt(["seed"], warehouse)
-    run_dbt(["build", "--select", f"+{table}"], warehouse)
+    # every seed, and the table with what it reads, in one invocation: dbt's own start (the
+    # manifest read and written, the adapter opened) is paid once, not twice
+    run_dbt(["build", "--select", "resource_type:seed", f"+{table}"], warehouse)
     stamp[table] = {"inputs": inputs, "outputs": prompt_outputs(warehouse, table)}
     try:
         path.write_text(json.dumps(stamp))

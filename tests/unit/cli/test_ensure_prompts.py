@@ -49,7 +49,7 @@ def _builds(ran: list[list[str]]) -> int:
 def test_prompts_are_built_once_then_again_only_when_an_input_changed(tmp_path: Path, builds):
     wh = tmp_path / "ableaudit.duckdb"
     main._ensure_prompts(wh)  # a fresh warehouse: built
-    assert builds == [["seed"], ["build", "--select", "+int_prompts"]]
+    assert builds == [["build", "--select", "resource_type:seed", "+int_prompts"]]
     main._ensure_prompts(wh)  # nothing changed: skipped
     assert _builds(builds) == 1
     con = connect(wh)
@@ -94,7 +94,7 @@ def test_each_prompt_table_has_its_stamp_and_landed_images_build_the_vision_prom
     wh = tmp_path / "ableaudit.duckdb"
     main._ensure_prompts(wh)
     assert prompts.ensure_prompts(wh, "int_vision_prompts") is True
-    assert builds[-1] == ["build", "--select", "+int_vision_prompts"]
+    assert builds[-1] == ["build", "--select", "resource_type:seed", "+int_vision_prompts"]
     assert prompts.ensure_prompts(wh, "int_vision_prompts") is False
     assert prompts.ensure_prompts(wh) is False  # the text prompts' stamp is kept
     con = connect(wh)
