@@ -46,7 +46,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import psutil
@@ -536,21 +538,21 @@ def _write_manifest(
     _insert(
         con,
         table,
-        {
-            "schema_name": (pa.string(), [r.schema for r in rows]),
-            "relation_name": (pa.string(), [r.name for r in rows]),
-            "kind_in_warehouse": (pa.string(), [r.kind for r in rows]),
-            "published": (pa.bool_(), [r.published for r in rows]),
-            "n_rows": (pa.int64(), [r.n_rows for r in rows]),
-            "withheld_columns": (
-                pa.string(),
-                [", ".join(r.withheld_columns) or None for r in rows],
-            ),
-            "note": (pa.string(), [r.note for r in rows]),
-            "storage_version": (pa.string(), [version] * len(rows)),
-            "published_at": (pa.timestamp("us"), [now] * len(rows)),
-            "change": (pa.string(), [r.change for r in rows]),
-        },
+        [
+            {
+                "schema_name": r.schema,
+                "relation_name": r.name,
+                "kind_in_warehouse": r.kind,
+                "published": r.published,
+                "n_rows": r.n_rows,
+                "withheld_columns": ", ".join(r.withheld_columns) or None,
+                "note": r.note,
+                "storage_version": version,
+                "published_at": now,
+                "change": r.change,
+            }
+            for r in rows
+        ],
     )
     con.execute(
         f"""
@@ -566,49 +568,55 @@ def _write_manifest(
         )
         """
     )
-    recorded = [
-        (schema, name, value, n, total, xor)
-        for (schema, name), prints in sorted(groups.items())
-        for value, (n, total, xor) in prints.items()
-    ]
     _insert(
         con,
         _groups_table(),
-        {
-            "schema_name": (pa.string(), [r[0] for r in recorded]),
-            "relation_name": (pa.string(), [r[1] for r in recorded]),
-            "group_column": (pa.string(), [GROUP_COLUMN] * len(recorded)),
-            "group_value": (pa.string(), [r[2] for r in recorded]),
-            "n_rows": (pa.int64(), [r[3] for r in recorded]),
-            # Arrow has no 128-bit integer: the sums travel as text, cast back on insert
-            "hash_sum": (pa.string(), [str(r[4]) for r in recorded]),
-            "hash_xor": (pa.uint64(), [r[5] for r in recorded]),
-            "duckdb_version": (pa.string(), [duckdb.__version__] * len(recorded)),
-        },
-        casts={"hash_sum": "hugeint"},
+        [
+            {
+                "schema_name": schema,
+                "relation_name": name,
+                "group_column": GROUP_COLUMN,
+                "group_value": value,
+                "n_rows": n,
+                "hash_sum": Decimal(total),
+                "hash_xor": xor,
+                "duckdb_version": duckdb.__version__,
+            }
+            for (schema, name), prints in sorted(groups.items())
+            for value, (n, total, xor) in prints.items()
+        ],
+        # a sum of 64-bit hashes needs 128 bits, which Arrow holds only as a decimal
+        _GROUP_ROW,
     )
+
+
+_GROUP_ROW = pa.schema(
+    [
+        ("schema_name", pa.string()),
+        ("relation_name", pa.string()),
+        ("group_column", pa.string()),
+        ("group_value", pa.string()),
+        ("n_rows", pa.int64()),
+        ("hash_sum", pa.decimal128(38, 0)),
+        ("hash_xor", pa.uint64()),
+        ("duckdb_version", pa.string()),
+    ]
+)
 
 
 def _insert(
     con: duckdb.DuckDBPyConnection,
     table: str,
-    columns: dict[str, tuple[pa.DataType, list]],
-    casts: dict[str, str] | None = None,
+    rows: list[dict[str, Any]],
+    schema: pa.Schema | None = None,
 ) -> None:
-    """Insert rows given column by column, as one Arrow table: one statement, where an
+    """Insert ``rows`` (by column name) with one statement, as one Arrow table: an
     ``executemany`` of a thousand group fingerprints took over a second."""
-    data = pa.table({name: pa.array(values, type=t) for name, (t, values) in columns.items()})
-    if not data.num_rows:
+    if not rows:
         return
-    select = ", ".join(
-        f"{_quote(c)}::{casts[c]}" if casts and c in casts else _quote(c) for c in columns
-    )
-    con.register("publish_manifest_rows", data)
+    con.register("publish_manifest_rows", pa.Table.from_pylist(rows, schema=schema))
     try:
-        con.execute(
-            f"insert into {table} ({', '.join(_quote(c) for c in columns)}) "
-            f"select {select} from publish_manifest_rows"
-        )
+        con.execute(f"insert into {table} by name select * from publish_manifest_rows")
     finally:
         con.unregister("publish_manifest_rows")
 
