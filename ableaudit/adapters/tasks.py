@@ -13,10 +13,10 @@ from ableaudit.warehouse.publish import publish
 
 @task(name="dbt-build", cache_policy=NO_CACHE)
 def build(warehouse: str, select: str, dbt_vars: str | None = None) -> None:
-    """Load the seeds, then build ``select`` (a dbt selector) with optional ``--vars``."""
+    """Load the seeds and build ``select`` (a dbt selector) with optional ``--vars``, in one
+    invocation (as ``ableaudit.dbt.prompts.ensure_prompts``: dbt starts once)."""
     extra = ["--vars", dbt_vars] if dbt_vars else []
-    run_dbt(["seed"], warehouse)
-    run_dbt(["build", "--select", select, *extra], warehouse)
+    run_dbt(["build", "--select", "resource_type:seed", select, *extra], warehouse)
 
 
 @task(name="train-detector", cache_policy=NO_CACHE)
