@@ -27,7 +27,8 @@ multiset difference of row hashes); a relation whose
 columns changed, or more than half of whose rows changed, is written again
 whole, and so is the whole copy when more than half of its file is free space. A build after one more model so rewrites only
 the rows it added, not every relation. The Parquet file of an unchanged mart is
-kept when it still holds the copy's rows.
+kept when it is still the file the previous publish wrote (``publish.parquet_files``
+records each file's size, modification time and inode).
 
 Each file is first written under a hidden temporary name carrying the
 writer's pid (``.<stem>.<pid>.tmp.duckdb``, ``.<mart>.<pid>.tmp.parquet``) and
@@ -82,6 +83,7 @@ EXTRA_RELATIONS: tuple[str, ...] = ()
 MANIFEST_SCHEMA = "publish"
 MANIFEST_TABLE = "relations"
 GROUPS_TABLE = "relation_groups"
+FILES_TABLE = "parquet_files"
 
 # The column whose values split a relation into the groups a publish compares and replaces
 # whole: a model's rows change together when it lands or is built again.
@@ -667,18 +669,66 @@ def _start_from_previous(
     return False
 
 
-def _parquet_current(con: duckdb.DuckDBPyConnection, path: Path, select: str) -> bool:
-    """Whether the Parquet file at ``path`` holds the rows of ``select``, of the same types."""
-    if not path.is_file():
-        return False
+FileStamp = tuple[int, int, int]
+"""A file's size, modification time (ns) and inode: what a publish records of each Parquet
+file it leaves in place, and what tells the next one that the file is still that one."""
+
+
+def _file_stamp(path: Path) -> FileStamp | None:
     try:
-        on_disk = f"select * from read_parquet({_literal(str(path))})"
-        same_types = [t for _, t, *_ in con.execute(f"describe {on_disk}").fetchall()] == [
-            t for _, t, *_ in con.execute(f"describe {select}").fetchall()
-        ]
-        return same_types and fingerprint(con, on_disk) == fingerprint(con, select)
-    except duckdb.Error:
-        return False
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def _files_table() -> str:
+    return f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(FILES_TABLE)}"
+
+
+def _recorded_files(con: duckdb.DuckDBPyConnection) -> dict[str, FileStamp]:
+    """The Parquet files the previous copy recorded, by file name; none when it recorded none."""
+    try:
+        rows = con.execute(
+            f"select file_name, n_bytes, modified_ns, inode from {_files_table()}"
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}
+    return {name: (int(n), int(mtime), int(inode)) for name, n, mtime, inode in rows}
+
+
+def _write_files(con: duckdb.DuckDBPyConnection, files: list[tuple[str, str, str, Path]]) -> None:
+    """``publish.parquet_files``: each Parquet file of the copy, as it will lie in place (a
+    move keeps a file's size, modification time and inode)."""
+    con.execute(
+        f"""
+        create table {_files_table()} (
+            schema_name varchar not null,
+            relation_name varchar not null,
+            file_name varchar not null,
+            n_bytes bigint not null,
+            modified_ns bigint not null,
+            inode ubigint not null
+        )
+        """
+    )
+    rows = []
+    for schema, name, file_name, path in files:
+        stamp = _file_stamp(path)
+        if stamp is None:
+            raise RuntimeError(f"the Parquet file {path} vanished while it was being published")
+        size, mtime, inode = stamp
+        rows.append(
+            {
+                "schema_name": schema,
+                "relation_name": name,
+                "file_name": file_name,
+                "n_bytes": size,
+                "modified_ns": mtime,
+                "inode": inode,
+            }
+        )
+    _insert(con, _files_table(), rows)
 
 
 def parquet_folder(published: str | os.PathLike) -> Path:
@@ -743,7 +793,7 @@ def publish(
             )
         own = [
             f"{MANIFEST_SCHEMA}.{t}"
-            for t in (MANIFEST_TABLE, GROUPS_TABLE)
+            for t in (MANIFEST_TABLE, GROUPS_TABLE, FILES_TABLE)
             if (MANIFEST_SCHEMA, t) in kinds
         ]
         if own:
@@ -766,6 +816,7 @@ def publish(
             ) from None
         in_copy: dict[tuple[str, str], list[tuple[str, str]]] = {}
         groups = Groups(_recorded_groups(con) if updating else {}, {})
+        recorded_files = _recorded_files(con) if updating else {}
         if updating:
             for schema, name, _ in _relations(con, _COPY):
                 if schema != MANIFEST_SCHEMA:
@@ -778,19 +829,30 @@ def publish(
         for schema, name in gone:
             con.execute(f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}")
         _write_manifest(con, manifest, version, groups.current)
+        files = []
         for schema, name in [("main", m) for m in mart_names()] + extra:
             if (schema, name) not in published:
                 raise RuntimeError(f"{schema}.{name} could not be published; see the warning above")
             stem = _parquet_stem(schema, name)
             final = parquet_dir / f"{stem}.parquet"
-            select = _parquet_select(con, schema, name)
-            if published[(schema, name)].change == "unchanged" and _parquet_current(
-                con, final, select
+            # kept when the mart is unchanged and the file is the one the last publish left
+            # (one killed between its moves leaves an older file beside a current copy)
+            recorded = recorded_files.get(final.name)
+            if (
+                published[(schema, name)].change == "unchanged"
+                and recorded is not None
+                and _file_stamp(final) == recorded
             ):
+                files.append((schema, name, final.name, final))
                 continue
             part = parquet_dir / f".{stem}.{pid}.tmp.parquet"
             written.append((part, final))
-            con.execute(f"copy ({select}) to {_literal(str(part))} (format parquet)")
+            con.execute(
+                f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} "
+                "(format parquet)"
+            )
+            files.append((schema, name, final.name, part))
+        _write_files(con, files)
         con.execute(f"detach {_COPY}")
     except BaseException:
         con.close()

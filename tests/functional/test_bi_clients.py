@@ -35,7 +35,8 @@ PROBE = Path(__file__).with_name("bi_probe.py")
 MARKER = "config-marker-7f3a"  # stands for anything a stored config could hold
 CONFIG_COLUMNS = {"config_json", "params_json"}
 LATER_MODEL = "model-b"  # lands after the first publish
-MANIFEST = {"publish.relations", "publish.relation_groups"}  # what the publish says of the copy
+# what the publish says of the copy
+MANIFEST = {"publish.relations", "publish.relation_groups", "publish.parquet_files"}
 
 
 def bi_tool(name: str) -> Path:
@@ -210,6 +211,7 @@ def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(publishe
     manifest = got["relations"].pop("publish.relations")
     assert manifest["rows"] == len(live)
     assert got["relations"].pop("publish.relation_groups")["rows"] > 0
+    assert got["relations"].pop("publish.parquet_files")["rows"] == len(mart_names())
     assert got["relations"] == live  # same relations, columns, rows and values
     assert got["marker_found_in"] == []  # nothing of a stored config reached the copy
     assert (

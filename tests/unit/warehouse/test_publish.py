@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -457,6 +458,42 @@ def test_a_stale_parquet_file_of_an_unchanged_mart_is_written_again(warehouse, t
         ("a", 0, 12),
         ("a", 1, 9),
     ]
+
+
+def test_the_copy_records_each_parquet_file_as_it_lies_in_place(warehouse, tmp_path):
+    """``publish.parquet_files`` holds each file's size, modification time and inode as they
+    are once moved into place; a kept file is not read again, a file put in its place is
+    written again."""
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    folder = parquet_folder(copy)
+
+    def recorded() -> dict[str, tuple[int, int, int]]:
+        rows = read(copy, "select file_name, n_bytes, modified_ns, inode from publish.parquet_files")
+        return {name: (n, mtime, inode) for name, n, mtime, inode in rows}
+
+    def on_disk() -> dict[str, tuple[int, int, int]]:
+        return {
+            p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.stat().st_ino)
+            for p in folder.glob("*.parquet")
+        }
+
+    assert set(recorded()) == {f"{m}.parquet" for m in mart_names()}
+    assert recorded() == on_disk()
+    # the same bytes under a new inode: not the file the copy recorded, so written again
+    target = folder / "degradation.parquet"
+    twin = folder / "twin"
+    shutil.copy2(target, twin)
+    os.replace(twin, target)
+    moved = on_disk()
+    publish(warehouse, out)
+    assert _manifest_changes(copy)["main.degradation"] == "unchanged"
+    now = on_disk()
+    assert now["degradation.parquet"] != moved["degradation.parquet"]
+    assert {k: v for k, v in now.items() if k != "degradation.parquet"} == {
+        k: v for k, v in moved.items() if k != "degradation.parquet"
+    }
+    assert recorded() == now
 
 
 def test_a_fresh_copy_in_another_storage_version_or_when_half_of_it_is_free(
