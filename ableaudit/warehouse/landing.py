@@ -28,6 +28,7 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -473,7 +474,7 @@ def land_response_batches(
                 ) as scratch,
             ):
                 staged = Path(scratch) / "rows.parquet"
-                staged_ok = _stage_batches(con, batches, staged, out)
+                staged_ok = _stage_batches(con, _read_ahead(batches), staged, out)
                 # the batches are gone: hand their memory back before DuckDB takes its own
                 pa.default_memory_pool().release_unused()
                 if staged_ok:
@@ -481,6 +482,19 @@ def land_response_batches(
         finally:
             con.close()
     return out
+
+
+def _read_ahead(batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
+    """``batches`` with the next one read and checked on a second thread while the caller
+    keys and stages the current one: both sides spend their time in Arrow, Parquet and DuckDB,
+    which release the GIL, so on two cores they overlap. One batch more is held at a time; an
+    error of the reading side is raised here, at the batch it concerns."""
+    it = iter(batches)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-read") as reader:
+        ahead = reader.submit(next, it, None)
+        while (batch := ahead.result()) is not None:
+            ahead = reader.submit(next, it, None)
+            yield batch
 
 
 SCRATCH_PREFIX = ".ableaudit-import-"

@@ -433,3 +433,32 @@ def test_selection_errors_name_the_task_keys(prompt_tables, tmp_path):
     duckdb.connect(str(tmp_path / "empty.duckdb")).close()
     with pytest.raises(ConfigError, match="has no int_vision_prompts table; run `ableaudit build`"):
         _select(tmp_path / "empty.duckdb", "vision")
+
+
+def test_an_import_reads_one_batch_ahead_in_order_and_raises_where_the_file_fails():
+    """The batches of an import come in their order, read one ahead on another thread; an
+    error of the reader reaches the caller at the batch it concerns, and a caller that stops
+    early leaves the rest of the file unread."""
+    from ableaudit.warehouse.landing import _read_ahead
+
+    read = []
+
+    def batches(n, fail_at=None):
+        for i in range(n):
+            if i == fail_at:
+                raise ValueError(f"batch {i} is unreadable")
+            read.append(i)
+            yield i
+
+    assert list(_read_ahead(batches(5))) == [0, 1, 2, 3, 4]
+    read.clear()
+    got = []
+    with pytest.raises(ValueError, match="batch 3 is unreadable"):
+        for b in _read_ahead(batches(6, fail_at=3)):
+            got.append(b)
+    assert got == [0, 1, 2]
+    read.clear()
+    ahead = _read_ahead(batches(100))
+    assert [next(ahead), next(ahead)] == [0, 1]
+    ahead.close()
+    assert read == [0, 1, 2]  # the batch read ahead, and no other
