@@ -469,7 +469,9 @@ def test_the_copy_records_each_parquet_file_as_it_lies_in_place(warehouse, tmp_p
     folder = parquet_folder(copy)
 
     def recorded() -> dict[str, tuple[int, int, int]]:
-        rows = read(copy, "select file_name, n_bytes, modified_ns, inode from publish.parquet_files")
+        rows = read(
+            copy, "select file_name, n_bytes, modified_ns, inode from publish.parquet_files"
+        )
         return {name: (n, mtime, inode) for name, n, mtime, inode in rows}
 
     def on_disk() -> dict[str, tuple[int, int, int]]:
