@@ -8,6 +8,7 @@
 {% macro text_metric_scores(generations, scores, metric, score_column, reason_column='null') -%}
     select
         {{ generations }}.generation_id,
+        {{ generations }}.model_id,
         {{ generations }}.text_hash,
         '{{ metric }}' as metric,
         cast({{ scores }}.{{ score_column }} as double) as score,

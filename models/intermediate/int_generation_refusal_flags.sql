@@ -46,6 +46,7 @@ rule_flags as (
 
     select
         generations.generation_id,
+        generations.model_id,
         'rule' as source,
         'rule' as source_kind,
         cast(null as varchar) as judge_name,
@@ -63,6 +64,7 @@ rubric_flags as (
 
     select
         generations.generation_id,
+        generations.model_id,
         'judge:' || generation_judgments.judge_name || ':rubric' as source,
         'judge_rubric' as source_kind,
         generation_judgments.judge_name,
@@ -98,6 +100,7 @@ contrastive_flags as (
 
     select
         generations.generation_id,
+        generations.model_id,
         'judge:' || contrastive_sides.judge_name || ':contrastive' as source,
         'judge_contrastive' as source_kind,
         contrastive_sides.judge_name,
@@ -108,7 +111,7 @@ contrastive_flags as (
     from generations
     inner join contrastive_sides
         on generations.generation_id = contrastive_sides.generation_id
-    group by generations.generation_id, contrastive_sides.judge_name
+    group by generations.generation_id, generations.model_id, contrastive_sides.judge_name
 
 ),
 

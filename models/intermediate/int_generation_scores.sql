@@ -83,6 +83,7 @@ text_metric_rows as (
 
     select
         generation_id,
+        model_id,
         text_hash,
         metric,
         metric as base_metric,
@@ -102,6 +103,7 @@ judge_score_rows as (
     -- every generation x rubric judge; only a usable verdict gives a score (stg_raw__judgments.is_usable)
     select
         generations.generation_id,
+        generations.model_id,
         generations.text_hash,
         'judge_score:' || rubric_judges.judge_name as metric,
         'judge_score' as base_metric,
