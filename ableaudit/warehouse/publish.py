@@ -490,8 +490,9 @@ def _copy_relation(
     return PublishedRelation(schema, name, kind, True, int(n_rows), withheld, note, change)
 
 
-def _groups_table() -> str:
-    return f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(GROUPS_TABLE)}"
+def _manifest_table(name: str) -> str:
+    """A table of the copy's manifest schema (``publish.<name>``)."""
+    return f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(name)}"
 
 
 def _recorded_groups(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Fingerprints]:
@@ -500,7 +501,7 @@ def _recorded_groups(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], Fi
     try:
         rows = con.execute(
             f"select schema_name, relation_name, group_value, n_rows, hash_sum, hash_xor "
-            f"from {_groups_table()} where group_column = ? and duckdb_version = ?",
+            f"from {_manifest_table(GROUPS_TABLE)} where group_column = ? and duckdb_version = ?",
             [GROUP_COLUMN, duckdb.__version__],
         ).fetchall()
     except duckdb.CatalogException:
@@ -517,7 +518,7 @@ def _write_manifest(
     version: str,
     groups: dict[tuple[str, str], Fingerprints],
 ) -> None:
-    table = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
+    table = _manifest_table(MANIFEST_TABLE)
     con.execute(f"drop schema if exists {_COPY}.{_quote(MANIFEST_SCHEMA)} cascade")
     con.execute(f"create schema {_COPY}.{_quote(MANIFEST_SCHEMA)}")
     con.execute(
@@ -558,7 +559,7 @@ def _write_manifest(
     )
     con.execute(
         f"""
-        create table {_groups_table()} (
+        create table {_manifest_table(GROUPS_TABLE)} (
             schema_name varchar not null,
             relation_name varchar not null,
             group_column varchar not null,
@@ -572,7 +573,7 @@ def _write_manifest(
     )
     _insert(
         con,
-        _groups_table(),
+        _manifest_table(GROUPS_TABLE),
         [
             {
                 "schema_name": schema,
@@ -640,7 +641,7 @@ def _start_from_previous(
     if not previous.is_file():
         return False
     shutil.copyfile(previous, tmp)
-    manifest = f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(MANIFEST_TABLE)}"
+    manifest = _manifest_table(MANIFEST_TABLE)
     try:
         con.execute(f"attach {_literal(str(tmp))} as {_COPY}")
         versions = {
@@ -682,27 +683,26 @@ def _file_stamp(path: Path) -> FileStamp | None:
     return st.st_size, st.st_mtime_ns, st.st_ino
 
 
-def _files_table() -> str:
-    return f"{_COPY}.{_quote(MANIFEST_SCHEMA)}.{_quote(FILES_TABLE)}"
-
-
 def _recorded_files(con: duckdb.DuckDBPyConnection) -> dict[str, FileStamp]:
     """The Parquet files the previous copy recorded, by file name; none when it recorded none."""
     try:
         rows = con.execute(
-            f"select file_name, n_bytes, modified_ns, inode from {_files_table()}"
+            f"select file_name, n_bytes, modified_ns, inode from {_manifest_table(FILES_TABLE)}"
         ).fetchall()
     except duckdb.CatalogException:
         return {}
     return {name: (int(n), int(mtime), int(inode)) for name, n, mtime, inode in rows}
 
 
-def _write_files(con: duckdb.DuckDBPyConnection, files: list[tuple[str, str, str, Path]]) -> None:
-    """``publish.parquet_files``: each Parquet file of the copy, as it will lie in place (a
-    move keeps a file's size, modification time and inode)."""
+def _write_files(
+    con: duckdb.DuckDBPyConnection, files: list[tuple[str, str, str, FileStamp]]
+) -> None:
+    """``publish.parquet_files``: each Parquet file of the copy (schema, relation, file name)
+    with its stamp as it will lie in place (a move keeps a file's size, modification time
+    and inode)."""
     con.execute(
         f"""
-        create table {_files_table()} (
+        create table {_manifest_table(FILES_TABLE)} (
             schema_name varchar not null,
             relation_name varchar not null,
             file_name varchar not null,
@@ -712,23 +712,18 @@ def _write_files(con: duckdb.DuckDBPyConnection, files: list[tuple[str, str, str
         )
         """
     )
-    rows = []
-    for schema, name, file_name, path in files:
-        stamp = _file_stamp(path)
-        if stamp is None:
-            raise RuntimeError(f"the Parquet file {path} vanished while it was being published")
-        size, mtime, inode = stamp
-        rows.append(
-            {
-                "schema_name": schema,
-                "relation_name": name,
-                "file_name": file_name,
-                "n_bytes": size,
-                "modified_ns": mtime,
-                "inode": inode,
-            }
-        )
-    _insert(con, _files_table(), rows)
+    rows = [
+        {
+            "schema_name": schema,
+            "relation_name": name,
+            "file_name": file_name,
+            "n_bytes": size,
+            "modified_ns": mtime,
+            "inode": inode,
+        }
+        for schema, name, file_name, (size, mtime, inode) in files
+    ]
+    _insert(con, _manifest_table(FILES_TABLE), rows)
 
 
 def parquet_folder(published: str | os.PathLike) -> Path:
@@ -843,7 +838,7 @@ def publish(
                 and recorded is not None
                 and _file_stamp(final) == recorded
             ):
-                files.append((schema, name, final.name, final))
+                files.append((schema, name, final.name, recorded))
                 continue
             part = parquet_dir / f".{stem}.{pid}.tmp.parquet"
             written.append((part, final))
@@ -851,7 +846,10 @@ def publish(
                 f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} "
                 "(format parquet)"
             )
-            files.append((schema, name, final.name, part))
+            stamp = _file_stamp(part)
+            if stamp is None:
+                raise RuntimeError(f"the Parquet file {part} vanished while it was being written")
+            files.append((schema, name, final.name, stamp))
         _write_files(con, files)
         con.execute(f"detach {_COPY}")
     except BaseException:
