@@ -380,7 +380,13 @@ def _in_groups(values: list[str | None]) -> str:
     down into a view's scans."""
     group = _quote(GROUP_COLUMN)
     named = [v for v in values if v is not None]
-    parts = [f"{group} in ({', '.join(_literal(v) for v in named)})"] if named else []
+    # one value as an equality: DuckDB carries `=` across a join's keys into the other side
+    # (a view that joins an aggregate by generation and model), an `in` list it does not
+    parts = []
+    if len(named) == 1:
+        parts.append(f"{group} = {_literal(named[0])}")
+    elif named:
+        parts.append(f"{group} in ({', '.join(_literal(v) for v in named)})")
     if len(named) < len(values):
         parts.append(f"{group} is null")
     return " or ".join(parts)

@@ -22,8 +22,11 @@ flags as (
 
 per_generation as (
 
+    -- model_id is fixed by generation_id; grouping and joining on it as well lets a filter on
+    -- the model (a publish, a BI query) reach the scans of the flags
     select
         generation_id,
+        model_id,
         bool_or(refused) as refused,
         string_agg(
             case when refused then coalesce('rule:' || refusal_rule, source) end, ', ' order by source, refusal_rule
@@ -36,7 +39,7 @@ per_generation as (
         bool_or(case when source_kind = 'judge_contrastive' then refused end) as refused_by_contrastive_judge
 
     from flags
-    group by generation_id
+    group by generation_id, model_id
 
 ),
 
@@ -67,6 +70,7 @@ final as (
     from generations
     left join per_generation
         on generations.generation_id = per_generation.generation_id
+        and generations.model_id = per_generation.model_id
 
 )
 

@@ -604,6 +604,68 @@ def test_a_relation_of_models_is_updated_model_by_model(warehouse, tmp_path, row
     assert "scored" not in row_updates
 
 
+def _scan_filters(plan: dict) -> dict[str, str | None]:
+    """Each table a query plan scans (``explain (format json)``), with the filter on its scan."""
+    found = {}
+    info = plan.get("extra_info")
+    if isinstance(info, dict) and "Table" in info:
+        found[info["Table"].rsplit(".", 1)[-1]] = info.get("Filters")
+    for child in plan.get("children", []):
+        found.update(_scan_filters(child))
+    return found
+
+
+def test_one_changed_model_is_read_again_with_its_filter_on_every_scan(
+    warehouse, tmp_path, monkeypatch
+):
+    """A view that joins a per-generation aggregate on generation and model (as
+    int_generation_refusals does): when one model changed, the publish reads that model's
+    rows again with the filter on the scans of both tables, not the whole aggregate."""
+    con = duckdb.connect(str(warehouse))
+    con.execute(
+        "create table gens as select 'g' || x as generation_id, 'm' || (x % 3) as model_id "
+        "from range(30) t(x)"
+    )
+    con.execute(
+        "create table flags as select 'g' || x as generation_id, 'm' || (x % 3) as model_id, "
+        "x % 2 = 0 as refused from range(30) t(x)"
+    )
+    con.execute(
+        """
+        create view refusals as
+        with per_generation as (
+            select generation_id, model_id, bool_or(refused) as refused
+            from flags group by generation_id, model_id
+        )
+        select gens.generation_id, gens.model_id, per_generation.refused
+        from gens left join per_generation
+            on gens.generation_id = per_generation.generation_id
+            and gens.model_id = per_generation.model_id
+        """
+    )
+    con.close()
+    out = tmp_path / "published"
+    publish(warehouse, out)
+    con = duckdb.connect(str(warehouse))
+    con.execute("update flags set refused = not refused where generation_id = 'g4'")
+    con.close()
+    filters: list[str] = []
+    in_groups = publish_module._in_groups
+    monkeypatch.setattr(
+        publish_module,
+        "_in_groups",
+        lambda values: filters.append(in_groups(values)) or filters[-1],
+    )
+    copy = publish(warehouse, out)
+    assert _manifest_changes(copy)["main.refusals"] == "updated"
+    _same_rows(warehouse, copy, "refusals")
+    (where,) = {f for f in filters if "m1" in f}
+    [(_, plan)] = read(warehouse, f"explain (format json) select * from refusals where {where}")
+    scans = _scan_filters(json.loads(plan)[0])
+    assert set(scans) == {"gens", "flags"}
+    assert all(f is not None and "m1" in f for f in scans.values()), scans
+
+
 def test_a_copy_that_is_not_what_its_record_says_is_updated_row_by_row(
     warehouse, tmp_path, row_updates
 ):
