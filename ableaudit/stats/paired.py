@@ -441,6 +441,44 @@ def significance(
 # --------------------------------------------------------------------------- across models
 
 
+MODEL_DIFF_KEYS = ["task", "arm", "metric", "model_id"]
+"""The keys of ``model_diffs``: one row per model of a (task, arm, metric)."""
+
+
+def model_diffs_sql(keys: Sequence[str] = ()) -> str:
+    """``model_diffs`` as DuckDB SQL over a relation of pairs named ``pairs``, with ``keys`` as
+    further leading keys: a mart reads a few hundred rows of arrays where it would read millions
+    of pairs. Filter out the pairs that should not count (``included`` false) before."""
+    listed = ", ".join([*keys, *MODEL_DIFF_KEYS])
+    return (
+        f"select {listed}, list(diff order by diff) as diffs "
+        "from (select *, disability_score - neutral_score as diff from pairs) "
+        f"where isfinite(diff) and model_id is not null group by {listed}"
+    )
+
+
+def model_diffs(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per (task, arm, metric, model_id): the model's finite per-pair differences
+    (disability_score - neutral_score), ascending, as one array (column ``diffs``); pairs of
+    no model are left out. ``model_diffs_sql`` computes the same rows in DuckDB."""
+    require_columns(
+        pairs,
+        ["task", "model_id", "arm", "metric", "neutral_score", "disability_score"],
+        "model_comparison",
+    )
+    df = pairs[["task", "arm", "metric", "model_id"]].copy()
+    df["diff"] = (
+        pd.to_numeric(pairs["disability_score"], errors="coerce")
+        - pd.to_numeric(pairs["neutral_score"], errors="coerce")
+    ).astype(float)
+    df = df[np.isfinite(df["diff"]) & df["model_id"].notna()]
+    rows = [
+        (*group_key_values(key), np.sort(g["diff"].to_numpy(dtype=float), kind="mergesort"))
+        for key, g in df.groupby(MODEL_DIFF_KEYS, sort=False, dropna=False)
+    ]
+    return pd.DataFrame(rows, columns=[*MODEL_DIFF_KEYS, "diffs"])
+
+
 def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per (task, arm, metric): one-way ANOVA of the per-pair differences across models.
 
@@ -450,24 +488,26 @@ def model_comparison(pairs: pd.DataFrame) -> pd.DataFrame:
     when every model's differences are constant; F = 0 and p = 1 when the models'
     mean differences are equal (e.g. one checkpoint audited under two names).
     """
-    require_columns(
-        pairs,
-        ["task", "model_id", "arm", "metric", "neutral_score", "disability_score"],
-        "model_comparison",
-    )
-    df = pairs.copy()
-    df["diff"] = (
-        pd.to_numeric(df["disability_score"], errors="coerce")
-        - pd.to_numeric(df["neutral_score"], errors="coerce")
-    ).astype(float)
-    df = df[np.isfinite(df["diff"])]
-    # one summation order whatever the input order: the means are written out as text
-    df = df.sort_values(["task", "arm", "metric", "model_id", "diff"], kind="mergesort")
+    return model_comparison_of_diffs(model_diffs(pairs))
+
+
+def model_comparison_of_diffs(diffs: pd.DataFrame) -> pd.DataFrame:
+    """``model_comparison`` from the rows of ``model_diffs`` (or of ``model_diffs_sql``).
+
+    Each model's differences are summed in ascending order, so every value, the means
+    written out as text included, is the same whatever order the pairs were read in.
+    """
+    require_columns(diffs, [*MODEL_DIFF_KEYS, "diffs"], "model_comparison")
     rows = []
-    for key, g in df.groupby(["task", "arm", "metric"], sort=True, dropna=False):
+    ordered = diffs.assign(model_id=diffs["model_id"].astype(str)).sort_values(
+        MODEL_DIFF_KEYS, kind="mergesort"
+    )
+    for key, g in ordered.groupby(["task", "arm", "metric"], sort=True, dropna=False):
         key = group_key_values(key)
         groups = {
-            str(m): gg["diff"].to_numpy(dtype=float) for m, gg in g.groupby("model_id", sort=True)
+            m: np.asarray(v, dtype=float)
+            for m, v in zip(g["model_id"], g["diffs"], strict=True)
+            if len(v)
         }
         n_total = int(sum(v.size for v in groups.values()))
         why = Reasons()

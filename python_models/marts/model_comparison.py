@@ -2,31 +2,28 @@
 
 Thin wiring over ableaudit.stats.model_comparison: a one-way ANOVA of the
 per-pair differences (disability - neutral) across models, per task, arm,
-query set and metric, over the included pairs of int_pair_scores.
+query set and metric, over the included pairs of int_pair_scores. DuckDB
+collects each model's differences into one array (``model_diffs_sql``), so a
+few hundred rows reach Python, not every pair.
 """
 
 import pandas as pd
 
 from ableaudit.dbt.models import after_arm, read, to_arrow
-from ableaudit.stats import MODEL_COMPARISON_SCHEMA, model_comparison
+from ableaudit.stats import MODEL_COMPARISON_SCHEMA
+from ableaudit.stats.paired import MODEL_DIFF_KEYS, model_comparison_of_diffs, model_diffs_sql
 
-PAIR_COLUMNS = [
-    "task",
-    "model_id",
-    "arm",
-    "query_set",
-    "metric",
-    "neutral_score",
-    "disability_score",
-]
 SCHEMA = after_arm(MODEL_COMPARISON_SCHEMA)
+# per query set as well: the statistics are never pooled across query sets
+SQL = model_diffs_sql(["query_set"])
 
 
 def model(dbt, session):
     dbt.config(materialized="table")
-    pairs = read(dbt.ref("int_pair_scores"), PAIR_COLUMNS, where="included")
+    pairs = dbt.ref("int_pair_scores").filter("included")
+    diffs = read(pairs.query("pairs", SQL))
     parts = [
-        model_comparison(group).assign(query_set=query_set)
-        for query_set, group in pairs.groupby("query_set", sort=True)
+        model_comparison_of_diffs(group[[*MODEL_DIFF_KEYS, "diffs"]]).assign(query_set=query_set)
+        for query_set, group in diffs.groupby("query_set", sort=True)
     ]
     return to_arrow(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), SCHEMA)

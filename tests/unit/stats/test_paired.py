@@ -17,6 +17,8 @@ from ableaudit.stats.paired import (
     SIGNIFICANCE_SCHEMA,
     cluster_bootstrap_ci,
     model_comparison,
+    model_comparison_of_diffs,
+    model_diffs_sql,
     significance,
 )
 
@@ -443,6 +445,32 @@ def test_model_comparison_independent_of_row_order():
         pd.testing.assert_frame_equal(
             model_comparison(p.sample(frac=1.0, random_state=seed)), first, check_exact=True
         )
+
+
+def test_model_comparison_from_duckdb_arrays_is_bit_identical():
+    """The mart's path (each model's differences collected into an array by DuckDB with
+    model_diffs_sql, then model_comparison_of_diffs) gives every value of model_comparison
+    over the pairs, bit for bit: non-finite differences and pairs of no model left out,
+    several arms and metrics, any row order."""
+    import duckdb
+
+    rng = np.random.default_rng(11)
+    p = make_pairs(models=("m2", "m1", "m3"))
+    p["disability_score"] = p.disability_score + rng.normal(0, 1e-3, len(p)) / 3
+    p = pd.concat([p, p.assign(arm="prompt", metric="vader_compound")], ignore_index=True)
+    p.loc[3, "disability_score"] = np.nan
+    p.loc[4, "neutral_score"] = np.inf
+    p.loc[5, "model_id"] = None
+    p.loc[p.model_id.eq("m3") & p.arm.eq("prompt"), "disability_score"] -= 0.5
+    expected = model_comparison(p)
+    assert len(expected) == 2 and expected.n_pairs.tolist() == [177, 180]
+    con = duckdb.connect()
+    for seed in range(3):
+        shuffled = p.sample(frac=1.0, random_state=seed)  # noqa: F841 (read by DuckDB)
+        diffs = con.sql("select * from shuffled").query("pairs", model_diffs_sql()).df()
+        assert len(diffs) == 6
+        got = model_comparison_of_diffs(diffs)
+        pd.testing.assert_frame_equal(got, expected, check_exact=True)
 
 
 def test_model_comparison_degenerate():
