@@ -10,6 +10,7 @@ more with the background; either reaches at least 4.5:1 on any colour (WCAG AA).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -120,23 +121,28 @@ def ink_for(background: str) -> str:
     )
 
 
+@functools.cache
+def _colormap(name: str):
+    """matplotlib's colormap of that name (its registry hands out a fresh copy on every
+    lookup, which costs more than the colour itself)."""
+    from matplotlib import colormaps
+
+    return colormaps[name]
+
+
 def rate_colour(value: Any) -> str | None:
     """The shade of a rate in percent (0-100); None for no value."""
     if missing(value):
         return None
-    from matplotlib import colormaps
-
-    return _hex(colormaps[RATE_SCALE](min(max(float(value), 0.0), 100.0) / 100.0))
+    return _hex(_colormap(RATE_SCALE)(min(max(float(value), 0.0), 100.0) / 100.0))
 
 
 def change_colour(value: Any, span: float = 50.0) -> str | None:
     """The shade of a signed change in points; saturates at +/- ``span``."""
     if missing(value):
         return None
-    from matplotlib import colormaps
-
     x = min(max(float(value), -span), span) / span
-    return _hex(colormaps[CHANGE_SCALE](0.5 + 0.5 * x * 0.85))
+    return _hex(_colormap(CHANGE_SCALE)(0.5 + 0.5 * x * 0.85))
 
 
 def shaded(
