@@ -14,6 +14,9 @@ from typing import Any
 
 from markupsafe import Markup
 
+_KEY_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
+"""``json.dumps`` with these options builds an encoder on every call; a page writes thousands of keys."""
+
 
 @dataclass(frozen=True)
 class Source:
@@ -30,7 +33,7 @@ class Source:
 
     def key_json(self) -> str:
         """The key as compact JSON."""
-        return json.dumps(self.key, sort_keys=True, separators=(",", ":"), default=str)
+        return _KEY_JSON(self.key)
 
 
 class Provenance:

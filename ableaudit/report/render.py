@@ -21,6 +21,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from ableaudit.report import evidence as ev
+from ableaudit.report import markup
 from ableaudit.report import sections as sec
 from ableaudit.report.marts import Marts, ReportError, resolve_source
 from ableaudit.report.records import Page, Provenance, Source, Table
@@ -54,6 +55,8 @@ def _environment() -> Environment:
     env.globals["is_table"] = lambda b: isinstance(b, Table)
     env.globals["kind"] = lambda b: type(b).__name__
     env.globals["is_source"] = lambda s: isinstance(s, Source)
+    env.globals["value"] = markup.value
+    env.globals["cells"] = markup.cells
     return env
 
 
