@@ -299,7 +299,7 @@ def test_degenerate_groups_keep_their_rows_with_reasons():
 def test_counting_in_duckdb_gives_what_counting_in_pandas_gives():
     """The mart counts the flags in SQL (count_sql); the counts, and the mart's rows from them,
     equal those counted in pandas, with null flags, a conflicting and a missing direction,
-    a null key and an empty group."""
+    a direction beside a null, a null key and an empty group."""
     rng = np.random.default_rng(1)
     spec = {
         (m, t): [
@@ -315,6 +315,7 @@ def test_counting_in_duckdb_gives_what_counting_in_pandas_gives():
         (flags.model_id == "m2").sum() / 2
     ) + ([H] if (flags.model_id == "m2").sum() % 2 else [])
     flags.loc[flags.model_id == "m3", "direction"] = None
+    flags.loc[flags.index[flags.model_id == "m1"][-1], "direction"] = None  # a value and a null
     flags.loc[flags.index[:5], "model_id"] = None
     flags["included"] = flags["included"].astype("boolean")
     flags.loc[flags.index[7], "included"] = pd.NA
