@@ -32,9 +32,31 @@ run_pairs as (
 
 ),
 
+-- the generations of the run pairs: each per-generation input below is read for these only, so
+-- the view costs what the runs hold, not what the warehouse holds
+run_generation_ids as (
+
+    select neutral_generation_id as generation_id from run_pairs
+    union
+    select disability_generation_id as generation_id from run_pairs
+
+),
+
+-- every metric scored, of any generation: a run pair without a score of one is counted missing
+scored_metrics as (
+
+    select distinct
+        metric,
+        base_metric
+
+    from {{ ref('int_generation_scores') }}
+
+),
+
 generation_scores as (
 
     select * from {{ ref('int_generation_scores') }}
+    where generation_id in (select run_generation_ids.generation_id from run_generation_ids)
 
 ),
 
@@ -47,12 +69,14 @@ metrics as (
 refusal_flags as (
 
     select * from {{ ref('int_generation_refusal_flags') }}
+    where generation_id in (select run_generation_ids.generation_id from run_generation_ids)
 
 ),
 
 assistive_tech as (
 
     select * from {{ ref('int_generation_assistive_tech') }}
+    where generation_id in (select run_generation_ids.generation_id from run_generation_ids)
 
 ),
 
@@ -72,15 +96,15 @@ contrastive_judgments as (
 
 metric_directions as (
 
-    select distinct
-        generation_scores.metric,
-        generation_scores.base_metric,
+    select
+        scored_metrics.metric,
+        scored_metrics.base_metric,
         metrics.direction,
         metrics.truncated_pairs
 
-    from generation_scores
+    from scored_metrics
     inner join metrics
-        on generation_scores.base_metric = metrics.metric
+        on scored_metrics.base_metric = metrics.metric
 
 ),
 
