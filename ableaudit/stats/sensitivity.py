@@ -108,7 +108,7 @@ def count_sql(keys: Sequence[str]) -> tuple[str, str]:
     group = ", ".join([*keys, "threshold"])
 
     def single(column: str) -> str:
-        # one distinct value, nulls aside, is a least equal to the greatest: no set of
+        # one distinct value, nulls aside, is the least equal to the greatest: no set of
         # distinct values per group (half the time of the mart's read at a million pairs)
         return f"case when min({column}) = max({column}) then min({column}) end as {column}"
 
