@@ -15,7 +15,9 @@ would block the next build. After each build, ``publish`` writes
   it left out.
 - ``published/<warehouse name>/parquet/<mart>.parquet``: one file per mart (and
   per relation of ``EXTRA_RELATIONS``), in a folder of its own per warehouse, so
-  two warehouses publishing into one folder never overwrite each other.
+  two warehouses publishing into one folder never overwrite each other. A mart of
+  ``PARQUET_BY_MODEL`` (``pair_details``, which holds the answers) is a folder of
+  one file per model instead.
 
 A publish starts from the previous copy when there is one in the same storage
 version: it copies that file, leaves each relation whose rows did not change as
@@ -28,7 +30,8 @@ columns changed, or more than half of whose rows changed, is written again
 whole, and so is the whole copy when more than half of its file is free space. A build after one more model so rewrites only
 the rows it added, not every relation. The Parquet file of an unchanged mart is
 kept when it is still the file the previous publish wrote (``publish.parquet_files``
-records each file's size, modification time and inode).
+records each file's size, modification time and inode); of a mart written a file
+per model, the files of the models whose rows did not change are kept.
 
 Each file is first written under a hidden temporary name carrying the
 writer's pid (``.<stem>.<pid>.tmp.duckdb``, ``.<mart>.<pid>.tmp.parquet``) and
@@ -40,12 +43,13 @@ is gone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -362,6 +366,9 @@ class Groups:
 
     previous: dict[tuple[str, str], Fingerprints]
     current: dict[tuple[str, str], Fingerprints]
+    changed: dict[tuple[str, str], list[str | None]] = field(default_factory=dict)
+    """The groups a relation's update replaced ([] when it was unchanged); a relation written
+    whole, or updated row by row, is not in it."""
 
 
 def _group_fingerprints(
@@ -398,11 +405,11 @@ def _update_groups(
     target: str,
     columns: str,
     previous: Fingerprints,
-) -> tuple[str, Fingerprints] | None:
+) -> tuple[str, Fingerprints, list[str | None]] | None:
     """Make ``target`` hold the rows of ``source`` by replacing whole the groups (rows of one
     ``GROUP_COLUMN`` value) whose fingerprints differ from those the previous publish recorded;
-    return what was done ('unchanged', 'updated' or 'rewrite', as ``_update_rows``) and the
-    fingerprints of ``source``.
+    return what was done ('unchanged', 'updated' or 'rewrite', as ``_update_rows``), the
+    fingerprints of ``source`` and the groups that differ.
 
     ``source`` is read and hashed once; of ``target`` only the group column is read, to check
     that it still holds the rows its record says (None when it does not: the row by row
@@ -419,14 +426,14 @@ def _update_groups(
         key=lambda g: (g is None, g or ""),
     )
     if not changed:
-        return "unchanged", live
+        return "unchanged", live, []
     gone = sum(previous[g][0] for g in changed if g in previous)
     if gone > REWRITE_CHANGED_SHARE * sum(n for n, _, _ in previous.values()):
-        return "rewrite", live
+        return "rewrite", live, changed
     where = _in_groups(changed)
     con.execute(f"delete from {target} where {where}")
     con.execute(f"insert into {target} select {columns} from {source} where {where}")
-    return "updated", live
+    return "updated", live, changed
 
 
 def _copy_relation(
@@ -476,8 +483,9 @@ def _copy_relation(
             if by_group is None:
                 change = _update_rows(con, source, target, listed, kind == "table")
             else:
-                change, fingerprints = by_group
+                change, fingerprints, groups.changed[(schema, name)] = by_group
         if change in ("written", "rewrite"):
+            groups.changed.pop((schema, name), None)
             con.execute(f"create schema if not exists {_COPY}.{_quote(schema)}")
             con.execute(f"drop table if exists {target}")
             con.execute(f"create table {target} as select {listed} from {source}")
@@ -732,10 +740,91 @@ def _write_files(
     _insert(con, _manifest_table(FILES_TABLE), rows)
 
 
+PARQUET_BY_MODEL: frozenset[str] = frozenset({"pair_details"})
+"""Marts exported as a folder of Parquet files, one per value of ``GROUP_COLUMN`` (a text
+column; ``parquet/pair_details/<model>.<digest>.parquet``), not as one file: the marts that hold
+answer texts, whose file took most of a publish's time at a million generations. A publish
+then writes the files of the models that changed, and keeps the others."""
+
+
+def model_file_name(value: str | None) -> str:
+    """The file of a ``PARQUET_BY_MODEL`` mart that holds the rows of one model: a readable
+    part of its id and a digest of all of it, so that any id (a path, a URL) gives a short,
+    safe and distinct name."""
+    if value is None:
+        return "null.parquet"
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", value).strip(".-")[:60] or "model"
+    digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:12]
+    return f"{readable}.{digest}.parquet"
+
+
+def _model_files(
+    con: duckdb.DuckDBPyConnection,
+    schema: str,
+    name: str,
+    parquet_dir: Path,
+    change: str | None,
+    changed: list[str | None] | None,
+    recorded: dict[str, FileStamp],
+    written: list[tuple[Path, Path]],
+    removed: list[Path],
+) -> list[tuple[str, str, str, FileStamp]]:
+    """Write the files of a ``PARQUET_BY_MODEL`` mart that need it; return every file of the
+    mart with its stamp, as ``publish.parquet_files`` records it (``<mart>/<file>``).
+
+    A model's file is kept when the mart's update left the model's rows as they were and the
+    folder holds exactly the files the previous publish recorded; otherwise every model's
+    file is written again. Files of models the mart no longer holds, and the single file an
+    older publish wrote (``<mart>.parquet``), go into ``removed``; new files into ``written``
+    (temporary name, final name), both acted on once the copy is in place.
+    """
+    stem = _parquet_stem(schema, name)
+    folder = parquet_dir / stem
+    folder.mkdir(exist_ok=True)
+    prefix = f"{stem}/"
+    on_disk = {f"{prefix}{p.name}": _file_stamp(p) for p in folder.glob("*.parquet")}
+    on_record = {f: st for f, st in recorded.items() if f.startswith(prefix)}
+    intact = changed is not None and change in ("unchanged", "updated") and on_disk == on_record
+    redo = set(changed or ())
+    select = _parquet_select(con, schema, name)
+    group = _quote(GROUP_COLUMN)
+    values = [v for (v,) in con.execute(f"select distinct {group} from ({select})").fetchall()]
+    files, pid = [], os.getpid()
+    for value in values:
+        file_name = prefix + model_file_name(value)
+        if intact and value not in redo and file_name in on_disk:
+            files.append((schema, name, file_name, on_disk[file_name]))
+            continue
+        final = parquet_dir / file_name
+        part = folder / f".{final.stem}.{pid}.tmp.parquet"
+        written.append((part, final))
+        where = f"{group} is null" if value is None else f"{group} = {_literal(value)}"
+        con.execute(f"copy ({select} where {where}) to {_literal(str(part))} (format parquet)")
+        stamp = _file_stamp(part)
+        if stamp is None:
+            raise RuntimeError(f"the Parquet file {part} vanished while it was being written")
+        files.append((schema, name, file_name, stamp))
+    kept = {f for _, _, f, _ in files}
+    removed += [parquet_dir / f for f in on_disk if f not in kept]
+    removed.append(parquet_dir / f"{stem}.parquet")
+    return files
+
+
 def parquet_folder(published: str | os.PathLike) -> Path:
     """The folder of the Parquet files that go with the published copy ``published``."""
     copy = Path(published)
     return copy.parent / copy.stem / "parquet"
+
+
+def parquet_glob(published: str | os.PathLike, relation: str) -> str:
+    """What ``read_parquet`` reads for one exported relation ("schema.name", or "name" for
+    the main schema) of the copy ``published``: its file, or the files of its folder for a
+    mart of ``PARQUET_BY_MODEL``."""
+    stem = _parquet_stem(*_split(relation))
+    folder = parquet_folder(published)
+    if (folder / stem).is_dir():
+        return str(folder / stem / "*.parquet")
+    return str(folder / f"{stem}.parquet")
 
 
 def publish(
@@ -757,7 +846,7 @@ def publish(
     catalog = src.stem
     parquet_dir = parquet_folder(out / src.name)
     parquet_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(out, parquet_dir)
+    remove_stale_temps(out, parquet_dir, *(parquet_dir / m for m in PARQUET_BY_MODEL))
     target = out / src.name
     pid = os.getpid()
     tmp = out / f".{catalog}.{pid}.tmp.duckdb"
@@ -765,6 +854,7 @@ def publish(
     for leftover in (tmp, tmp_wal):
         leftover.unlink(missing_ok=True)
     written: list[tuple[Path, Path]] = []
+    removed: list[Path] = []  # files of a by-model mart that the new copy no longer holds
     con = duckdb.connect(":memory:")
     # under a memory limit, what does not fit spills here, not into the current folder
     spill = tempfile.mkdtemp(prefix="ableaudit-publish-")
@@ -836,6 +926,21 @@ def publish(
                 raise RuntimeError(f"{schema}.{name} could not be published; see the warning above")
             stem = _parquet_stem(schema, name)
             final = parquet_dir / f"{stem}.parquet"
+            if stem in PARQUET_BY_MODEL and (GROUP_COLUMN, "VARCHAR") in _columns(
+                con, _COPY, schema, name
+            ):
+                files += _model_files(
+                    con,
+                    schema,
+                    name,
+                    parquet_dir,
+                    published[(schema, name)].change,
+                    groups.changed.get((schema, name)),
+                    recorded_files,
+                    written,
+                    removed,
+                )
+                continue
             # kept when the mart is unchanged and the file is the one the last publish left
             # (one killed between its moves leaves an older file beside a current copy)
             recorded = recorded_files.get(final.name)
@@ -869,4 +974,6 @@ def publish(
     os.replace(tmp, target)
     for part, final in written:
         os.replace(part, final)
+    for path in removed:
+        path.unlink(missing_ok=True)
     return target

@@ -142,10 +142,13 @@ def parquet(folder: str) -> dict:
 
     con = duckdb.connect()
     out = {"duckdb": duckdb.__version__, "files": {}}
-    for path in sorted(Path(folder).glob("*.parquet")):
-        relation = f"read_parquet('{path.as_posix()}')"
+    # a mart's file, or a folder of files (one per model) read as one relation
+    found = [(p.stem, p.as_posix()) for p in Path(folder).glob("*.parquet")]
+    found += [(p.name, f"{p.as_posix()}/*.parquet") for p in Path(folder).iterdir() if p.is_dir()]
+    for name, path in sorted(found):
+        relation = f"read_parquet('{path}')"
         columns = [d[0] for d in con.execute(f"select * from {relation} limit 0").description]
-        out["files"][path.name] = fingerprint(con, relation, columns)
+        out["files"][name] = fingerprint(con, relation, columns)
     return out
 
 

@@ -204,14 +204,17 @@ def test_the_copy_read_is_the_previous_one_updated(published):
 
 
 def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(published, live):
-    _, copy = published
+    wh, copy = published
     got = probe("relations", str(copy), MARKER)
     assert got["duckdb"].startswith("1.")
     assert got["views"] == []
     manifest = got["relations"].pop("publish.relations")
     assert manifest["rows"] == len(live)
     assert got["relations"].pop("publish.relation_groups")["rows"] > 0
-    assert got["relations"].pop("publish.parquet_files")["rows"] == len(mart_names())
+    # a file per mart, but pair_details: a file per model
+    model_files = list((copy.parent / wh.stem / "parquet" / "pair_details").glob("*.parquet"))
+    files = len(mart_names()) - 1 + len(model_files)
+    assert len(model_files) > 1 and got["relations"].pop("publish.parquet_files")["rows"] == files
     assert got["relations"] == live  # same relations, columns, rows and values
     assert got["marker_found_in"] == []  # nothing of a stored config reached the copy
     assert (
@@ -246,7 +249,8 @@ def test_parquet_files_read_by_duckdb_1x_equal_the_marts(published, live):
     folder = copy.parent / wh.stem / "parquet"
     got = probe("parquet", str(folder))
     assert got["duckdb"].startswith("1.")
-    assert got["files"] == {f"{m}.parquet": live[f"main.{m}"] for m in mart_names()}
+    assert got["files"] == {m: live[f"main.{m}"] for m in mart_names()}
+    assert (folder / "pair_details").is_dir() and not (folder / "pair_details.parquet").exists()
 
 
 def test_superset_driver_types_every_column_of_the_pair_export(published, live):

@@ -24,7 +24,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.ingest.judgments import import_judgments
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.publish import publish
+from ableaudit.warehouse.publish import parquet_glob, publish
 from tests.fixtures.warehouse import land, read, synthetic_generations
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
@@ -261,9 +261,10 @@ def test_published_in_the_copy_and_as_parquet(world, details):
         ).fetchone()
     finally:
         con.close()
-    parquet = duckdb.sql(
-        f"select * from read_parquet('{copy.parent / 'ableaudit' / 'parquet' / 'pair_details.parquet'}')"
-    ).df()
+    # one file per model, read as one relation
+    files = copy.parent / "ableaudit" / "parquet" / "pair_details"
+    assert parquet_glob(copy, "pair_details") == f"{files}/*.parquet"
+    parquet = duckdb.sql(f"select * from read_parquet('{files}/*.parquet')").df()
     assert note is True
     for frame in (published, parquet):
         assert list(frame.columns) == list(details.columns)

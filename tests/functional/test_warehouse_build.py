@@ -22,7 +22,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.runner import DbtError, run_dbt
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.publish import mart_names, publish
+from ableaudit.warehouse.publish import mart_names, parquet_glob, publish
 from tests.fixtures.warehouse import (
     independent_degradation,
     land,
@@ -186,10 +186,11 @@ def test_publish_makes_a_read_only_copy_and_parquet(built, tmp_path):
     assert n_generations == len(synthetic_generations())
     assert n_views == 0  # stg_raw__generations, a view in the warehouse, is a table in the copy
     for name in mart_names():
-        frame = pd.read_parquet(
-            tmp_path / "published" / "ableaudit" / "parquet" / f"{name}.parquet"
-        )
-        assert len(frame) == len(read(built, f"select * from {name}")), name
+        files = parquet_glob(tmp_path / "published" / "ableaudit.duckdb", name)
+        ((n_rows,),) = duckdb.sql(f"select count(*) from read_parquet('{files}')").fetchall()
+        assert n_rows == len(read(built, f"select * from {name}")), name
+    models = read(built, "select distinct model_id from pair_details")
+    assert len(models) > 1 and parquet_glob(out, "pair_details").endswith("/*.parquet")
     assert {"degradation", "data_quality"} <= set(mart_names())
     assert not list((tmp_path / "published").rglob(".*tmp*"))  # temp files were moved into place
     publish(built, tmp_path / "published")  # republishing replaces the copy

@@ -692,3 +692,88 @@ def test_a_copy_that_is_not_what_its_record_says_is_updated_row_by_row(
     assert {"scored", "scored_view"} <= set(row_updates)
     assert _manifest_changes(copy)["main.scored"] == "unchanged"
     assert _recorded(copy, "main.scored") == _held(warehouse, "scored")
+
+
+def _by_model_files(copy: Path) -> dict[str, tuple[int, int]]:
+    """Each file of pair_details' folder: its modification time and inode."""
+    folder = parquet_folder(copy) / "pair_details"
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_ino) for p in folder.glob("*.parquet")}
+
+
+def _rows_of_files(copy: Path) -> list[tuple]:
+    folder = parquet_folder(copy) / "pair_details"
+    return sorted(read(copy, f"select * from read_parquet('{folder}/*.parquet')"), key=repr)
+
+
+def test_pair_details_is_a_file_per_model_and_only_changed_models_are_written_again(
+    warehouse, tmp_path
+):
+    """The mart that holds the answers is exported as one Parquet file per model; the next
+    publish writes the files of the models whose rows changed or that are new, removes the file
+    of a model that is gone, and keeps the others as they lie."""
+    models = ["org/model:v1 é", "m1", None, "a" * 300]
+    con = duckdb.connect(str(warehouse))
+    con.execute("drop table pair_details")
+    con.execute(
+        "create table pair_details as select m.model_id, x as k, 'answer ' || x as answer "
+        "from unnest($models) m(model_id), range(3) t(x)",
+        {"models": models},
+    )
+    con.close()
+    out = tmp_path / "published"
+    old_single = parquet_folder(out / warehouse.name) / "pair_details.parquet"
+    old_single.parent.mkdir(parents=True)
+    old_single.write_bytes(b"an earlier layout")
+    copy = publish(warehouse, out)
+    first = _by_model_files(copy)
+    names = {publish_module.model_file_name(m): m for m in models}
+    assert set(first) == set(names) and len(names) == 4
+    assert all(len(n) < 100 for n in names)
+    assert not old_single.exists()
+    assert _rows_of_files(copy) == sorted(read(copy, "select * from pair_details"), key=repr)
+    for name, model in names.items():
+        got = read(
+            copy, f"select distinct model_id from '{parquet_folder(copy)}/pair_details/{name}'"
+        )
+        assert got == [(model,)]
+    recorded = dict(
+        read(
+            copy,
+            "select file_name, n_bytes from publish.parquet_files where relation_name = 'pair_details'",
+        )
+    )
+    assert set(recorded) == {f"pair_details/{n}" for n in names}
+
+    con = duckdb.connect(str(warehouse))
+    con.execute("update pair_details set answer = 'changed' where model_id = 'm1' and k = 0")
+    con.execute("delete from pair_details where model_id is null")
+    con.execute("insert into pair_details values ('m2', 0, 'new')")
+    con.close()
+    copy = publish(warehouse, out)
+    second = _by_model_files(copy)
+    assert _manifest_changes(copy)["main.pair_details"] == "updated"
+    assert set(second) == {
+        publish_module.model_file_name(m) for m in ("org/model:v1 é", "m1", "m2", "a" * 300)
+    }
+    for kept in ("org/model:v1 é", "a" * 300):
+        name = publish_module.model_file_name(kept)
+        assert second[name] == first[name]
+    assert (
+        second[publish_module.model_file_name("m1")] != first[publish_module.model_file_name("m1")]
+    )
+    assert _rows_of_files(copy) == sorted(read(warehouse, "select * from pair_details"), key=repr)
+
+    # a file the record does not know: every model's file is written again, the stray removed
+    stray = parquet_folder(copy) / "pair_details" / "stray.parquet"
+    shutil.copyfile(
+        parquet_folder(copy) / "pair_details" / publish_module.model_file_name("m2"), stray
+    )
+    copy = publish(warehouse, out)
+    third = _by_model_files(copy)
+    assert not stray.exists() and set(third) == set(second)
+    assert all(third[n] != second[n] for n in third)
+    assert _rows_of_files(copy) == sorted(read(warehouse, "select * from pair_details"), key=repr)
+
+    # nothing changed: every file kept
+    copy = publish(warehouse, out)
+    assert _by_model_files(copy) == third
