@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -163,6 +164,29 @@ class ModelPage:
     """(token, label) filter options."""
     siblings: list[tuple[str, str]] = field(default_factory=list)
     """(model_id, path) of the other models' pages of the same task and query set."""
+    key: str | None = None
+    """The digest of everything its main part is made from (``page_keys``); None when it
+    cannot be told (a live warehouse, a picture set), and the page is always made anew."""
+    kept: Kept | None = None
+    """The main part of the previous report's page of the same key, written again as it was;
+    ``pairs`` and the other fields of the main part are then left empty."""
+
+    @property
+    def anchors(self) -> set[str]:
+        """The ids of the pairs on the page."""
+        return self.kept.anchors if self.kept is not None else {x.anchor for x in self.pairs}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The main part of an evidence page, as the previous report wrote it."""
+
+    main: str
+    """Its HTML."""
+    provenance: str
+    """The JSON list of its figures' keys (``records.Provenance``)."""
+    anchors: set[str]
+    """The ids of its pairs."""
 
 
 def split_answer(text: str, spans: list[tuple[str, str]]) -> list[Piece]:
@@ -204,7 +228,7 @@ with pairs as (
         row_number() over (
             partition by task, query_set, model_id, arm, domain, disability_id order by pair_id
         ) as rank_in_cell
-    from int_pairs
+    from int_pairs {scope}
 ),
 chosen as (
     select * from pairs
@@ -226,17 +250,104 @@ order by chosen.task, chosen.query_set, chosen.model_id,
 """
 
 
-def model_pages(marts: Marts, max_pairs: int = DEFAULT_MAX_PAIRS) -> list[ModelPage]:
-    """Every model's page; empty when the warehouse has no int_pairs to read."""
+PageKey = tuple[str, str, str]
+"""(task, query_set, model_id) of an evidence page."""
+
+_PAGE_RELATIONS = ("int_pairs", "stg_raw__generations", "int_pair_scores", "int_pair_judgments")
+"""The relations a text page reads, each by model (``model_id``)."""
+
+
+def page_keys(marts: Marts, pages: list[PageKey], max_pairs: int, code: str) -> dict[PageKey, str]:
+    """The digest of what each text page's main part is made from: ``code`` (the report's
+    own), ``max_pairs``, and the model's rows of every relation it reads, by the
+    fingerprints the publish recorded (``publish.relation_groups``: rows, sum and exclusive
+    or of their hashes) and, for the judges' parsed verdicts, one read of those rows.
+
+    Empty when the warehouse is not a published copy (no fingerprints); a picture set's pages
+    (which read ``stg_raw__images``, not by model) get none."""
+    ((fingerprinted,),) = marts.con.execute(
+        "select count(*) from duckdb_tables() where database_name = current_database() "
+        "and schema_name = 'publish' and table_name = 'relation_groups'"
+    ).fetchall()
+    if not fingerprinted:
+        return {}
+    recorded: dict[tuple[str, str | None], tuple] = {
+        (name, value): (n, str(total), xor)
+        for name, value, n, total, xor in marts.con.execute(
+            "select relation_name, group_value, n_rows, hash_sum, hash_xor from publish.relation_groups "
+            "where schema_name = 'main' and list_contains(?, relation_name)",
+            [list(_PAGE_RELATIONS)],
+        ).fetchall()
+    }
+    held = {name for name, _ in recorded}
+    for r in _PAGE_RELATIONS:
+        # a relation the copy holds rows of but recorded no fingerprints for
+        if marts.has(r) and r not in held and len(marts.query(f'select 1 from "{r}" limit 1')):
+            return {}
+    verdicts: dict[str, tuple] = {}
+    if marts.has("int_pair_judgments") and marts.has("stg_raw__judgments"):
+        verdicts = {
+            model: (n, str(total))
+            for model, n, total in marts.con.execute(
+                "select j.model_id, count(*), sum(hash(j.judgment_id, s.parsed_json)) "
+                "from int_pair_judgments j left join stg_raw__judgments s using (judgment_id) "
+                "group by j.model_id"
+            ).fetchall()
+        }
+    out = {}
+    for task, query_set, model_id in pages:
+        if task != "text":
+            continue
+        parts = [code, max_pairs, task, query_set, model_id, verdicts.get(model_id)]
+        parts += [recorded.get((r, model_id)) for r in _PAGE_RELATIONS]
+        out[(task, query_set, model_id)] = hashlib.sha256(
+            json.dumps(parts, default=str).encode()
+        ).hexdigest()
+    return out
+
+
+def model_pages(
+    marts: Marts,
+    max_pairs: int = DEFAULT_MAX_PAIRS,
+    code: str | None = None,
+    previous: Callable[[str], Kept | None] | None = None,
+) -> list[ModelPage]:
+    """Every model's page; empty when the warehouse has no int_pairs to read.
+
+    With ``code`` (the digest of the report's own code) and ``previous`` (the main part of
+    the previous report's page of a key, if it has one), a page whose key (``page_keys``)
+    the previous report has keeps its main part, and its pairs are not read."""
     if not (marts.has("int_pairs") and marts.has("stg_raw__generations")):
         return []
     units = marts.query(
         "select task, query_set, model_id, arm, count(*) as n from int_pairs "
         "group by all order by task, query_set, model_id, arm"
     )
-    # every model's shown pairs, their scores and their verdicts in one read each, not one per model
     keys = ["task", "query_set", "model_id"]
-    pairs = marts.query(_PAIRS_SQL, [max_pairs])
+    wanted: list[PageKey] = sorted(set(units[keys].itertuples(index=False, name=None)))
+    page_key = page_keys(marts, wanted, max_pairs, code) if code is not None else {}
+    kept = {}
+    if previous is not None:
+        for unit, key in page_key.items():
+            if (found := previous(key)) is not None:
+                kept[unit] = found
+    # every model's shown pairs, their scores and their verdicts in one read each, not one per model
+    if not kept:
+        pairs = marts.query(_PAIRS_SQL.format(scope=""), [max_pairs])
+    else:
+        marts.con.register(
+            "report_wanted_pages",
+            pd.DataFrame([u for u in wanted if u not in kept], columns=keys, dtype=object),
+        )
+        try:
+            pairs = marts.query(
+                _PAIRS_SQL.format(
+                    scope="semi join report_wanted_pages using (task, query_set, model_id)"
+                ),
+                [max_pairs],
+            )
+        finally:
+            marts.con.unregister("report_wanted_pages")
     marts.con.register("report_chosen_pairs", pairs[["pair_id"]])
     try:
         scores = (
@@ -268,8 +379,16 @@ def model_pages(marts: Marts, max_pairs: int = DEFAULT_MAX_PAIRS) -> list[ModelP
     shown = {key: g for key, g in pairs.groupby(keys, sort=False, dropna=False)}
     pages = []
     for (task, query_set, model_id), g in units.groupby(keys, sort=True):
-        chosen = shown.get((task, query_set, model_id), pairs.iloc[0:0])
-        pages.append(_page(marts, task, query_set, model_id, g, chosen, score_map, verdict_map))
+        unit = (task, query_set, model_id)
+        if unit in kept:
+            path = f"evidence/{slug(task, query_set, model_id)}.html"
+            pages.append(
+                ModelPage(task, query_set, model_id, path, [], [], [], [], [], [], kept=kept[unit])
+            )
+        else:
+            chosen = shown.get(unit, pairs.iloc[0:0])
+            pages.append(_page(marts, task, query_set, model_id, g, chosen, score_map, verdict_map))
+        pages[-1].key = page_key.get(unit)
     by_set: dict[tuple[str, str], list[ModelPage]] = {}
     for p in pages:
         by_set.setdefault((p.task, p.query_set), []).append(p)
@@ -427,9 +546,7 @@ class Links:
 
     def __init__(self, pages: list[ModelPage], prefix: str = "") -> None:
         self.paths = {(p.task, p.query_set, p.model_id): p.path for p in pages}
-        self.anchors = {
-            (p.task, p.query_set, p.model_id): {x.anchor for x in p.pairs} for p in pages
-        }
+        self.anchors = {(p.task, p.query_set, p.model_id): p.anchors for p in pages}
         self.prefix = prefix
 
     def __call__(

@@ -10,7 +10,9 @@ every request, so nothing is fetched even by mistake.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import itertools
+import json
 import os
 import shutil
 import tempfile
@@ -19,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from ableaudit.report import evidence as ev
 from ableaudit.report import markup
@@ -84,7 +87,7 @@ def render_report(
     out = Path(out_dir).expanduser().resolve() if out_dir else default_out_dir(source)
     marts = Marts(source)
     try:
-        pages = _pages(marts, max_pairs)
+        pages, kept = _pages(marts, max_pairs, _Previous(out))
     finally:
         marts.close()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -95,6 +98,7 @@ def render_report(
             target = tmp / page.path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(page.html, encoding="utf-8")
+        (tmp / KEPT_PAGES).write_text(json.dumps(kept, indent=1, sort_keys=True), encoding="utf-8")
         old = out.parent / f".{out.name}.old.{os.getpid()}"
         if out.exists():
             os.replace(out, old)
@@ -107,14 +111,87 @@ def render_report(
     return RenderedReport(index=written[0], pages=written, source=source)
 
 
-def _pages(marts: Marts, max_pairs: int) -> list[Page]:
+KEPT_PAGES = ".evidence-pages.json"
+"""In the report folder: the key of each evidence page whose main part a later report may
+keep (``evidence.page_keys``), with its path and the ids of its pairs."""
+
+_MAIN_START = '<main id="main" tabindex="-1">\n<h1>'
+_PROVENANCE_START = '<script type="application/json" id="provenance">'
+
+
+def code_digest() -> str:
+    """The digest of the report's own code (its modules, templates and static files) and of
+    the libraries that write its pages: a page's main part is kept only under the same."""
+    from importlib.metadata import version
+
+    libraries = " ".join(version(name) for name in ("jinja2", "markupsafe", "pandas"))
+    digest = hashlib.sha256(libraries.encode())
+    root = Path(str(resources.files("ableaudit.report")))
+    files = sorted(
+        (str(p.relative_to(root)), p)
+        for p in root.rglob("*")
+        if p.is_file() and p.suffix in (".py", ".html", ".css", ".js")
+    )
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+class _Previous:
+    """The main parts of the evidence pages the report in ``out`` wrote, by key."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        try:
+            recorded = json.loads((out / KEPT_PAGES).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            recorded = {}
+        self.recorded = recorded if isinstance(recorded, dict) else {}
+
+    def __call__(self, key: str) -> ev.Kept | None:
+        entry = self.recorded.get(key)
+        if not isinstance(entry, dict):
+            return None
+        try:
+            html = (self.out / entry["path"]).read_text(encoding="utf-8")
+            anchors = set(entry["anchors"])
+        except (OSError, KeyError, TypeError, ValueError):
+            return None
+        start = html.find(_MAIN_START)
+        start = html.find("</h1>\n", start) if start >= 0 else -1
+        end = html.rfind("</main>")
+        prov = html.find(_PROVENANCE_START, end)
+        prov_end = html.find("</script>", prov)
+        if min(start, end, prov, prov_end) < 0 or end < start:
+            return None
+        return ev.Kept(
+            main=html[start + len("</h1>\n") : end],
+            provenance=html[prov + len(_PROVENANCE_START) : prov_end],
+            anchors=anchors,
+        )
+
+
+class _KeptProvenance:
+    """The provenance list of a kept main part, written as it was."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def json(self) -> Markup:
+        return Markup(self.text)
+
+
+def _pages(
+    marts: Marts, max_pairs: int, previous: _Previous | None = None
+) -> tuple[list[Page], dict[str, dict]]:
+    """Every page, and the record of the evidence pages a later report may keep."""
     if max_pairs < 1:
         raise ReportError(f"max_pairs must be at least 1 (got {max_pairs})")
     env = _environment()
     css = _static("report.css")
     built = dt.datetime.fromtimestamp(marts.path.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
     common = {"css": css, "csp": CSP, "source_name": marts.path.name, "built": built}
-    model_pages = ev.model_pages(marts, max_pairs)
+    model_pages = ev.model_pages(marts, max_pairs, code_digest(), previous)
     ids = (f"chart-{i}" for i in itertools.count(1))
     ctx = sec.Context(marts, ev.Links(model_pages), ids)
     sections = sec.build_sections(ctx)
@@ -168,17 +245,26 @@ def _pages(marts: Marts, max_pairs: int) -> list[Page]:
         **common,
     )
     template = env.get_template("evidence.html")
+    main_template = env.get_template("evidence_main.html")
     script = _static("filter.js")
+    kept: dict[str, dict] = {}
     for mp in model_pages:
         page = Page(mp.path, f"Pairs of {mp.model_id}")
+        if mp.kept is not None:
+            main, prov = mp.kept.main, _KeptProvenance(mp.kept.provenance)
+        else:
+            prov = Provenance()
+            main = main_template.render(page=mp, max_pairs=max_pairs, prov=prov)
         page.html = template.render(
             title=f"Pairs of {mp.model_id} ({mp.task}, {mp.query_set})",
             page=mp,
             root="../",
             script=script,
-            max_pairs=max_pairs,
-            prov=Provenance(),
+            main_html=Markup(main),
+            prov=prov,
             **common,
         )
         pages.append(page)
-    return pages
+        if mp.key is not None:
+            kept[mp.key] = {"path": mp.path, "anchors": sorted(mp.anchors)}
+    return pages, kept

@@ -483,3 +483,97 @@ def test_build_renders_the_report_beside_the_published_copy(
     index = live.parent / "published" / live.stem / "report" / "index.html"
     assert f"Report {index}" in capsys.readouterr().out
     assert parse(index).sections == SECTIONS
+
+
+@pytest.fixture
+def made_pages(monkeypatch) -> list[tuple[str, str]]:
+    """(task, model) of every evidence page whose main part a render makes anew."""
+    from ableaudit.report import evidence
+
+    made: list[tuple[str, str]] = []
+    real = evidence._page
+
+    def spy(marts, task, query_set, model_id, *rest):
+        made.append((task, model_id))
+        return real(marts, task, query_set, model_id, *rest)
+
+    monkeypatch.setattr(evidence, "_page", spy)
+    return made
+
+
+def _pages_of(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*.html")}
+
+
+def test_a_later_report_keeps_the_evidence_pages_whose_inputs_are_the_same(
+    report_world, tmp_path, monkeypatch, made_pages
+):
+    """A text model's evidence page keeps its main part from the previous report when the
+    model's rows the page reads have the fingerprints they had (the publish records them),
+    under the same report code and max_pairs; the pages are the same bytes as a report made
+    from scratch. A changed model's page, every picture set's page, and every page under
+    other report code are made anew."""
+    from ableaudit.report import render
+
+    copy = tmp_path / "published" / report_world.name
+    copy.parent.mkdir()
+    shutil.copy(report_world, copy)
+    out = tmp_path / "report"
+    text = sorted(("text", m) for m in TEXT_MODELS)
+    vision = sorted(("vision", m) for m in VISION_MODELS)
+
+    render_report(copy, out)
+    assert sorted(made_pages) == sorted(text + vision)
+    first = _pages_of(out)
+    made_pages.clear()
+    render_report(copy, out)
+    assert sorted(made_pages) == vision
+    assert _pages_of(out) == first
+
+    # one model's answer changes, as a publish writes it: the rows and their fingerprint
+    changed = "m-mid"
+    con = duckdb.connect(str(copy))
+    (generation,) = con.execute(
+        "select min(disability_generation_id) from int_pairs where model_id = ?", [changed]
+    ).fetchone()
+    con.execute(
+        "update stg_raw__generations set response_text = 'A rewritten answer' where generation_id = ?",
+        [generation],
+    )
+    con.execute(
+        "update publish.relation_groups set hash_xor = xor(hash_xor, 1) "
+        "where relation_name = 'stg_raw__generations' and group_value = ?",
+        [changed],
+    )
+    con.close()
+    made_pages.clear()
+    render_report(copy, out)
+    assert sorted(made_pages) == sorted([("text", changed), *vision])
+    again = _pages_of(out)
+    assert again == _pages_of(render_report(copy, tmp_path / "fresh").index.parent)
+    changed_pages = {p for p in again if again[p] != first.get(p)}
+    assert len(changed_pages) == 1 and changed in next(iter(changed_pages))
+    assert "A rewritten answer" in again[next(iter(changed_pages))].decode()
+
+    # other report code, or another max_pairs: nothing kept
+    monkeypatch.setattr(render, "code_digest", lambda: "other code")
+    made_pages.clear()
+    render_report(copy, out)
+    assert sorted(made_pages) == sorted(text + vision)
+    made_pages.clear()
+    render_report(copy, out, max_pairs=1)
+    assert sorted(made_pages) == sorted(text + vision)
+
+
+def test_a_warehouse_without_publish_fingerprints_makes_every_page_anew(
+    report_world, tmp_path, made_pages
+):
+    lone = tmp_path / "lone.duckdb"
+    shutil.copy(report_world, lone)
+    con = duckdb.connect(str(lone))
+    con.execute("drop table publish.relation_groups")
+    con.close()
+    for _ in range(2):
+        made_pages.clear()
+        render_report(lone, tmp_path / "out")
+        assert len(made_pages) == len(TEXT_MODELS) + len(VISION_MODELS)
