@@ -758,12 +758,28 @@ def model_file_name(value: str | None) -> str:
     return f"{readable}.{digest}.parquet"
 
 
+def _write_parquet(
+    con: duckdb.DuckDBPyConnection,
+    select: str,
+    part: Path,
+    written: list[tuple[Path, Path]],
+    final: Path,
+) -> FileStamp:
+    """Write the rows of ``select`` to ``part``, to be moved to ``final`` once the copy is in
+    place (``written``); return the file's stamp."""
+    written.append((part, final))
+    con.execute(f"copy ({select}) to {_literal(str(part))} (format parquet)")
+    stamp = _file_stamp(part)
+    if stamp is None:
+        raise RuntimeError(f"the Parquet file {part} vanished while it was being written")
+    return stamp
+
+
 def _model_files(
     con: duckdb.DuckDBPyConnection,
     schema: str,
     name: str,
     parquet_dir: Path,
-    change: str | None,
     changed: list[str | None] | None,
     recorded: dict[str, FileStamp],
     written: list[tuple[Path, Path]],
@@ -772,9 +788,9 @@ def _model_files(
     """Write the files of a ``PARQUET_BY_MODEL`` mart that need it; return every file of the
     mart with its stamp, as ``publish.parquet_files`` records it (``<mart>/<file>``).
 
-    A model's file is kept when the mart's update left the model's rows as they were and the
-    folder holds exactly the files the previous publish recorded; otherwise every model's
-    file is written again. Files of models the mart no longer holds, and the single file an
+    A model's file is kept when the mart was compared model by model (``changed``: the models
+    whose rows differ), the model is not among those, and the folder holds exactly the files
+    the previous publish recorded; otherwise every model's file is written again. Files of models the mart no longer holds, and the single file an
     older publish wrote (``<mart>.parquet``), go into ``removed``; new files into ``written``
     (temporary name, final name), both acted on once the copy is in place.
     """
@@ -784,7 +800,7 @@ def _model_files(
     prefix = f"{stem}/"
     on_disk = {f"{prefix}{p.name}": _file_stamp(p) for p in folder.glob("*.parquet")}
     on_record = {f: st for f, st in recorded.items() if f.startswith(prefix)}
-    intact = changed is not None and change in ("unchanged", "updated") and on_disk == on_record
+    intact = changed is not None and on_disk == on_record
     redo = set(changed or ())
     select = _parquet_select(con, schema, name)
     group = _quote(GROUP_COLUMN)
@@ -797,12 +813,8 @@ def _model_files(
             continue
         final = parquet_dir / file_name
         part = folder / f".{final.stem}.{pid}.tmp.parquet"
-        written.append((part, final))
         where = f"{group} is null" if value is None else f"{group} = {_literal(value)}"
-        con.execute(f"copy ({select} where {where}) to {_literal(str(part))} (format parquet)")
-        stamp = _file_stamp(part)
-        if stamp is None:
-            raise RuntimeError(f"the Parquet file {part} vanished while it was being written")
+        stamp = _write_parquet(con, f"{select} where {where}", part, written, final)
         files.append((schema, name, file_name, stamp))
     kept = {f for _, _, f, _ in files}
     removed += [parquet_dir / f for f in on_disk if f not in kept]
@@ -934,7 +946,6 @@ def publish(
                     schema,
                     name,
                     parquet_dir,
-                    published[(schema, name)].change,
                     groups.changed.get((schema, name)),
                     recorded_files,
                     written,
@@ -952,15 +963,10 @@ def publish(
                 files.append((schema, name, final.name, recorded))
                 continue
             part = parquet_dir / f".{stem}.{pid}.tmp.parquet"
-            written.append((part, final))
-            con.execute(
-                f"copy ({_parquet_select(con, schema, name)}) to {_literal(str(part))} "
-                "(format parquet)"
+            select = _parquet_select(con, schema, name)
+            files.append(
+                (schema, name, final.name, _write_parquet(con, select, part, written, final))
             )
-            stamp = _file_stamp(part)
-            if stamp is None:
-                raise RuntimeError(f"the Parquet file {part} vanished while it was being written")
-            files.append((schema, name, final.name, stamp))
         _write_files(con, files)
         con.execute(f"detach {_COPY}")
     except BaseException:
