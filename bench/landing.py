@@ -9,9 +9,9 @@ each in a child process of its own (its peak RSS read from the kernel when it en
   (nothing new to land);
 - the floor: a bare DuckDB ``insert into scratch select * from read_parquet(...)`` of the
   same rows into a scratch table of a fresh file;
-- the previous implementation, taken from a git revision (``git archive REV ableaudit``) and
-  run on the first ``--baseline-rows`` rows of the same file (it builds a Python dict per
-  row and is slow), with this tree run again on the same rows.
+- the previous implementation, taken from a git revision (``git archive REV ableaudit``),
+  into a warehouse that revision's code made, run on the first ``--baseline-rows`` rows of
+  the same file, with this tree run again on the same rows.
 
     .venv/bin/python bench/landing.py                       # 100k rows
     .venv/bin/python bench/landing.py --rows 1000000 --baseline-rows 20000
@@ -191,9 +191,9 @@ def main() -> int:
         size_mb = data.stat().st_size / 2**20
         print(f"{args.rows:,} rows, {size_mb:.1f} MB of Parquet, texts of ~{args.words} words")
 
-        def fresh(name: str) -> Path:
+        def fresh(name: str, like: Path = template) -> Path:
             wh = work / f"{name}.duckdb"
-            shutil.copy(template, wh)
+            shutil.copy(like, wh)
             return wh
 
         wh = fresh("ours")
@@ -214,8 +214,13 @@ def main() -> int:
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
         env = {**os.environ, "PYTHONPATH": str(old_tree)}
+        # its warehouse made by its own code: the raw tables as that revision declared them
+        old_template = work / "template_previous.duckdb"
+        in_fresh_process(build_warehouse, old_template, old_tree)
         previous = run_child(
-            ["-c", CHILD, str(old_tree), str(small), str(fresh("prev"))], env, may_fail=True
+            ["-c", CHILD, str(old_tree), str(small), str(fresh("prev", old_template))],
+            env,
+            may_fail=True,
         )
         ours_small = run_child(["-c", CHILD, str(ROOT), str(small), str(fresh("ours_small"))])
 

@@ -593,12 +593,10 @@ def import_responses(
         source = _rebatched(path, source, batch_rows)
     out = land_response_batches(
         warehouse,
-        (
-            response_batches.normalise(b, disabilities, prompts, default_query_set)
-            for b in source.batches()
-        ),
+        source.batches(),
         run_id=run_id,
         replace=replace,
+        prepare=lambda b: response_batches.normalise(b, disabilities, prompts, default_query_set),
     )
     if out.refused:
         problems, seen = Problems(), {}

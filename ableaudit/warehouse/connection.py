@@ -33,16 +33,25 @@ def warehouse_path(path: str | os.PathLike | None = None) -> Path:
 
 
 def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the raw tables if they are missing, and add columns a newer version declares
-    to an older warehouse's tables (idempotent); rows older than landing ids get 'legacy-...'
-    landings (``raw_schema.legacy_landings``)."""
+    """Create the raw tables if they are missing, add columns a newer version declares
+    to an older warehouse's tables, and rebuild without it a table whose primary key a newer
+    version dropped (``raw_schema.unindexing``); idempotent. Rows older than landing ids get
+    'legacy-...' landings (``raw_schema.legacy_landings``)."""
     con.execute(raw_schema.ddl())
     existing = set(
         con.execute(
             "select table_name, column_name from information_schema.columns where table_schema = 'raw'"
         ).fetchall()
     )
-    statements = raw_schema.migrations(existing)
+    indexed = {
+        t
+        for (t,) in con.execute(
+            "select distinct table_name from duckdb_constraints() "
+            "where database_name = current_database() and schema_name = 'raw' "
+            "and constraint_type = 'PRIMARY KEY'"
+        ).fetchall()
+    }
+    statements = raw_schema.migrations(existing) + raw_schema.unindexing(indexed)
     if not statements:
         return
     # one transaction: a warehouse never keeps a new column without its backfill

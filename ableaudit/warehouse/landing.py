@@ -27,11 +27,13 @@ import shutil
 import socket
 import tempfile
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -301,7 +303,7 @@ def land_keyed(
             seen[r[key]] = r
     unique = list(seen.values())
     cols = ", ".join(columns)
-    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != key)
+    updates = ", ".join(f"{c} = i.{c}" for c in columns if c != key)
     with writing(warehouse) as con:
         landing_id, own = _landing_for(con, kind or table, None, _one_run(unique))
         con.register("incoming", _arrow(unique, columns, landing_id))
@@ -310,10 +312,15 @@ def land_keyed(
                 f"select t.{key}, t.{status_column} from raw.{table} t join incoming i using ({key})"
             ).fetchall()
         )
+        # by the key, not by a primary key's conflict: raw.generations has none
+        # (raw_schema.UNINDEXED_KEYS); a landed error is replaced, anything else kept
         con.execute(
-            f"insert into raw.{table} ({cols}) select {cols} from incoming "
-            f"on conflict ({key}) do update set {updates}, created_at = now() "
-            f"where raw.{table}.{status_column} = 'error'"
+            f"update raw.{table} as t set {updates}, created_at = now() from incoming i "
+            f"where t.{key} = i.{key} and t.{status_column} = 'error'"
+        )
+        con.execute(
+            f"insert into raw.{table} ({cols}) select {cols} from incoming i "
+            f"where not exists (select 1 from raw.{table} t where t.{key} = i.{key})"
         )
         for statement in also:
             con.execute(statement)
@@ -369,6 +376,8 @@ def land_imported_generations(
     """
     if not rows:
         return LandingReport(), 0
+    if len({r["generation_id"] for r in rows}) != len(rows):  # the key is not indexed
+        raise ValueError("imported generations repeat a generation_id; land each row once")
     replace = sorted(set(supersede))
     cols = ", ".join(GENERATION_COLUMNS)
     updates = ", ".join(f"{c} = i.{c}" for c in GENERATION_COLUMNS if c != "generation_id")
@@ -393,8 +402,9 @@ def land_imported_generations(
                 "and g.generation_id in (select generation_id from superseded)"
             )
         con.execute(
-            f"insert into raw.generations ({cols}) select {cols} from incoming "
-            "on conflict (generation_id) do nothing"
+            f"insert into raw.generations ({cols}) select {cols} from incoming i "
+            "where not exists (select 1 from raw.generations g "
+            "where g.generation_id = i.generation_id)"
         )
         _settle(con, landing_id, own)
     report = LandingReport(inserted=len(rows) - present, unchanged=present - len(replace))
@@ -443,16 +453,19 @@ def _literal(value: str | None) -> str:
 
 def land_response_batches(
     warehouse: str | Path,
-    batches: Iterable[pa.Table],
+    batches: Iterable[Any],
     run_id: str | None = None,
     replace: bool = False,
+    prepare: Callable[[Any], pa.Table] | None = None,
 ) -> BatchLanding:
     """Land an import's rows in one transaction: committed when every row passed, rolled
     back (nothing landed) at the first refused one.
 
-    ``batches``: tables in ``response_batches.NORMALISED``. Two passes keep memory bounded
-    by a window of batches. First each batch is keyed in DuckDB and checked, and each window
-    is written, ordered by answer (``_clustered``), to a Parquet file in a scratch folder
+    ``batches``: tables in ``response_batches.NORMALISED``, or whatever ``prepare`` makes
+    one of (a batch as read from the file, checked and normalised). Two passes keep memory
+    bounded by a window of batches. First each batch is prepared, keyed in DuckDB and
+    checked, on as many threads as there are cores (``_prepared``), and each window is
+    written, ordered by answer (``_clustered``), to a Parquet file in a scratch folder
     beside the warehouse (removed after). Then one transaction checks
     the whole file against the landed rows (a key twice in the file, a unit an audit
     generated, a landed key whose text changed: kept to name, or superseded with
@@ -474,7 +487,7 @@ def land_response_batches(
                 ) as scratch,
             ):
                 staged = Path(scratch) / "rows.parquet"
-                staged_ok = _stage_batches(con, _read_ahead(batches), staged, out)
+                staged_ok = _stage_batches(con, _prepared(batches, prepare), staged, out)
                 # the batches are gone: hand their memory back before DuckDB takes its own
                 pa.default_memory_pool().release_unused()
                 if staged_ok:
@@ -484,9 +497,67 @@ def land_response_batches(
     return out
 
 
+PREPARE_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Batches prepared and keyed at once: the work is Arrow's, Parquet's and DuckDB's, which
+release the GIL, so threads use the cores (bench/landing.py)."""
+
+
+def _prepared(
+    batches: Iterable[Any], prepare: Callable[[Any], pa.Table] | None
+) -> Iterator[pa.Table]:
+    """Each batch prepared and keyed (``_keyed``), in order: the batches read one ahead on a
+    thread of their own (``_read_ahead``), ``PREPARE_THREADS`` of them prepared at a time."""
+    return _ordered_map(
+        lambda batch: _keyed(prepare(batch) if prepare else batch),
+        _read_ahead(batches),
+        PREPARE_THREADS,
+    )
+
+
+def _keyed(normalised: pa.Table) -> pa.Table:
+    """``normalised`` with its ``generation_id`` and ``decoding_json`` columns, computed by
+    an in-memory DuckDB of its own (the expressions a warehouse would run), so that batches
+    are keyed on several threads at once."""
+    from ableaudit.ingest.response_batches import decoding_sql, key_sql
+
+    con = duckdb.connect(config={"threads": 1})
+    try:
+        con.register("import_normalised", normalised)
+        keys = con.sql(
+            f"select {key_sql('b')} as generation_id, "
+            f"{decoding_sql('b')} as decoding_json from import_normalised b"
+        ).to_arrow_table()
+    finally:
+        con.close()
+    if keys.num_rows != normalised.num_rows:
+        raise RuntimeError("the keys of a batch do not match its rows")
+    return normalised.append_column("generation_id", keys.column("generation_id")).append_column(
+        "decoding_json", keys.column("decoding_json")
+    )
+
+
+def _ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> Iterator[Any]:
+    """``fn`` of each item, in the items' order, up to ``workers`` at a time on threads; an
+    error of ``fn`` is raised here, at the item it concerns (the later ones are dropped)."""
+    it = iter(items)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="import-prepare") as pool:
+        pending: deque = deque(pool.submit(fn, item) for item in islice(it, workers))
+        try:
+            while pending:
+                result = pending.popleft().result()
+                for item in islice(it, 1):
+                    pending.append(pool.submit(fn, item))
+                yield result
+        finally:
+            for future in pending:
+                future.cancel()
+            if hasattr(it, "close"):  # a generator: its own threads end with it
+                it.close()
+
+
 def _read_ahead(batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """``batches`` with the next one read and checked on a second thread while the caller
-    keys and stages the current one: both sides spend their time in Arrow, Parquet and DuckDB,
+    """``batches`` with the next one read, checked and keyed on a second thread while the
+    caller stages the current one: both sides spend their time in Arrow, Parquet and DuckDB,
     which release the GIL, so on two cores they overlap. One batch more is held at a time; an
     error of the reading side is raised here, at the batch it concerns."""
     it = iter(batches)
@@ -539,10 +610,8 @@ def _import_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 def _stage_batches(
     con: duckdb.DuckDBPyConnection, batches: Iterable[pa.Table], staged: Path, out: BatchLanding
 ) -> bool:
-    """Key and check each batch and write it to ``staged``; false when a row is refused
+    """Check each keyed batch and write it to ``staged``; false when a row is refused
     (``out.refused``) or there is none."""
-    from ableaudit.ingest.response_batches import decoding_sql, key_sql
-
     writer = None
     window: list[pa.Table] = []
 
@@ -552,29 +621,15 @@ def _stage_batches(
         for start in range(0, rows.num_rows, STAGED_GROUP_ROWS):
             group = _used_texts(rows.slice(start, STAGED_GROUP_ROWS))
             if writer is None:
-                writer = pq.ParquetWriter(staged, group.schema)
+                # read once, a moment later, from local disk: compressing it cost the
+                # staging thread more than the bytes it saved (224 MB at a million rows)
+                writer = pq.ParquetWriter(staged, group.schema, compression="none")
             writer.write_table(group.cast(writer.schema), row_group_size=STAGED_GROUP_ROWS)
 
     try:
-        for normalised in batches:
-            out.rows += normalised.num_rows
-            con.register("import_normalised", normalised)
-            keys = con.sql(
-                f"select {key_sql('b')} as generation_id, "
-                f"{decoding_sql('b')} as decoding_json from import_normalised b"
-            ).to_arrow_table()
-            con.unregister("import_normalised")
-            if keys.num_rows != normalised.num_rows:
-                raise RuntimeError("the keys of a batch do not match its rows")
-            batch = normalised.append_column(
-                "generation_id", keys.column("generation_id")
-            ).append_column("decoding_json", keys.column("decoding_json"))
-            con.register("import_rows", batch)
-            ((bad,),) = con.execute(
-                "select count(*) filter (where not ok) from import_rows"
-            ).fetchall()
-            con.unregister("import_rows")
-            if bad:
+        for batch in batches:
+            out.rows += batch.num_rows
+            if not pc.all(batch.column("ok")).as_py():
                 out.refused = True
                 return False
             window.append(batch)

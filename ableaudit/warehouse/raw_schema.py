@@ -8,7 +8,7 @@ fails when the file and this declaration disagree.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -52,7 +52,8 @@ class Table:
     columns: tuple[Column, ...]
     """In DDL order."""
     primary_key: tuple[str, ...] = ()
-    """Empty when the key cannot be a primary key (a nullable part)."""
+    """Empty when the key cannot be a primary key (a nullable part), or when its index
+    would cost more than it guards (``UNINDEXED_KEYS``)."""
     tests: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """dbt column tests declared on the source: (column, tests)."""
 
@@ -105,10 +106,16 @@ LANDING_ID = Column(
 TABLES: tuple[Table, ...] = (
     Table(
         "generations",
-        "One row per generation, keyed by a content hash of everything that determines it. "
+        "One row per generation, keyed by a content hash of everything that determines it "
+        "(unique by the landings, not by an index: ableaudit.warehouse.raw_schema.UNINDEXED_KEYS). "
         "Append-only; an 'error' row is replaced by a later attempt. Column tests live on stg_raw__generations.",
         (
-            _c("generation_id", "varchar", "sha256 of everything that determines the answer."),
+            _c(
+                "generation_id",
+                "varchar",
+                "sha256 of everything that determines the answer.",
+                True,
+            ),
             _c("run_id", "varchar", "The audit run (or import) that landed it."),
             _c("task", "varchar", "'text' | 'vision'.", True),
             _c("target", "varchar", "The target's name in the audit config.", True),
@@ -154,7 +161,6 @@ TABLES: tuple[Table, ...] = (
             _c("created_at", "timestamp", "When it landed.", True, _NOW),
             LANDING_ID,
         ),
-        primary_key=("generation_id",),
     ),
     Table(
         "generation_errors",
@@ -483,6 +489,35 @@ def table(name: str) -> Table:
 def ddl() -> str:
     """Every raw table, created when missing (idempotent)."""
     return "create schema if not exists raw;\n\n" + "\n\n".join(t.ddl() for t in TABLES) + "\n"
+
+
+UNINDEXED_KEYS: dict[str, tuple[str, ...]] = {"generations": ("generation_id",)}
+"""Keys the landings keep unique themselves, with no primary key: each write inserts only
+the keys not landed yet, in its transaction, one writer at a time (``landing``), and dbt's
+``unique`` test of the staging model checks it on every build. The index of 64 hexadecimal
+characters per generation was 60% of raw.generations on disk and 40% of an import's time
+(docs/benchmarks.md, "raw.generations without a primary key")."""
+
+
+def unindexing(indexed: set[str]) -> list[str]:
+    """Statements that rebuild without its primary key each table of ``UNINDEXED_KEYS`` an
+    older warehouse holds with one (``indexed``: the raw tables that have a primary key):
+    DuckDB cannot drop a primary key, so the rows move to a table made anew, in one
+    transaction with the column migrations."""
+    out = []
+    for t in TABLES:
+        if t.name not in UNINDEXED_KEYS or t.name not in indexed:
+            continue
+        rebuilt = f"{t.name}__rebuilt"
+        cols = ", ".join(c.name for c in t.columns)
+        out += [
+            f"drop table if exists raw.{rebuilt}",
+            replace(t, name=rebuilt).ddl(),
+            f"insert into raw.{rebuilt} ({cols}) select {cols} from raw.{t.name}",
+            f"drop table raw.{t.name}",
+            f"alter table raw.{rebuilt} rename to {t.name}",
+        ]
+    return out
 
 
 def migrations(existing: set[tuple[str, str]]) -> list[str]:

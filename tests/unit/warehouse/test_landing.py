@@ -1,5 +1,7 @@
 """Landing rules: idempotent keys, errors retried but never cached as results."""
 
+import time
+
 import duckdb
 import pytest
 
@@ -154,6 +156,26 @@ def test_a_failed_landing_lands_nothing(warehouse):
     rows[1]["task"] = None  # violates NOT NULL
     with pytest.raises(duckdb.Error):
         land_generations(warehouse, rows)
+    con = duckdb.connect(str(warehouse), read_only=True)
+    assert con.execute("select count(*) from raw.generations").fetchone()[0] == 1
+    con.close()
+
+
+def test_imported_rows_that_repeat_a_key_land_nothing(warehouse):
+    """raw.generations has no primary key to refuse a key twice: the landing does."""
+    from ableaudit.warehouse import connect
+    from ableaudit.warehouse.landing import land_imported_generations
+
+    connect(warehouse).close()
+    cfg = _cfg(samples=1, temperatures=[0.1])
+    rows = _rows(_plan(cfg, cfg.targets[0], PROMPTS[:1]), lambda p: "ok")
+    with pytest.raises(ValueError, match="repeat a generation_id"):
+        land_imported_generations(warehouse, [rows[0], dict(rows[0])])
+    con = duckdb.connect(str(warehouse), read_only=True)
+    assert con.execute("select count(*) from raw.generations").fetchone()[0] == 0
+    con.close()
+    land_imported_generations(warehouse, rows)
+    land_imported_generations(warehouse, rows)  # landed already: left as it is
     con = duckdb.connect(str(warehouse), read_only=True)
     assert con.execute("select count(*) from raw.generations").fetchone()[0] == 1
     con.close()
@@ -462,3 +484,42 @@ def test_an_import_reads_one_batch_ahead_in_order_and_raises_where_the_file_fail
     assert [next(ahead), next(ahead)] == [0, 1]
     ahead.close()
     assert read == [0, 1, 2]  # the batch read ahead, and no other
+
+
+def test_import_batches_are_prepared_several_at_once_and_come_out_in_order():
+    """Batches are prepared on threads, two at a time here (each waits for the other at a
+    barrier, which only two concurrent calls pass), and come out in the file's order; an
+    error of one is raised at its batch; a caller that stops early leaves the file unread
+    past the batches in flight."""
+    import threading
+
+    from ableaudit.warehouse.landing import _ordered_map
+
+    barrier = threading.Barrier(2, timeout=10)
+    read = []
+
+    def items(n):
+        for i in range(n):
+            read.append(i)
+            yield i
+
+    def slow_first(i):
+        if i < 2:
+            barrier.wait()  # 0 and 1 prepared at once, or this breaks
+        if i == 0:
+            time.sleep(0.05)  # the first ends last, and still comes out first
+        if i == 7:
+            raise ValueError("batch 7 is refused")
+        return i * 10
+
+    got = []
+    with pytest.raises(ValueError, match="batch 7 is refused"):
+        for r in _ordered_map(slow_first, items(20), 2):
+            got.append(r)
+    assert got == [0, 10, 20, 30, 40, 50, 60]
+
+    read.clear()
+    out = _ordered_map(lambda i: i, items(100), 2)
+    assert next(out) == 0
+    out.close()
+    assert read == [0, 1, 2]  # two in flight and the one taken next, no other

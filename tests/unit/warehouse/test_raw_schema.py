@@ -64,3 +64,60 @@ def test_no_module_outside_the_landing_layer_writes_raw():
         if rel not in allowed and writes.search(path.read_text()):
             offenders.append(rel)
     assert offenders == []
+
+
+def test_an_older_warehouse_with_the_generations_primary_key_is_rebuilt_without_it(tmp_path):
+    """A warehouse made when raw.generations had a primary key: the first connection moves its
+    rows to the table as now declared (no primary key, the key still not null), in the column
+    order of the declaration, and a view over it reads the moved rows; the next connection
+    changes nothing."""
+    from dataclasses import replace
+
+    path = tmp_path / "older.duckdb"
+    con = duckdb.connect(str(path))
+    older = replace(raw_schema.table("generations"), primary_key=("generation_id",))
+    con.execute("create schema raw")
+    con.execute(older.ddl())
+    con.execute(
+        "insert into raw.generations (generation_id, run_id, task, target, model_id, backend, "
+        "arm, query_set, query_id, condition, prompt_id, prompt_text, sample_index, status, "
+        "response_text, "
+        "source, landing_id) select 'g' || i, 'r', 'text', 't', 'm', 'import', 'baseline', "
+        "'ableaudit', 'q' || i, 'neutral', 'p' || i, 'prompt', 0, 'ok', 'answer ' || i, "
+        "'imported', 'l' from range(5) t(i)"
+    )
+    before = con.execute("select * from raw.generations order by generation_id").fetchall()
+    con.execute("create view main.answers as select generation_id from raw.generations")
+    con.close()
+    assert older.primary_key and "primary key (generation_id)" in older.ddl()
+
+    def keys(c):
+        return c.execute(
+            "select table_name from duckdb_constraints() where schema_name = 'raw' "
+            "and constraint_type = 'PRIMARY KEY' and table_name = 'generations'"
+        ).fetchall()
+
+    connect(path).close()
+    con = duckdb.connect(str(path))
+    try:
+        assert keys(con) == []
+        assert (
+            con.execute("select * from raw.generations order by generation_id").fetchall() == before
+        )
+        assert con.execute("select count(*) from main.answers").fetchone() == (5,)
+        nullable = con.execute(
+            "select is_nullable from information_schema.columns where table_schema = 'raw' "
+            "and table_name = 'generations' and column_name = 'generation_id'"
+        ).fetchone()
+        assert nullable == ("NO",)
+        assert not con.execute(
+            "select * from information_schema.tables where table_name like '%rebuilt%'"
+        ).fetchall()
+    finally:
+        con.close()
+    existing = set(
+        duckdb.connect(str(path), read_only=True)
+        .execute("select table_name, column_name from information_schema.columns")
+        .fetchall()
+    )
+    assert raw_schema.migrations(existing) == [] and raw_schema.unindexing(set()) == []
