@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ableaudit.records import GenerationResult, LandingReport, PlannedGeneration
+from ableaudit.scorers.parallel import available_cores
 from ableaudit.warehouse import raw_schema
 from ableaudit.warehouse.connection import WRITE_LOCK, connect
 
@@ -497,9 +498,10 @@ def land_response_batches(
     return out
 
 
-PREPARE_THREADS = max(1, min(4, os.cpu_count() or 1))
-"""Batches prepared and keyed at once: the work is Arrow's, Parquet's and DuckDB's, which
-release the GIL, so threads use the cores (bench/landing.py)."""
+PREPARE_THREADS = max(1, min(4, available_cores()))
+"""Batches prepared and keyed at once, one per core this process may run on (four at most:
+each holds a batch): the work is Arrow's, Parquet's and DuckDB's, which release the GIL, so
+threads use the cores (bench/landing.py)."""
 
 
 def _prepared(
