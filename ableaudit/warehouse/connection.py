@@ -46,9 +46,8 @@ def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
     indexed = {
         t
         for (t,) in con.execute(
-            "select distinct table_name from duckdb_constraints() "
-            "where database_name = current_database() and schema_name = 'raw' "
-            "and constraint_type = 'PRIMARY KEY'"
+            "select table_name from duckdb_tables() "
+            "where database_name = current_database() and schema_name = 'raw' and has_primary_key"
         ).fetchall()
     }
     statements = raw_schema.migrations(existing) + raw_schema.unindexing(indexed)
