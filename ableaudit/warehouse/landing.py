@@ -558,10 +558,10 @@ def _ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -
 
 
 def _read_ahead(batches: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """``batches`` with the next one read, checked and keyed on a second thread while the
-    caller stages the current one: both sides spend their time in Arrow, Parquet and DuckDB,
-    which release the GIL, so on two cores they overlap. One batch more is held at a time; an
-    error of the reading side is raised here, at the batch it concerns."""
+    """``batches`` with the next one read on a second thread while the caller works on the
+    current one: both sides spend their time in Arrow, Parquet and DuckDB, which release the
+    GIL, so they overlap. One batch more is held at a time; an error of the reading side is
+    raised here, at the batch it concerns."""
     it = iter(batches)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-read") as reader:
         ahead = reader.submit(next, it, None)

@@ -491,12 +491,13 @@ def ddl() -> str:
     return "create schema if not exists raw;\n\n" + "\n\n".join(t.ddl() for t in TABLES) + "\n"
 
 
-UNINDEXED_KEYS: dict[str, tuple[str, ...]] = {"generations": ("generation_id",)}
-"""Keys the landings keep unique themselves, with no primary key: each write inserts only
-the keys not landed yet, in its transaction, one writer at a time (``landing``), and dbt's
-``unique`` test of the staging model checks it on every build. The index of 64 hexadecimal
-characters per generation was 60% of raw.generations on disk and 40% of an import's time
-(docs/benchmarks.md, "raw.generations without a primary key")."""
+UNINDEXED_KEYS = frozenset({"generations"})
+"""The raw tables whose key the landings keep unique themselves, with no primary key: each
+write inserts only the keys not landed yet, in its transaction, one writer at a time
+(``landing``), and dbt's ``unique`` test of the staging model checks it on every build. The
+index of 64 hexadecimal characters per generation was 60% of raw.generations on disk and 40%
+of an import's time (docs/benchmarks.md, "Batches prepared on every core, and
+raw.generations without a primary key")."""
 
 
 def unindexing(indexed: set[str]) -> list[str]:
