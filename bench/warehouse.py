@@ -20,6 +20,11 @@ for, from ``os.wait4``) and peak RSS:
                                                   dbt and publish cost when nothing changed)
     import_increment  ableaudit import responses <one more model>.parquet  (2,340 rows)
     build_increment   ableaudit build            (after that one model)
+    import_increment_2  ableaudit import responses <another model>.parquet  (2,340 rows)
+    build_increment_2   ableaudit build          (after it: a warehouse that grows model by
+                                                  model; the publish updates the standby copy
+                                                  the last one kept, which the first build
+                                                  after a full one has not got)
     publish           ableaudit publish
 
 It prints a table, the ratios (no-op / full and incremental / full build CPU,
@@ -75,6 +80,7 @@ DISABILITIES = _seed_column("disabilities.csv", "disability_id")
 TEMPERATURES = [0.1, 0.7, 1.0]
 SAMPLES = [0, 1, 2]
 EXTRA_MODEL = "bench-extra"
+ANOTHER_MODEL = "bench-extra-2"
 STAGES = [
     "import",
     "build_full",
@@ -82,9 +88,13 @@ STAGES = [
     "build_forced",
     "import_increment",
     "build_increment",
+    "import_increment_2",
+    "build_increment_2",
     "publish",
 ]
-BUILDS = ["build_full", "build_noop", "build_forced", "build_increment"]
+BUILDS = ["build_full", "build_noop", "build_forced", "build_increment", "build_increment_2"]
+INCREMENTS = {"build_increment": "import_increment", "build_increment_2": "import_increment_2"}
+"""Each build after one more model, with the import that landed the model."""
 
 # Words VADER scores 0, above 0 and below 0 (checked against its lexicon by the tests).
 _FILL = (
@@ -153,6 +163,7 @@ class Fixture:
     pool: int
     main: Path
     extra: Path
+    another: Path
     seconds: float
 
 
@@ -183,8 +194,9 @@ def _combo_table(
 
 
 def make_fixture(rows: int, folder: Path, pool: int = 20000, seed: int = 0) -> Fixture:
-    """Write ``responses.parquet`` (``rows`` rounded up to whole sets of 2,340) and
-    ``one_more_model.parquet`` (2,340 rows of ``bench-extra``) into ``folder``."""
+    """Write ``responses.parquet`` (``rows`` rounded up to whole sets of 2,340),
+    ``one_more_model.parquet`` (2,340 rows of ``bench-extra``) and ``another_model.parquet``
+    (2,340 rows of ``bench-extra-2``) into ``folder``."""
     start = time.perf_counter()
     folder.mkdir(parents=True, exist_ok=True)
     texts = pa.array(answer_pool(pool, seed=seed))
@@ -207,6 +219,11 @@ def make_fixture(rows: int, folder: Path, pool: int = 20000, seed: int = 0) -> F
     extra = folder / "one_more_model.parquet"
     idx = _draw(rng, len(qids), pool)
     pq.write_table(_combo_table(texts, qids, EXTRA_MODEL, TEMPERATURES[0], SAMPLES[0], idx), extra)
+    another = folder / "another_model.parquet"
+    idx = _draw(rng, len(qids), pool)
+    pq.write_table(
+        _combo_table(texts, qids, ANOTHER_MODEL, TEMPERATURES[0], SAMPLES[0], idx), another
+    )
     return Fixture(
         rows=combos * per_combo,
         models=math.ceil(combos / per_model),
@@ -214,6 +231,7 @@ def make_fixture(rows: int, folder: Path, pool: int = 20000, seed: int = 0) -> F
         pool=pool,
         main=main,
         extra=extra,
+        another=another,
         seconds=time.perf_counter() - start,
     )
 
@@ -476,6 +494,8 @@ def run_size(
         "build_forced": ["build", "--force", "--warehouse", str(wh)],
         "import_increment": ["import", "responses", str(fx.extra), "--warehouse", str(wh)],
         "build_increment": ["build", "--warehouse", str(wh)],
+        "import_increment_2": ["import", "responses", str(fx.another), "--warehouse", str(wh)],
+        "build_increment_2": ["build", "--warehouse", str(wh)],
         "publish": ["publish", "--warehouse", str(wh)],
     }
     done: dict[str, Stage] = {}
@@ -519,13 +539,14 @@ def ratios(rows: int, done: dict[str, Stage]) -> dict:
         out["import_rows_per_cpu_s"] = rows / done["import"].cpu_s
     if full:
         out["build_full_cpu_ms_per_generation"] = 1000 * full.cpu_s / rows
-        for name in ("build_noop", "build_forced", "build_increment"):
+        for name in ("build_noop", "build_forced", *INCREMENTS):
             if name in done:
                 out[f"{name}_over_full_cpu"] = done[name].cpu_s / full.cpu_s
                 out[f"{name}_over_full_wall"] = done[name].wall_s / full.wall_s
-        if "build_increment" in done and "import_increment" in done:
-            both = done["build_increment"].cpu_s + done["import_increment"].cpu_s
-            out["import_and_build_increment_over_full_cpu"] = both / full.cpu_s
+        for build, landing in INCREMENTS.items():
+            if build in done and landing in done:
+                both = done[build].cpu_s + done[landing].cpu_s
+                out[f"import_and_{build}_over_full_cpu"] = both / full.cpu_s
     return {k: round(v, 4) for k, v in out.items()}
 
 
@@ -547,9 +568,9 @@ def format_size(result: dict) -> str:
     landed = result["rows"]
     for name, s in result["stages"].items():
         # per row imported for an import; per generation in the warehouse for a build or publish
-        if name == "import_increment":
+        if name in INCREMENTS.values():
             landed += result["increment_rows"]
-        rows = result["increment_rows"] if name == "import_increment" else landed
+        rows = result["increment_rows"] if name in INCREMENTS.values() else landed
         lines.append(
             f"| {name} | {_dur(s['wall_s'])} | {s['cpu_s']:.1f} s | "
             f"{1000 * s['cpu_s'] / rows:.3f} | {s['max_rss_mb'] / 1024:.2f} GB | "
@@ -566,6 +587,16 @@ def format_size(result: dict) -> str:
         (
             "import_and_build_increment_over_full_cpu",
             "(import + build) of one more model / full build, CPU",
+            "{:.1%}",
+        ),
+        (
+            "build_increment_2_over_full_cpu",
+            "incremental build of another model (standby copy in place) / full build, CPU",
+            "{:.1%}",
+        ),
+        (
+            "import_and_build_increment_2_over_full_cpu",
+            "(import + build) of another model / full build, CPU",
             "{:.1%}",
         ),
         ("build_full_cpu_ms_per_generation", "full build CPU ms per generation", "{:.3f}"),

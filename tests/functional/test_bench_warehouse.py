@@ -68,9 +68,10 @@ def test_fixture_holds_every_prompt_once_per_model_temperature_and_sample(tmp_pa
     for _, unit in main.groupby(keys):
         assert set(zip(unit.query_id, unit.disability, strict=True)) == _prompts()
     assert main.response_text.nunique() <= 100
-    extra = pq.read_table(fx.extra).to_pandas()
-    assert len(extra) == 2340 and set(extra.model_id) == {bench.EXTRA_MODEL}
-    assert set(zip(extra.query_id, extra.disability, strict=True)) == _prompts()
+    for path, model in ((fx.extra, bench.EXTRA_MODEL), (fx.another, bench.ANOTHER_MODEL)):
+        extra = pq.read_table(path).to_pandas()
+        assert len(extra) == 2340 and set(extra.model_id) == {model}
+        assert set(zip(extra.query_id, extra.disability, strict=True)) == _prompts()
     again = tmp_path / "again"
     bench.make_fixture(2340 * 10 + 1, again, pool=100)
     assert pq.read_table(again / "responses.parquet").equals(pq.read_table(fx.main))
@@ -126,8 +127,8 @@ def test_node_memory_matches_samples_to_the_nodes_that_ran(tmp_path):
 def test_report_names_every_stage_ratio_and_growth():
     def result(rows: int, scale: float) -> dict:
         cpu = {"import": 10, "build_full": 100, "build_noop": 1, "build_forced": 60}
-        cpu |= {"import_increment": 5}
-        cpu |= {"build_increment": 80, "publish": 2}
+        cpu |= {"import_increment": 5, "import_increment_2": 5}
+        cpu |= {"build_increment": 80, "build_increment_2": 40, "publish": 2}
         stages = {n: _stage(n, c * scale, n in bench.BUILDS) for n, c in cpu.items()}
         return {
             "rows": rows,
@@ -136,11 +137,7 @@ def test_report_names_every_stage_ratio_and_growth():
             "pool": 20000,
             "increment_rows": 2340,
             "stages": stages,
-            "ratios": {
-                "build_noop_over_full_cpu": 0.01,
-                "build_forced_over_full_cpu": 0.6,
-                "import_rows_per_s": rows / 20,
-            },
+            "ratios": bench.ratios(rows, {n: bench.Stage(**s) for n, s in stages.items()}),
             "degradation_check": {"matched": 7, "rows": 7, "mismatched": 0, "pairs": 2106}
             | {"overall_pct": [51.2]},
         }
@@ -152,7 +149,14 @@ def test_report_names_every_stage_ratio_and_growth():
     assert "no-op rebuild (skipped) / full build, CPU: 1.0%" in text
     assert "no-op rebuild with --force / full build, CPU: 60.0%" in text
     assert "import rows/s (wall, the whole command): 1,170" in text
-    assert text.count("the 10 slowest nodes") == 4 and "model.ableaudit.degradation" in text
+    assert "incremental build / full build, CPU: 80.0%" in text
+    assert "(import + build) of one more model / full build, CPU: 85.0%" in text
+    assert (
+        "incremental build of another model (standby copy in place) / full build, CPU: 40.0%"
+        in text
+    )
+    assert "(import + build) of another model / full build, CPU: 45.0%" in text
+    assert text.count("the 10 slowest nodes") == 5 and "model.ableaudit.degradation" in text
     assert "7 of 7 (model, arm, slice) rows matched, 0 mismatched" in text
     grown = {g["stage"]: g for g in bench.growth([small, large])}
     assert grown["build_full"]["cpu_ratio"] == 2.0

@@ -829,6 +829,8 @@ def test_refusal_rates_by_source_equal_an_independent_computation(built, indepen
             ]
         )
         assert sorted(listed) == flagged
+        if listed:  # in the order of their names
+            assert r.refusal_source.split(", ") == sorted(r.refusal_source.split(", "))
         if d.get("rule"):
             assert (
                 r.refusal_rule

@@ -436,6 +436,7 @@ def test_a_relation_whose_rows_mostly_changed_is_written_whole(warehouse, tmp_pa
     con = duckdb.connect(str(warehouse))
     con.execute("update extra set v = 'x' where k < 5")  # 5 of 10: updated
     con.close()
+    _drop_standby(out)  # the standby, one build older, differs in 6 rows: written whole
     copy = publish(warehouse, out)
     assert _manifest_changes(copy)["main.extra"] == "updated"
     _same_rows(warehouse, copy, "extra")
@@ -537,6 +538,12 @@ def _add_model_rows(warehouse: Path) -> None:
     con.close()
 
 
+def _drop_standby(out: Path) -> None:
+    """Remove the standby the last publish kept, so that the next one updates a copy of the
+    previous copy (a reader holding the standby open has the same effect)."""
+    (out / ".ableaudit.standby.duckdb").unlink()
+
+
 def _recorded(copy: Path, relation: str) -> dict[str | None, int]:
     return dict(
         read(
@@ -600,6 +607,7 @@ def test_a_relation_of_models_is_updated_model_by_model(warehouse, tmp_path, row
     assert len(first) == 3 and read(copy, kept_models) == first
 
     row_updates.clear()
+    _drop_standby(out)  # updating a copy of the previous copy, which holds these rows
     assert _manifest_changes(publish(warehouse, out))["main.scored"] == "unchanged"
     assert "scored" not in row_updates
 
@@ -688,6 +696,7 @@ def test_a_copy_that_is_not_what_its_record_says_is_updated_row_by_row(
     con.execute("update publish.relation_groups set duckdb_version = '0.0.1'")
     con.close()
     row_updates.clear()
+    _drop_standby(out)  # the copy so edited is the one updated
     copy = publish(warehouse, out)
     assert {"scored", "scored_view"} <= set(row_updates)
     assert _manifest_changes(copy)["main.scored"] == "unchanged"
@@ -777,3 +786,142 @@ def test_pair_details_is_a_file_per_model_and_only_changed_models_are_written_ag
     # nothing changed: every file kept
     copy = publish(warehouse, out)
     assert _by_model_files(copy) == third
+
+
+STANDBY = ".ableaudit.standby.duckdb"
+
+
+def _answers(warehouse: Path, models: list[str]) -> None:
+    con = duckdb.connect(str(warehouse))
+    con.execute("drop table pair_details")
+    con.execute(
+        "create table pair_details as select m.model_id, x as k, 'answer ' || x as answer "
+        "from unnest($models) m(model_id), range(3) t(x)",
+        {"models": models},
+    )
+    con.close()
+
+
+def _edit(warehouse: Path, *statements: str) -> None:
+    con = duckdb.connect(str(warehouse))
+    for statement in statements:
+        con.execute(statement)
+    con.close()
+
+
+def test_the_replaced_copy_is_the_standby_the_next_publish_updates(
+    warehouse, tmp_path, monkeypatch
+):
+    """The copy a publish replaces stays on disk as the standby (the same file, so a reader of
+    it reads on), and the next publish updates it with what changed in the last two builds
+    instead of copying the whole copy first. Its Parquet files are set against the copy in
+    place: a model or mart changed by the last build and changed back by this one is written
+    again, one unchanged since the last copy kept."""
+    _answers(warehouse, ["m1", "m2", "m3"])
+    out = tmp_path / "published"
+    first = publish(warehouse, out)
+    first_inode = first.stat().st_ino
+    assert not (out / STANDBY).exists()
+
+    _edit(
+        warehouse,
+        "update pair_details set answer = 'changed' where model_id = 'm1' and k = 0",
+        "insert into degradation values ('a', 9, 1)",
+    )
+    second = publish(warehouse, out)
+    second_inode = second.stat().st_ino
+    assert second_inode != first_inode and (out / STANDBY).stat().st_ino == first_inode
+    parquet = parquet_folder(second)
+    files = _by_model_files(second)
+    untouched = [m for m in mart_names() if m not in ("degradation", "pair_details")][0]
+    untouched_file = (parquet / f"{untouched}.parquet").stat().st_mtime_ns
+    degradation_file = (parquet / "degradation.parquet").stat().st_mtime_ns
+
+    _edit(
+        warehouse,  # the last build's changes undone, and one of this build
+        "update pair_details set answer = 'answer 0' where model_id = 'm1' and k = 0",
+        "delete from degradation where arm = 9",
+        "update pair_details set answer = 'new' where model_id = 'm2' and k = 2",
+    )
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("the standby is updated, not a copy of the copy")
+
+    monkeypatch.setattr(publish_module.shutil, "copyfile", no_copy)
+    third = publish(warehouse, out)
+    monkeypatch.undo()
+    assert third.stat().st_ino == first_inode and (out / STANDBY).stat().st_ino == second_inode
+    for relation in ("pair_details", "degradation", "degradation_overall", "raw.generations"):
+        _same_rows(warehouse, third, relation)
+    assert _recorded(third, "main.pair_details") == _held(warehouse, "pair_details")
+    assert _manifest_changes(third)["main.pair_details"] == "updated"
+    assert _manifest_changes(third)["main.degradation"] == "unchanged"  # as in the standby
+    # the Parquet files hold the warehouse's rows: m1 and degradation written back, m3 kept
+    now = _by_model_files(third)
+    name = publish_module.model_file_name
+    assert now[name("m3")] == files[name("m3")]
+    assert now[name("m1")] != files[name("m1")] and now[name("m2")] != files[name("m2")]
+    assert _rows_of_files(third) == sorted(read(warehouse, "select * from pair_details"), key=repr)
+    assert (parquet / "degradation.parquet").stat().st_mtime_ns != degradation_file
+    assert sorted(read(warehouse, f"select * from '{parquet / 'degradation.parquet'}'")) == sorted(
+        read(warehouse, "select * from degradation")
+    )
+    assert (parquet / f"{untouched}.parquet").stat().st_mtime_ns == untouched_file
+    assert not list(out.glob(".*tmp*"))
+
+
+def test_a_standby_held_open_by_a_reader_is_left_to_it(warehouse, tmp_path, caplog):
+    """A BI client still reading the copy that became the standby: DuckDB's lock refuses the
+    writer, and the publish copies the current copy instead; the reader's file is not written."""
+    caplog.set_level("INFO", logger=publish_module.__name__)
+    out = tmp_path / "published"
+    publish(warehouse, out)
+    _edit(warehouse, "insert into degradation values ('a', 9, 1)")
+    publish(warehouse, out)
+    standby = out / STANDBY
+    rows_before = read(standby, "select count(*) from degradation")
+    reader = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; con = duckdb.connect(sys.argv[1], read_only=True); "
+            "print(con.execute('select count(*) from degradation').fetchone()[0], flush=True); "
+            "sys.stdin.read()",
+            str(standby),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout.readline().strip() == str(rows_before[0][0])
+        held = os.stat(standby).st_ino
+        _edit(warehouse, "insert into degradation values ('a', 10, 1)")
+        copy = publish(warehouse, out)
+        assert copy.stat().st_ino != held
+        _same_rows(warehouse, copy, "degradation")
+        assert "rather than updating the copy before it" in caplog.text
+        assert "lock" in caplog.text.lower()
+    finally:
+        reader.communicate("")
+    # the reader's file, no longer linked under the standby's name, was left as it was
+    assert (out / STANDBY).stat().st_ino != held
+    assert not list(out.glob(".*tmp*"))
+
+
+def test_a_standby_that_is_the_copy_itself_is_not_written(warehouse, tmp_path):
+    """A publish killed between keeping the standby and moving the new copy into place leaves
+    the standby a second name of the copy: the next publish copies it rather than writing the
+    file readers open."""
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    os.link(copy, out / STANDBY)
+    kept = tmp_path / "kept.duckdb"
+    os.link(copy, kept)
+    before = kept.read_bytes()
+    _edit(warehouse, "insert into degradation values ('a', 9, 1)")
+    again = publish(warehouse, out)
+    assert kept.read_bytes() == before
+    assert again.stat().st_ino != kept.stat().st_ino
+    assert (out / STANDBY).stat().st_ino == kept.stat().st_ino  # the replaced copy
+    _same_rows(warehouse, again, "degradation")
