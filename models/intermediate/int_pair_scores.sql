@@ -23,6 +23,12 @@
     )
 }}
 {%- set plan = incremental_plan(pair_scores_settings(), 'int_pairs') %}
+{#- on an incremental build, the scores read for the joins: those of the pairs' generations
+    (int_generation_scores is a view of every generation x metric, millions of rows, which the
+    joins would otherwise take whole into their hash tables) -#}
+{%- set scoped_generations = '' if plan.full else
+    'where generation_id in (select neutral_generation_id from pairs '
+    ~ 'union all select disability_generation_id from pairs)' %}
 
 with
 
@@ -44,9 +50,16 @@ pairs as (
 
 ),
 
-generation_scores as (
+all_generation_scores as (
 
     select * from {{ ref('int_generation_scores') }}
+
+),
+
+generation_scores as (
+
+    select * from all_generation_scores
+    {{ scoped_generations }}
 
 ),
 
@@ -58,12 +71,13 @@ metrics as (
 
 scored_metrics as (
 
+    -- every metric scored anywhere: a pair gets a row for each, scored or not
     select distinct
-        generation_scores.metric,
-        generation_scores.base_metric,
-        generation_scores.judge_name
+        all_generation_scores.metric,
+        all_generation_scores.base_metric,
+        all_generation_scores.judge_name
 
-    from generation_scores
+    from all_generation_scores
 
 ),
 
