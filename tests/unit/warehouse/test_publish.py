@@ -21,6 +21,7 @@ from ableaudit.warehouse import publish as publish_module
 from ableaudit.warehouse.publish import mart_names, parquet_folder, publish
 
 MARKER = "config-marker-51c2"
+STANDBY = ".ableaudit.standby.duckdb"  # beside the copy of a warehouse ableaudit.duckdb
 # DuckDB's storage numbers (the file header) of the formats asked for
 STORAGE_NUMBER = {"v1.1.0": 64, "v1.2.0": 65, "v1.4.0": 67}
 
@@ -541,7 +542,7 @@ def _add_model_rows(warehouse: Path) -> None:
 def _drop_standby(out: Path) -> None:
     """Remove the standby the last publish kept, so that the next one updates a copy of the
     previous copy (a reader holding the standby open has the same effect)."""
-    (out / ".ableaudit.standby.duckdb").unlink()
+    (out / STANDBY).unlink()
 
 
 def _recorded(copy: Path, relation: str) -> dict[str | None, int]:
@@ -721,14 +722,7 @@ def test_pair_details_is_a_file_per_model_and_only_changed_models_are_written_ag
     publish writes the files of the models whose rows changed or that are new, removes the file
     of a model that is gone, and keeps the others as they lie."""
     models = ["org/model:v1 é", "m1", None, "a" * 300]
-    con = duckdb.connect(str(warehouse))
-    con.execute("drop table pair_details")
-    con.execute(
-        "create table pair_details as select m.model_id, x as k, 'answer ' || x as answer "
-        "from unnest($models) m(model_id), range(3) t(x)",
-        {"models": models},
-    )
-    con.close()
+    _answers(warehouse, models)
     out = tmp_path / "published"
     old_single = parquet_folder(out / warehouse.name) / "pair_details.parquet"
     old_single.parent.mkdir(parents=True)
@@ -788,10 +782,8 @@ def test_pair_details_is_a_file_per_model_and_only_changed_models_are_written_ag
     assert _by_model_files(copy) == third
 
 
-STANDBY = ".ableaudit.standby.duckdb"
-
-
-def _answers(warehouse: Path, models: list[str]) -> None:
+def _answers(warehouse: Path, models: list[str | None]) -> None:
+    """pair_details as three answers of each model."""
     con = duckdb.connect(str(warehouse))
     con.execute("drop table pair_details")
     con.execute(
