@@ -168,6 +168,16 @@
     {%- endif -%}
 {%- endmacro %}
 
+{#-
+    On an incremental build of `plan`, a filter of a relation keyed by generation to the
+    generations of the pairs in `pairs` (a CTE of pairs, both sides); nothing on a full one.
+-#}
+{% macro scoped_to_pair_generations(pairs, plan) -%}
+    {%- if not plan.full -%}
+    where generation_id in (select neutral_generation_id from {{ pairs }} union all select disability_generation_id from {{ pairs }})
+    {%- endif -%}
+{%- endmacro %}
+
 {#- A SQL list of the plan's new landings, for `landing_id in (...)`; never empty. -#}
 {% macro landing_list(plan) -%}
     {%- if plan.landings -%}

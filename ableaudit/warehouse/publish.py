@@ -386,6 +386,15 @@ def _group_fingerprints(
     return {g: (int(n), int(total), int(xor)) for g, n, total, xor in rows}
 
 
+def _changed_groups(now: Fingerprints, before: Fingerprints) -> list[str | None]:
+    """The groups whose fingerprints differ between two records (new and gone ones too), in
+    order, None last."""
+    return sorted(
+        (g for g in now.keys() | before.keys() if now.get(g) != before.get(g)),
+        key=lambda g: (g is None, g or ""),
+    )
+
+
 def _in_groups(values: list[str | None]) -> str:
     """A filter on ``GROUP_COLUMN`` for these values, as literals, so that DuckDB pushes it
     down into a view's scans."""
@@ -425,10 +434,7 @@ def _update_groups(
     if held != {g: n for g, (n, _, _) in previous.items()}:
         return None
     live = _group_fingerprints(con, source, columns)
-    changed = sorted(
-        (g for g in live.keys() | previous.keys() if live.get(g) != previous.get(g)),
-        key=lambda g: (g is None, g or ""),
-    )
+    changed = _changed_groups(live, previous)
     if not changed:
         return "unchanged", live, []
     gone = sum(previous[g][0] for g in changed if g in previous)
@@ -767,10 +773,7 @@ def _in_place_since_standby(
         for schema, name in relations:
             now, before = current.get((schema, name)), recorded.get((schema, name))
             if now is not None and before is not None:
-                changed[(schema, name)] = sorted(
-                    (g for g in now.keys() | before.keys() if now.get(g) != before.get(g)),
-                    key=lambda g: (g is None, g or ""),
-                )
+                changed[(schema, name)] = _changed_groups(now, before)
                 if not changed[(schema, name)]:
                     unchanged.add((schema, name))
                 continue

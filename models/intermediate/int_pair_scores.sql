@@ -26,9 +26,7 @@
 {#- on an incremental build, the scores read for the joins: those of the pairs' generations
     (int_generation_scores is a view of every generation x metric, millions of rows, which the
     joins would otherwise take whole into their hash tables) -#}
-{%- set scoped_generations = '' if plan.full else
-    'where generation_id in (select neutral_generation_id from pairs '
-    ~ 'union all select disability_generation_id from pairs)' %}
+{%- set scoped_generations = scoped_to_pair_generations('pairs', plan) %}
 
 with
 

@@ -32,9 +32,7 @@
 {%- set plan = incremental_plan(pair_details_settings(), 'int_pair_scores') %}
 {#- on an incremental build, what is read of a relation keyed by pair (generation) -#}
 {%- set scoped_pairs = '' if plan.full else 'where pair_id in (select pair_id from pair_texts)' %}
-{%- set scoped_generations = '' if plan.full else
-    'where generation_id in (select neutral_generation_id from pair_texts '
-    ~ 'union all select disability_generation_id from pair_texts)' %}
+{%- set scoped_generations = scoped_to_pair_generations('pair_texts', plan) %}
 
 with
 
