@@ -347,3 +347,88 @@
         pair_details_settings(), 'int_pair_scores', 'dbt_state.pair_detail_texts', detail_texts_sql()
     ) }}
 {%- endmacro %}
+
+{#-
+    Post-hook of an incremental model with a `model_id` column: the fingerprint of each
+    model's rows (rows, and the sum and exclusive or of their row hashes over every column,
+    in order), kept in dbt_state.group_fingerprints with the columns it was taken over. The
+    publish reads it instead of hashing the relation (ableaudit.warehouse.publish): at a
+    million generations, hashing the tables that hold the answer texts cost more than all
+    the rest of the publish.
+
+    Only the models a build wrote are fingerprinted again: those of the rows it merged (the
+    temporary relation of dbt's delete+insert), and those whose row count differs from the record (rows deleted,
+    or a model new or gone). Everything is fingerprinted again when the model was created or
+    rebuilt whole (no temporary relation), or when the record was taken over other columns.
+-#}
+{% macro record_group_fingerprints() -%}
+    {%- if execute and model.resource_type == 'model' -%}
+        {%- set record = 'dbt_state.group_fingerprints' -%}
+        {%- set relation = this.schema ~ '.' ~ this.identifier -%}
+        {#- the temporary relation of a merge: dbt-duckdb names it <model>__dbt_tmp<timestamp> -#}
+        {%- set merged_prefix = this.identifier ~ '__dbt_tmp' -%}
+        {%- call statement('ensure_group_fingerprints') -%}
+            create schema if not exists dbt_state;
+            create table if not exists {{ record }} (
+                relation varchar,
+                columns varchar,
+                model_id varchar,
+                n_rows bigint,
+                hash_sum hugeint,
+                hash_xor ubigint
+            );
+        {%- endcall -%}
+        {%- set query -%}
+            with
+            now_columns as (
+                select string_agg(column_name || ' ' || data_type, ', ' order by column_index) as columns
+                from duckdb_columns()
+                where database_name = '{{ this.database }}' and schema_name = '{{ this.schema }}'
+                    and table_name = '{{ this.identifier }}'
+            )
+            select
+                (select columns from now_columns),
+                (
+                    select max(table_name) from duckdb_tables()
+                    where temporary and starts_with(table_name, '{{ merged_prefix }}')
+                ),
+                (
+                    select count(*) from {{ record }}
+                    where relation = '{{ relation }}' and columns is distinct from (select columns from now_columns)
+                ),
+                (select count(*) from {{ record }} where relation = '{{ relation }}')
+        {%- endset -%}
+        {%- set row = run_query(query).rows[0] -%}
+        {%- set whole = row[1] is none or row[2] > 0 or row[3] == 0 -%}
+        create or replace temp table group_fingerprints_stale as
+        {% if whole -%}
+        select distinct model_id from {{ this }}
+        union all
+        select model_id from {{ record }} where relation = '{{ relation }}'
+        {%- else -%}
+        select distinct model_id from {{ adapter.quote(row[1]) }}
+        union all
+        select coalesce(held.model_id, recorded.model_id)
+        from (select model_id, count(*) as n_rows from {{ this }} group by model_id) as held
+        full join (select model_id, n_rows from {{ record }} where relation = '{{ relation }}') as recorded
+            on held.model_id is not distinct from recorded.model_id
+        where held.n_rows is distinct from recorded.n_rows
+        {%- endif %};
+        delete from {{ record }} as recorded
+        where relation = '{{ relation }}' and exists (
+            select 1 from group_fingerprints_stale as stale
+            where stale.model_id is not distinct from recorded.model_id
+        );
+        insert into {{ record }}
+        select '{{ relation }}', '{{ row[0] | replace("'", "''") }}', model_id, count(*), sum(h), bit_xor(h)
+        from (
+            select model_id, hash(*columns(*)) as h from {{ this }} as held
+            semi join (select distinct model_id from group_fingerprints_stale) as stale
+                on held.model_id is not distinct from stale.model_id
+        )
+        group by model_id;
+        drop table group_fingerprints_stale
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}

@@ -373,6 +373,9 @@ class Groups:
     changed: dict[tuple[str, str], list[str | None]] = field(default_factory=dict)
     """The groups a relation's update replaced ([] when it was unchanged); a relation written
     whole, or updated row by row, is not in it."""
+    built: dict[tuple[str, str], tuple[str, Fingerprints]] = field(default_factory=dict)
+    """The fingerprints the build recorded of its incremental models (``BUILT_FINGERPRINTS``),
+    with the columns they were taken over."""
 
 
 def _group_fingerprints(
@@ -384,6 +387,61 @@ def _group_fingerprints(
         f"from (select {group}, hash({columns}) as h from {relation}) group by {group}"
     ).fetchall()
     return {g: (int(n), int(total), int(xor)) for g, n, total, xor in rows}
+
+
+BUILT_FINGERPRINTS = ("dbt_state", "group_fingerprints")
+"""Where the build keeps the group fingerprints of its incremental models (macro
+``record_group_fingerprints``): relation ('schema.name'), columns ('name type, ...', in
+order), model_id, n_rows, hash_sum, hash_xor. Taken when a model writes its rows, for the
+models it wrote, so that a publish after one more model does not hash every answer text."""
+
+
+def _built_fingerprints(
+    con: duckdb.DuckDBPyConnection, catalog: str
+) -> dict[tuple[str, str], tuple[str, Fingerprints]]:
+    """The group fingerprints the build recorded, per relation: (columns, fingerprints); a
+    relation recorded over two lists of columns is left out."""
+    schema, name = BUILT_FINGERPRINTS
+    present = con.execute(
+        "select count(*) from duckdb_tables() where database_name = ? and schema_name = ? and table_name = ?",
+        [catalog, schema, name],
+    ).fetchone()[0]
+    if not present:
+        return {}
+    rows = con.execute(
+        "select relation, columns, model_id, n_rows, hash_sum, hash_xor "
+        f"from {_quote(catalog)}.{_quote(schema)}.{_quote(name)}"
+    ).fetchall()
+    built: dict[tuple[str, str], tuple[str, Fingerprints]] = {}
+    mixed = set()
+    for relation, columns, group, n, total, xor in rows:
+        key = _split(relation)
+        recorded_columns, fingerprints = built.setdefault(key, (columns, {}))
+        if recorded_columns != columns:
+            mixed.add(key)
+        fingerprints[group] = (int(n), int(total), int(xor))
+    return {key: value for key, value in built.items() if key not in mixed}
+
+
+def _built_groups(
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    kept: list[tuple[str, str]],
+    built: tuple[str, Fingerprints] | None,
+) -> Fingerprints | None:
+    """The fingerprints the build recorded of ``source``, when they were taken over the
+    columns the copy holds and ``source`` still has the rows per group they count; else None
+    (the publish hashes the relation itself)."""
+    if built is None:
+        return None
+    columns, fingerprints = built
+    if columns != ", ".join(f"{c} {t}" for c, t in kept):
+        return None
+    group = _quote(GROUP_COLUMN)
+    held = dict(con.execute(f"select {group}, count(*) from {source} group by {group}").fetchall())
+    if held != {g: n for g, (n, _, _) in fingerprints.items()}:
+        return None
+    return fingerprints
 
 
 def _changed_groups(now: Fingerprints, before: Fingerprints) -> list[str | None]:
@@ -418,6 +476,7 @@ def _update_groups(
     target: str,
     columns: str,
     previous: Fingerprints,
+    live: Fingerprints | None = None,
 ) -> tuple[str, Fingerprints, list[str | None]] | None:
     """Make ``target`` hold the rows of ``source`` by replacing whole the groups (rows of one
     ``GROUP_COLUMN`` value) whose fingerprints differ from those the previous publish recorded;
@@ -433,7 +492,8 @@ def _update_groups(
     held = dict(con.execute(f"select {group}, count(*) from {target} group by {group}").fetchall())
     if held != {g: n for g, (n, _, _) in previous.items()}:
         return None
-    live = _group_fingerprints(con, source, columns)
+    if live is None:
+        live = _group_fingerprints(con, source, columns)
     changed = _changed_groups(live, previous)
     if not changed:
         return "unchanged", live, []
@@ -482,11 +542,14 @@ def _copy_relation(
     listed = ", ".join(_quote(c) for c, _ in kept)
     grouped = (GROUP_COLUMN, "VARCHAR") in kept
     try:
+        built = (
+            _built_groups(con, source, kept, groups.built.get((schema, name))) if grouped else None
+        )
         change, fingerprints = "written", None
         if in_copy.get((schema, name)) == kept:
             previous = groups.previous.get((schema, name)) if grouped else None
             by_group = (
-                _update_groups(con, source, target, listed, previous)
+                _update_groups(con, source, target, listed, previous, built)
                 if previous is not None
                 else None
             )
@@ -501,8 +564,8 @@ def _copy_relation(
             con.execute(f"create table {target} as select {listed} from {source}")
             change, fingerprints = "written", None
         if grouped:
-            groups.current[(schema, name)] = fingerprints or _group_fingerprints(
-                con, target, listed
+            groups.current[(schema, name)] = (
+                fingerprints or built or _group_fingerprints(con, target, listed)
             )
     except duckdb.Error as err:
         raise RuntimeError(
@@ -1026,7 +1089,9 @@ def publish(
                 f"{DEFAULT_STORAGE_VERSION} (the default, read by DuckDB 1.1 and newer) or v1.4.0"
             ) from None
         in_copy: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        groups = Groups(_recorded_groups(con) if updating else {}, {})
+        groups = Groups(
+            _recorded_groups(con) if updating else {}, {}, built=_built_fingerprints(con, catalog)
+        )
         # the copy's own record is that of the files in place only when it is the previous copy
         recorded_files = _recorded_files(con) if updating == "previous" else {}
         if updating:

@@ -19,7 +19,7 @@
         unique_key=['pair_id', 'metric'],
         on_schema_change='sync_all_columns',
         pre_hook="{{ incremental_reset(pair_scores_settings(), 'int_pairs') }}",
-        post_hook="{{ pair_scores_record() }}",
+        post_hook=["{{ pair_scores_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
 {%- set plan = incremental_plan(pair_scores_settings(), 'int_pairs') %}

@@ -13,7 +13,7 @@
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
         pre_hook="{{ incremental_reset(upstream='int_pairs') }}",
-        post_hook="{{ incremental_record(upstream='int_pairs') }}",
+        post_hook=["{{ incremental_record(upstream='int_pairs') }}", "{{ record_group_fingerprints() }}"],
     )
 }}
 {%- set plan = incremental_plan(upstream='int_pairs') %}

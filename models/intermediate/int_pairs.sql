@@ -16,7 +16,7 @@
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
         pre_hook="{{ incremental_reset(upstream='stg_raw__generations') }}",
-        post_hook="{{ incremental_record(upstream='stg_raw__generations') }}",
+        post_hook=["{{ incremental_record(upstream='stg_raw__generations') }}", "{{ record_group_fingerprints() }}"],
     )
 }}
 {%- set plan = incremental_plan(upstream='stg_raw__generations') %}

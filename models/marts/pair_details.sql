@@ -25,7 +25,7 @@
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
         pre_hook="{{ incremental_reset(pair_details_settings(), 'int_pair_scores') }}",
-        post_hook="{{ pair_details_record() }}",
+        post_hook=["{{ pair_details_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
 {%- set text_metrics = ['vader', 'regard', 'verbosity'] %}

@@ -11,7 +11,7 @@
         unique_key='generation_id',
         on_schema_change='sync_all_columns',
         pre_hook="{{ incremental_reset() }}",
-        post_hook="{{ incremental_record() }}",
+        post_hook=["{{ incremental_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
 {%- set plan = incremental_plan() %}

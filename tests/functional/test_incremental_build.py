@@ -16,11 +16,13 @@ import os
 import shutil
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 
 from ableaudit.cli import main
 from ableaudit.dbt.runner import run_dbt
+from ableaudit.warehouse import publish
 from ableaudit.ingest.judgments import import_judgments
 from ableaudit.ingest.responses import import_responses
 from ableaudit.warehouse import landing
@@ -143,17 +145,43 @@ def _same(a: list[tuple], b: list[tuple]) -> bool:
     )
 
 
+def _fingerprints(wh: Path) -> dict[str, tuple]:
+    """Per incremental model: the group fingerprints the build recorded (with their columns),
+    and those the publish computes by hashing the table itself."""
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        built = publish._built_fingerprints(con, wh.stem)
+        out = {}
+        for model in INCREMENTAL:
+            columns = publish._columns(con, wh.stem, "main", model)
+            listed = ", ".join(publish._quote(c) for c, _ in columns)
+            hashed = publish._group_fingerprints(con, f'"{wh.stem}".main."{model}"', listed)
+            described = ", ".join(f"{c} {t}" for c, t in columns)
+            out[model] = (built.get(("main", model)), (described, hashed))
+        return out
+    finally:
+        con.close()
+
+
+def _assert_recorded_fingerprints(wh: Path, step: str) -> None:
+    differ = [m for m, (built, hashed) in _fingerprints(wh).items() if built != hashed]
+    assert not differ, f"{step}: recorded group fingerprints differ from the tables: {differ}"
+
+
 def _assert_same_as_full_refresh(wh: Path, tmp_path: Path, step: str) -> None:
     """Build `wh` as a build does; then, at the same path (dbt re-parses on a new one), a full
-    refresh of a copy of the raw layer, and compare every table."""
+    refresh of a copy of the raw layer, and compare every table. The group fingerprints each
+    build records must be those of its tables."""
     run_dbt(["seed"], wh)
     run_dbt(["run"], wh)  # the models `build` builds; its data tests change no table
+    _assert_recorded_fingerprints(wh, step)
     incremental = {t: read(wh, _live(wh, t)) for t in _tables(wh)}
     for model in INCREMENTAL:
         assert model in incremental, f"{step}: {model} is not a table"
     kept = tmp_path / "kept.duckdb"
     shutil.copy(wh, kept)
     run_dbt(["run", "--full-refresh"], wh)
+    _assert_recorded_fingerprints(wh, f"{step} (full refresh)")
     full = {t: read(wh, _live(wh, t)) for t in _tables(wh)}
     shutil.copy(kept, wh)  # go on from the incremental state
     assert sorted(incremental) == sorted(full), step
@@ -267,3 +295,29 @@ def test_only_new_landings_are_read_and_a_changed_var_rebuilds_what_reads_it(tmp
     assert "touched_units" not in _compiled("pair_details")  # its settings hold them too
     thresholds = read(wh, "select distinct threshold from main.int_pair_scores").threshold
     assert thresholds.tolist() == [0.5]
+
+
+def test_a_build_fingerprints_again_only_the_models_it_wrote(tmp_path):
+    wh = tmp_path / "ableaudit.duckdb"
+    run_dbt(["seed"], wh)
+    run_dbt(["build", "--select", "+int_prompts"], wh)
+    _import(wh, tmp_path / "a.csv", _rows("model-a", ["edu_001", "fin_001"]))
+    run_dbt(["run"], wh)
+    _assert_recorded_fingerprints(wh, "first build")
+    # a record of model-a that no hash gives: kept as it is by a build that writes model-b only
+    con = duckdb.connect(str(wh))
+    con.execute(
+        "update dbt_state.group_fingerprints set hash_xor = xor(hash_xor, 1) where model_id = 'model-a'"
+    )
+    con.close()
+    _import(wh, tmp_path / "b.csv", _rows("model-b", ["edu_001"]))
+    run_dbt(["run"], wh)
+    assert "touched_units" in _compiled("int_pairs")  # an incremental build
+    for model, (built, hashed) in _fingerprints(wh).items():
+        columns, groups = built
+        assert (columns, groups["model-b"]) == (hashed[0], hashed[1]["model-b"]), model
+        n, total, xor = hashed[1]["model-a"]
+        assert groups["model-a"] == (n, total, xor ^ 1), f"{model}: model-a fingerprinted again"
+    # a full rebuild fingerprints every model again
+    run_dbt(["run", "--full-refresh"], wh)
+    _assert_recorded_fingerprints(wh, "full refresh")

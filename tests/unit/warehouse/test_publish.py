@@ -917,3 +917,83 @@ def test_a_standby_that_is_the_copy_itself_is_not_written(warehouse, tmp_path):
     assert again.stat().st_ino != kept.stat().st_ino
     assert (out / STANDBY).stat().st_ino == kept.stat().st_ino  # the replaced copy
     _same_rows(warehouse, again, "degradation")
+
+
+def _record_build_fingerprints(warehouse: Path, relation: str, columns: str | None = None) -> None:
+    """What a build's incremental model records of itself (macro record_group_fingerprints):
+    the fingerprint of each model's rows over every column, and the columns (``columns``
+    stands in for other ones)."""
+    schema, name = relation.split(".")
+    con = duckdb.connect(str(warehouse))
+    listed = publish_module._columns(con, warehouse.stem, schema, name)
+    described = columns or ", ".join(f"{c} {t}" for c, t in listed)
+    con.execute(
+        "create schema if not exists dbt_state; create table if not exists "
+        "dbt_state.group_fingerprints (relation varchar, columns varchar, model_id varchar, "
+        "n_rows bigint, hash_sum hugeint, hash_xor ubigint)"
+    )
+    con.execute("delete from dbt_state.group_fingerprints where relation = ?", [relation])
+    hashed = ", ".join(f'"{c}"' for c, _ in listed)
+    con.execute(
+        "insert into dbt_state.group_fingerprints select $relation, $columns, model_id, count(*), "
+        f"sum(h), bit_xor(h) from (select model_id, hash({hashed}) as h from {relation}) "
+        "group by model_id",
+        {"relation": relation, "columns": described},
+    )
+    con.close()
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The relations whose groups the next publishes hash (in the warehouse or the copy)."""
+    seen: list[str] = []
+    fingerprints = publish_module._group_fingerprints
+
+    def spy(con, relation, columns):
+        seen.append(relation.rsplit(".", 1)[1].strip('"'))
+        return fingerprints(con, relation, columns)
+
+    monkeypatch.setattr(publish_module, "_group_fingerprints", spy)
+    return seen
+
+
+def test_the_fingerprints_a_build_recorded_stand_in_for_hashing_the_relation(
+    warehouse, tmp_path, hashed
+):
+    """A relation whose group fingerprints the build recorded is not hashed by the publish,
+    which decides and records its models by them; a record that does not count the rows the
+    relation holds per model, or was taken over other columns, is not used."""
+    _add_model_rows(warehouse)
+    _record_build_fingerprints(warehouse, "main.scored")
+    out = tmp_path / "published"
+    copy = publish(warehouse, out)
+    assert "scored" not in hashed and "scored_view" in hashed
+    assert _recorded(copy, "main.scored") == _held(warehouse, "scored")
+    assert read(
+        copy, "select count(*) from information_schema.schemata where schema_name = 'dbt_state'"
+    ) == [(0,)]
+
+    # one model changed, and recorded as a build does: only its rows are replaced
+    _edit(warehouse, "update scored set v = 'changed' where model_id = 'm2' and k = 0")
+    _record_build_fingerprints(warehouse, "main.scored")
+    hashed.clear()
+    copy = publish(warehouse, out)
+    assert "scored" not in hashed
+    assert _manifest_changes(copy)["main.scored"] == "updated"
+    _same_rows(warehouse, copy, "scored")
+
+    # rows the record does not count: the relation is hashed
+    _edit(warehouse, "insert into scored values ('m3', 9, 'landed by hand')")
+    hashed.clear()
+    copy = publish(warehouse, out)
+    assert "scored" in hashed
+    _same_rows(warehouse, copy, "scored")
+    assert _recorded(copy, "main.scored") == _held(warehouse, "scored")
+
+    # a record taken over other columns: hashed too
+    _edit(warehouse, "update scored set v = 'changed again' where model_id = 'm0'")
+    _record_build_fingerprints(warehouse, "main.scored", columns="model_id VARCHAR")
+    hashed.clear()
+    copy = publish(warehouse, out)
+    assert "scored" in hashed
+    _same_rows(warehouse, copy, "scored")
