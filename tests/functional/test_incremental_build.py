@@ -22,10 +22,9 @@ import pytest
 
 from ableaudit.cli import main
 from ableaudit.dbt.runner import run_dbt
-from ableaudit.warehouse import publish
 from ableaudit.ingest.judgments import import_judgments
 from ableaudit.ingest.responses import import_responses
-from ableaudit.warehouse import landing
+from ableaudit.warehouse import landing, publish
 from tests.fixtures.warehouse import DISABILITIES, read
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
