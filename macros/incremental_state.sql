@@ -229,15 +229,23 @@
         current_scorer_version('vader'),
         current_scorer_version('regard'),
         current_scorer_version('verbosity'),
-    ] -%}
+    ] + verdicts_digest() -%}
+    {{ return(parts) }}
+{%- endmacro %}
+
+{#-
+    A digest of every landed verdict, as a list of one string for a settings digest (none
+    outside a model's build): any change in raw.judgments changes it.
+-#}
+{% macro verdicts_digest() -%}
     {%- if execute and model.resource_type == 'model' -%}
         {%- set query -%}
             select count(*) || ':' || coalesce(sum(hash(judgments)), 0)
             from raw.judgments as judgments
         {%- endset -%}
-        {%- do parts.append(run_query(query).columns[0].values()[0]) -%}
+        {{ return([run_query(query).columns[0].values()[0]]) }}
     {%- endif -%}
-    {{ return(parts) }}
+    {{ return([]) }}
 {%- endmacro %}
 
 {#-

@@ -8,18 +8,35 @@
     (response_assistive_tech); fits come from
     seeds/assistive_technology_disabilities.csv. Rates are over the answered
     responses the current matcher has seen (n_matched).
+
+    Built model by model (macro model_scope_plan): a build computes again only the models
+    whose generations changed (a text's matches follow from the text, the matcher and the
+    seeds, which are part of its settings).
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ model_scope_reset(['stg_raw__generations']) }}",
+        post_hook="{{ model_scope_record(['stg_raw__generations']) }}",
+    )
+}}
+{%- set plan = model_scope_plan(['stg_raw__generations']) %}
+
 with
 
 generations as (
 
     select * from {{ ref('stg_raw__generations') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 
 generation_assistive_tech as (
 
     select * from {{ ref('int_generation_assistive_tech') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 

@@ -8,12 +8,27 @@
     excluded ones are counted beside them (n_excluded) and explained in
     data_quality; n_truncated says how many counted pairs hold an answer cut
     off at the token cap (none for a metric that excludes such pairs).
+
+    Built model by model (macro model_scope_plan): a build computes again only the models
+    whose rows of int_pair_scores changed.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ model_scope_reset(['int_pair_scores']) }}",
+        post_hook="{{ model_scope_record(['int_pair_scores']) }}",
+    )
+}}
+{%- set plan = model_scope_plan(['int_pair_scores']) %}
+
 with
 
 pair_scores as (
 
     select * from {{ ref('int_pair_scores') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 

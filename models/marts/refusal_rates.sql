@@ -5,18 +5,35 @@
     rule set ('rule'), and each judge ('judge:<judge>:rubric',
     'judge:<judge>:contrastive'). A rate is over the generations that source
     assessed; the others are counted (n_not_assessed), never read as "no refusal".
+
+    Built model by model (macro model_scope_plan): a build computes again only the models
+    whose generations or pairs changed; a new refusal rule set or any change in the
+    verdicts computes every model.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='sync_all_columns',
+        pre_hook="{{ model_scope_reset(['stg_raw__generations', 'int_pair_texts'], refusal_rates_settings()) }}",
+        post_hook="{{ model_scope_record(['stg_raw__generations', 'int_pair_texts'], refusal_rates_settings()) }}",
+    )
+}}
+{%- set plan = model_scope_plan(['stg_raw__generations', 'int_pair_texts'], refusal_rates_settings()) %}
+
 with
 
 refusals as (
 
     select * from {{ ref('int_generation_refusals') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 
 flags as (
 
     select * from {{ ref('int_generation_refusal_flags') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 

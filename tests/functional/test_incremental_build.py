@@ -320,3 +320,46 @@ def test_a_build_fingerprints_again_only_the_models_it_wrote(tmp_path):
     # a full rebuild fingerprints every model again
     run_dbt(["run", "--full-refresh"], wh)
     _assert_recorded_fingerprints(wh, "full refresh")
+
+
+# marts built model by model (macro model_scope_plan), each with a count column to spoil
+BY_MODEL = {
+    "degradation": "n_pairs",
+    "refusal_rates": "n_generations",
+    "assistive_tech_mismatch_rates": "n_mentions",
+}
+
+
+def _counts(wh: Path, mart: str, model: str) -> set:
+    column = BY_MODEL[mart]
+    return set(read(wh, f"select {column} from main.{mart} where model_id = '{model}'")[column])
+
+
+def test_marts_built_model_by_model_compute_again_the_models_whose_inputs_changed(tmp_path):
+    wh = tmp_path / "ableaudit.duckdb"
+    run_dbt(["seed"], wh)
+    run_dbt(["build", "--select", "+int_prompts"], wh)
+    _import(wh, tmp_path / "a.csv", _rows("model-a", ["edu_001", "fin_001"]))
+    run_dbt(["run"], wh)
+    assert all(_counts(wh, mart, "model-a") for mart in BY_MODEL)
+    # rows of model-a that no computation gives: a build that adds model-b keeps them
+    con = duckdb.connect(str(wh))
+    for mart, column in BY_MODEL.items():
+        con.execute(f"update main.{mart} set {column} = -1 where model_id = 'model-a'")
+    con.close()
+    _import(wh, tmp_path / "b.csv", _rows("model-b", ["edu_001"]))
+    run_dbt(["run"], wh)
+    for mart in BY_MODEL:
+        assert "model_id in ('model-b')" in _compiled(mart), mart
+        assert _counts(wh, mart, "model-a") == {-1}, mart
+        assert _counts(wh, mart, "model-b") - {-1}, mart
+    # a build with nothing new computes no model
+    run_dbt(["run"], wh)
+    assert all("where false" in _compiled(mart) for mart in BY_MODEL)
+    # a changed var: int_pair_scores is rebuilt with other thresholds, every model changed
+    run_dbt(["run", "--vars", "{degradation_threshold: 0.5}"], wh)
+    assert set(read(wh, "select distinct threshold from main.degradation").threshold) == {0.5}
+    assert _counts(wh, "degradation", "model-a") != {-1}
+    # a full refresh computes every model of every mart
+    run_dbt(["run", "--full-refresh"], wh)
+    assert all(-1 not in _counts(wh, mart, "model-a") for mart in BY_MODEL)

@@ -1,0 +1,138 @@
+{#
+    The rule that lets a mart of per-model rows (each row of one model_id, computed from
+    that model's rows alone) compute again only the models whose inputs changed
+    (docs/incremental.md, "Marts built model by model").
+
+    Its inputs are incremental models that record the fingerprint of each model's rows
+    (dbt_state.group_fingerprints, macro record_group_fingerprints). When the mart builds, it
+    keeps those fingerprints as they were (dbt_state.model_scope_inputs) with its settings (a
+    digest of its code, the project's macros and seeds, and what it names: vars). The next
+    build computes again the models whose fingerprint differs in any input (new, gone or
+    changed models): their rows are deleted and inserted again; the other models' rows stay.
+    A build with other settings, without a record, or with an input that has no fingerprints
+    computes every model.
+#}
+
+{% macro model_scope_relation() -%}
+    dbt_state.model_scope_inputs
+{%- endmacro %}
+
+{#- The names of `inputs` (models of this project) as dbt_state.group_fingerprints records them. -#}
+{% macro model_scope_names(inputs) -%}
+    {%- set names = [] -%}
+    {%- for name in inputs -%}
+        {%- do names.append("'" ~ this.schema ~ "." ~ name ~ "'") -%}
+    {%- endfor -%}
+    {{ return(names | join(', ')) }}
+{%- endmacro %}
+
+{#-
+    What this build of the mart computes: {'full': true}, or {'full': false, 'models': [...]}
+    (the model_ids whose inputs changed; None for rows without one). Called by the mart's
+    query and its pre-hook, which see the same state (the post-hook records the new one).
+-#}
+{% macro model_scope_plan(inputs, extra=[]) -%}
+    {#- a unit test (no relation of its own) builds from its fixtures alone -#}
+    {%- if not execute or this is none or model.resource_type != 'model' or not is_incremental() -%}
+        {{ return({'full': true, 'models': []}) }}
+    {%- endif -%}
+    {%- do ensure_model_scope() -%}
+    {%- set settings = incremental_settings(extra) -%}
+    {%- set query -%}
+        with
+        now_inputs as (
+            select relation, model_id, n_rows, hash_sum, hash_xor
+            from dbt_state.group_fingerprints
+            where relation in ({{ model_scope_names(inputs) }})
+        ),
+        recorded as (
+            select settings, relation, model_id, n_rows, hash_sum, hash_xor
+            from {{ model_scope_relation() }}
+            where model = '{{ this.identifier }}'
+        )
+        select
+            (select count(*) from recorded),
+            (select count(*) from recorded where settings != '{{ settings }}'),
+            (select count(distinct relation) from now_inputs),
+            (
+                select coalesce(to_json(list(distinct coalesce(now_inputs.model_id, recorded.model_id))), '[]')
+                from now_inputs
+                full join recorded
+                    on now_inputs.relation = recorded.relation
+                    and now_inputs.model_id is not distinct from recorded.model_id
+                where (now_inputs.n_rows, now_inputs.hash_sum, now_inputs.hash_xor)
+                    is distinct from (recorded.n_rows, recorded.hash_sum, recorded.hash_xor)
+            )
+    {%- endset -%}
+    {%- set row = run_query(query).rows[0] -%}
+    {%- if row[0] == 0 or row[1] > 0 or row[2] < inputs | length -%}
+        {{ return({'full': true, 'models': []}) }}
+    {%- endif -%}
+    {{ return({'full': false, 'models': fromjson(row[3])}) }}
+{%- endmacro %}
+
+{% macro ensure_model_scope() -%}
+    {%- call statement('ensure_model_scope') -%}
+        create schema if not exists dbt_state;
+        create table if not exists {{ model_scope_relation() }} (
+            model varchar,
+            settings varchar,
+            relation varchar,
+            model_id varchar,
+            n_rows bigint,
+            hash_sum hugeint,
+            hash_xor ubigint
+        );
+    {%- endcall -%}
+{%- endmacro %}
+
+{#- A filter on model_id to the plan's models; nothing on a full build. -#}
+{% macro model_scope_filter(plan) -%}
+    {%- if not plan.full -%}
+        {%- set named = plan.models | reject('none') | list -%}
+        {%- set parts = ['false'] -%}
+        {%- if named -%}
+            {%- set quoted = [] -%}
+            {%- for value in named -%}
+                {%- do quoted.append("'" ~ value | replace("'", "''") ~ "'") -%}
+            {%- endfor -%}
+            {%- do parts.append('model_id in (' ~ quoted | join(', ') ~ ')') -%}
+        {%- endif -%}
+        {%- if named | length < plan.models | length -%}
+            {%- do parts.append('model_id is null') -%}
+        {%- endif -%}
+    where {{ parts | join(' or ') }}
+    {%- endif -%}
+{%- endmacro %}
+
+{#- Pre-hook: the rows of the models computed again are deleted (all of them on a full build). -#}
+{% macro model_scope_reset(inputs, extra=[]) -%}
+    {%- if execute and is_incremental() -%}
+        delete from {{ this }} {{ model_scope_filter(model_scope_plan(inputs, extra)) }}
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
+
+{#- Post-hook: the fingerprints of the inputs the mart was built from, for the next build's plan. -#}
+{% macro model_scope_record(inputs, extra=[]) -%}
+    {%- if execute -%}
+        {%- do ensure_model_scope() -%}
+        delete from {{ model_scope_relation() }} where model = '{{ this.identifier }}';
+        insert into {{ model_scope_relation() }}
+        select '{{ this.identifier }}', '{{ incremental_settings(extra) }}', relation, model_id,
+            n_rows, hash_sum, hash_xor
+        from dbt_state.group_fingerprints
+        where relation in ({{ model_scope_names(inputs) }})
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
+
+{#-
+    refusal_rates: the refusal rule set's version (a text's verdict) and every landed verdict
+    (the judges' refusal flags), beside its code.
+-#}
+{% macro refusal_rates_settings() -%}
+    {{ return([current_scorer_version('refusal')] + verdicts_digest()) }}
+{%- endmacro %}
