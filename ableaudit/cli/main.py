@@ -224,7 +224,8 @@ def build_and_publish(
     ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all.
     When the project, libraries and settings are those of the last build that succeeded, the
     unit tests and the data tests that read no landed row are left out (they passed on them
-    then; selectors.yml: ``project_only_checks``). When nothing the build reads changed since
+    then), and so are the seeds, views and models that read no landed row (that build left
+    them as they would be built; selectors.yml: ``project_only_nodes``). When nothing the build reads changed since
     the last one that succeeded (raw layer, project, code, libraries, settings;
     ableaudit.warehouse.build_stamp) and what it left is in place, the build is skipped,
     unless ``force``."""

@@ -119,8 +119,9 @@ dbt's default selector leaves out the tests tagged ``full``."""
 
 
 LANDED_ROWS_SELECTOR = "landed_rows_build"
-"""The selector of selectors.yml that builds what the default one does, less the unit tests
-and the data tests that read no landed row (``project_only_checks``)."""
+"""The selector of selectors.yml that builds what the default one does, less what the
+project, libraries and settings fix alone (``project_only_nodes``): the unit tests, the data
+tests that read no landed row, the seeds, the views and the models that read no landed row."""
 
 
 def build(
@@ -132,8 +133,9 @@ def build(
     """Load the seeds, build and test every model, in one ``dbt build``: the default selection
     of data tests, or every test with ``all_tests``. ``project_checked`` (the project,
     libraries and settings are those of the last build that succeeded) leaves out the unit
-    tests and the data tests that read no landed row, which passed on them then; it has no
-    effect with ``all_tests``."""
+    tests and the data tests that read no landed row, which passed on them then, and the
+    seeds, views and models that read no landed row, which that build left as they would be
+    built again; it has no effect with ``all_tests``."""
     extra = ["--vars", vars] if vars else []
     if all_tests:
         extra += ["--selector", ALL_TESTS_SELECTOR]

@@ -227,7 +227,8 @@ input but the raw layer."""
 def project_checks_passed(stamp: Mapping[str, Any] | None, current: Mapping[str, str]) -> bool:
     """Whether the last build that succeeded ran on the same project, libraries and settings
     as ``current``: its unit tests and the data tests that read no landed row passed then and
-    would pass again, whatever landed since (selectors.yml: ``project_only_checks``)."""
+    would pass again, and its seeds, views and models that read no landed row would be built
+    the same, whatever landed since (selectors.yml: ``project_only_nodes``)."""
     if stamp is None:
         return False
     return all(stamp["inputs"].get(k) == current.get(k) for k in PROJECT_CHECK_INPUTS)
