@@ -274,12 +274,18 @@ def _compiled(model: str) -> str:
     return (path / f"{model}.sql").read_text()
 
 
-def test_only_new_landings_are_read_and_a_changed_var_rebuilds_what_reads_it(tmp_path):
+def _built_with_model_a(tmp_path: Path) -> Path:
+    """A warehouse with the prompts, model-a's answers to two queries, and its first build."""
     wh = tmp_path / "ableaudit.duckdb"
     run_dbt(["seed"], wh)
     run_dbt(["build", "--select", "+int_prompts"], wh)
     _import(wh, tmp_path / "a.csv", _rows("model-a", ["edu_001", "fin_001"]))
     run_dbt(["run"], wh)
+    return wh
+
+
+def test_only_new_landings_are_read_and_a_changed_var_rebuilds_what_reads_it(tmp_path):
+    wh = _built_with_model_a(tmp_path)
     assert all("touched_units" not in _compiled(m) for m in INCREMENTAL[1:])  # the first: full
 
     run_dbt(["run"], wh)  # nothing new: no landing to read, no unit to pair again
@@ -297,11 +303,7 @@ def test_only_new_landings_are_read_and_a_changed_var_rebuilds_what_reads_it(tmp
 
 
 def test_a_build_fingerprints_again_only_the_models_it_wrote(tmp_path):
-    wh = tmp_path / "ableaudit.duckdb"
-    run_dbt(["seed"], wh)
-    run_dbt(["build", "--select", "+int_prompts"], wh)
-    _import(wh, tmp_path / "a.csv", _rows("model-a", ["edu_001", "fin_001"]))
-    run_dbt(["run"], wh)
+    wh = _built_with_model_a(tmp_path)
     _assert_recorded_fingerprints(wh, "first build")
     # a record of model-a that no hash gives: kept as it is by a build that writes model-b only
     con = duckdb.connect(str(wh))
@@ -336,11 +338,7 @@ def _counts(wh: Path, mart: str, model: str) -> set:
 
 
 def test_marts_built_model_by_model_compute_again_the_models_whose_inputs_changed(tmp_path):
-    wh = tmp_path / "ableaudit.duckdb"
-    run_dbt(["seed"], wh)
-    run_dbt(["build", "--select", "+int_prompts"], wh)
-    _import(wh, tmp_path / "a.csv", _rows("model-a", ["edu_001", "fin_001"]))
-    run_dbt(["run"], wh)
+    wh = _built_with_model_a(tmp_path)
     assert all(_counts(wh, mart, "model-a") for mart in BY_MODEL)
     # rows of model-a that no computation gives: a build that adds model-b keeps them
     con = duckdb.connect(str(wh))
