@@ -180,13 +180,16 @@
 
 {#- A SQL list of the plan's new landings, for `landing_id in (...)`; never empty. -#}
 {% macro landing_list(plan) -%}
-    {%- if plan.landings -%}
-        {%- for landing_id in plan.landings -%}
-            '{{ landing_id | replace("'", "''") }}'{{ ', ' if not loop.last }}
-        {%- endfor -%}
-    {%- else -%}
-        null
-    {%- endif -%}
+    {{ sql_literals(plan.landings) if plan.landings else 'null' }}
+{%- endmacro %}
+
+{#- Strings as SQL literals, separated by commas, for an `in (...)` list. -#}
+{% macro sql_literals(values) -%}
+    {%- set quoted = [] -%}
+    {%- for value in values -%}
+        {%- do quoted.append("'" ~ (value | replace("'", "''")) ~ "'") -%}
+    {%- endfor -%}
+    {{ return(quoted | join(', ')) }}
 {%- endmacro %}
 
 {#- Pre-hook: a full rebuild of an existing model starts from an empty table. -#}
@@ -371,21 +374,11 @@
 -#}
 {% macro record_group_fingerprints() -%}
     {%- if execute and model.resource_type == 'model' -%}
-        {%- set record = 'dbt_state.group_fingerprints' -%}
+        {%- set record = group_fingerprints_relation() -%}
         {%- set relation = this.schema ~ '.' ~ this.identifier -%}
         {#- the temporary relation of a merge: dbt-duckdb names it <model>__dbt_tmp<timestamp> -#}
         {%- set merged_prefix = this.identifier ~ '__dbt_tmp' -%}
-        {%- call statement('ensure_group_fingerprints') -%}
-            create schema if not exists dbt_state;
-            create table if not exists {{ record }} (
-                relation varchar,
-                columns varchar,
-                model_id varchar,
-                n_rows bigint,
-                hash_sum hugeint,
-                hash_xor ubigint
-            );
-        {%- endcall -%}
+        {%- do ensure_group_fingerprints() -%}
         {%- set query -%}
             with
             now_columns as (
@@ -439,4 +432,23 @@
     {%- else -%}
         select 1
     {%- endif -%}
+{%- endmacro %}
+
+{% macro group_fingerprints_relation() -%}
+    dbt_state.group_fingerprints
+{%- endmacro %}
+
+{#- The record of record_group_fingerprints, created empty where no model wrote it yet. -#}
+{% macro ensure_group_fingerprints() -%}
+    {%- call statement('ensure_group_fingerprints') -%}
+        create schema if not exists dbt_state;
+        create table if not exists {{ group_fingerprints_relation() }} (
+            relation varchar,
+            columns varchar,
+            model_id varchar,
+            n_rows bigint,
+            hash_sum hugeint,
+            hash_xor ubigint
+        );
+    {%- endcall -%}
 {%- endmacro %}

@@ -21,9 +21,9 @@
 {% macro model_scope_names(inputs) -%}
     {%- set names = [] -%}
     {%- for name in inputs -%}
-        {%- do names.append("'" ~ this.schema ~ "." ~ name ~ "'") -%}
+        {%- do names.append(this.schema ~ "." ~ name) -%}
     {%- endfor -%}
-    {{ return(names | join(', ')) }}
+    {{ return(sql_literals(names)) }}
 {%- endmacro %}
 
 {#-
@@ -37,12 +37,13 @@
         {{ return({'full': true, 'models': []}) }}
     {%- endif -%}
     {%- do ensure_model_scope() -%}
+    {%- do ensure_group_fingerprints() -%}
     {%- set settings = incremental_settings(extra) -%}
     {%- set query -%}
         with
         now_inputs as (
             select relation, model_id, n_rows, hash_sum, hash_xor
-            from dbt_state.group_fingerprints
+            from {{ group_fingerprints_relation() }}
             where relation in ({{ model_scope_names(inputs) }})
         ),
         recorded as (
@@ -92,11 +93,7 @@
         {%- set named = plan.models | reject('none') | list -%}
         {%- set parts = ['false'] -%}
         {%- if named -%}
-            {%- set quoted = [] -%}
-            {%- for value in named -%}
-                {%- do quoted.append("'" ~ value | replace("'", "''") ~ "'") -%}
-            {%- endfor -%}
-            {%- do parts.append('model_id in (' ~ quoted | join(', ') ~ ')') -%}
+            {%- do parts.append('model_id in (' ~ sql_literals(named) ~ ')') -%}
         {%- endif -%}
         {%- if named | length < plan.models | length -%}
             {%- do parts.append('model_id is null') -%}
@@ -118,11 +115,12 @@
 {% macro model_scope_record(inputs, extra=[]) -%}
     {%- if execute -%}
         {%- do ensure_model_scope() -%}
+        {%- do ensure_group_fingerprints() -%}
         delete from {{ model_scope_relation() }} where model = '{{ this.identifier }}';
         insert into {{ model_scope_relation() }}
         select '{{ this.identifier }}', '{{ incremental_settings(extra) }}', relation, model_id,
             n_rows, hash_sum, hash_xor
-        from dbt_state.group_fingerprints
+        from {{ group_fingerprints_relation() }}
         where relation in ({{ model_scope_names(inputs) }})
     {%- else -%}
         select 1
