@@ -452,3 +452,34 @@
         );
     {%- endcall -%}
 {%- endmacro %}
+
+{#-
+    Post-hook of a view with a `model_id` column whose rows of one model are computed from the
+    rows of that model alone in each input that has a `model_id` (joined by generation or pair,
+    with no aggregate, window or distinct over the rows of several models of such an input),
+    and from the inputs without one. It keeps the view's definition in dbt_state.group_local_views; the publish reads it
+    (ableaudit.warehouse.publish) and hashes again only the models whose rows changed in the
+    view's inputs, not the whole view, while the definition is still the one recorded.
+    tests/functional/test_incremental_build.py checks the claim on every view that makes it.
+-#}
+{% macro record_group_local_view() -%}
+    {%- if execute and model.resource_type == 'model' -%}
+        create schema if not exists dbt_state;
+        create table if not exists {{ group_local_views_relation() }} (
+            relation varchar,
+            definition varchar
+        );
+        delete from {{ group_local_views_relation() }}
+        where relation = '{{ this.schema }}.{{ this.identifier }}';
+        insert into {{ group_local_views_relation() }}
+        select schema_name || '.' || view_name, sql from duckdb_views()
+        where database_name = '{{ this.database }}' and schema_name = '{{ this.schema }}'
+            and view_name = '{{ this.identifier }}'
+    {%- else -%}
+        select 1
+    {%- endif -%}
+{%- endmacro %}
+
+{% macro group_local_views_relation() -%}
+    dbt_state.group_local_views
+{%- endmacro %}

@@ -48,6 +48,7 @@ is gone.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -92,6 +93,7 @@ MANIFEST_SCHEMA = "publish"
 MANIFEST_TABLE = "relations"
 GROUPS_TABLE = "relation_groups"
 FILES_TABLE = "parquet_files"
+DEFINITIONS_TABLE = "view_definitions"
 
 # The column whose values split a relation into the groups a publish compares and replaces
 # whole: a model's rows change together when it lands or is built again.
@@ -402,11 +404,7 @@ def _built_fingerprints(
     """The group fingerprints the build recorded, per relation: (columns, fingerprints); a
     relation recorded over two lists of columns is left out."""
     schema, name = BUILT_FINGERPRINTS
-    present = con.execute(
-        "select count(*) from duckdb_tables() where database_name = ? and schema_name = ? and table_name = ?",
-        [catalog, schema, name],
-    ).fetchone()[0]
-    if not present:
+    if not _has_table(con, catalog, schema, name):
         return {}
     rows = con.execute(
         "select relation, columns, model_id, n_rows, hash_sum, hash_xor "
@@ -444,6 +442,209 @@ def _built_groups(
     return fingerprints
 
 
+def _has_table(con: duckdb.DuckDBPyConnection, catalog: str, schema: str, name: str) -> bool:
+    return bool(
+        con.execute(
+            "select count(*) from duckdb_tables() where database_name = ? and schema_name = ? "
+            "and table_name = ?",
+            [catalog, schema, name],
+        ).fetchone()[0]
+    )
+
+
+GROUP_LOCAL_VIEWS = ("dbt_state", "group_local_views")
+"""Where the build keeps the definition of each view whose rows of one ``GROUP_COLUMN`` value
+come from the rows of that value alone in each input that has the column (macro
+``record_group_local_view``): relation ('schema.name'), definition (its SQL as DuckDB keeps
+it). A publish hashes such a view only for the groups whose rows changed in its inputs, not
+whole: each of these views computes again, at every read, a row per generation or pair."""
+
+# Functions whose value differs between two reads of the same rows: a view that calls one is
+# hashed whole.
+_VOLATILE_FUNCTIONS = frozenset(
+    {
+        "random",
+        "setseed",
+        "uuid",
+        "gen_random_uuid",
+        "uuidv4",
+        "uuidv7",
+        "nextval",
+        "currval",
+        "now",
+        "today",
+        "current_date",
+        "current_time",
+        "current_timestamp",
+        "current_localtime",
+        "current_localtimestamp",
+        "get_current_time",
+        "get_current_timestamp",
+        "transaction_timestamp",
+    }
+)
+
+
+def _view_definitions(con: duckdb.DuckDBPyConnection, catalog: str) -> dict[tuple[str, str], str]:
+    """The SQL of every view of an attached database, as DuckDB keeps it."""
+    rows = con.execute(
+        "select schema_name, view_name, sql from duckdb_views() where database_name = ? "
+        "and not internal",
+        [catalog],
+    ).fetchall()
+    return {(schema, name): sql for schema, name, sql in rows}
+
+
+def _group_local_views(
+    con: duckdb.DuckDBPyConnection, catalog: str, definitions: dict[tuple[str, str], str]
+) -> set[tuple[str, str]]:
+    """The views the build declared group-local (``GROUP_LOCAL_VIEWS``) that still have the
+    definition it recorded."""
+    schema, name = GROUP_LOCAL_VIEWS
+    if not _has_table(con, catalog, schema, name):
+        return set()
+    rows = con.execute(
+        f"select relation, definition from {_quote(catalog)}.{_quote(schema)}.{_quote(name)}"
+    ).fetchall()
+    return {
+        _split(relation)
+        for relation, definition in rows
+        if definitions.get(_split(relation)) == definition
+    }
+
+
+def _query_inputs(
+    con: duckdb.DuckDBPyConnection, catalog: str, definition: str
+) -> frozenset[tuple[str, str]] | None:
+    """The relations (schema, name) a view's query reads, from DuckDB's own parse of it; None
+    when that cannot be told: the query does not parse, reads a table function, names a
+    relation without its schema that is none of its CTEs, names another database, or calls a
+    function of ``_VOLATILE_FUNCTIONS`` or one defined in the database (a macro)."""
+    query = re.match(r"(?is)\s*create\s+view\s+.+?\s+as\s+(.*)$", definition)
+    if query is None:
+        return None
+    parsed = json.loads(con.execute("select json_serialize_sql(?)", [query[1]]).fetchone()[0])
+    if parsed.get("error") or len(parsed.get("statements", ())) != 1:
+        return None
+    defined = {
+        name
+        for (name,) in con.execute(
+            "select distinct function_name from duckdb_functions() where database_name = ? "
+            "and not internal",
+            [catalog],
+        ).fetchall()
+    }
+    ctes: set[str] = set()
+    tables: list[tuple[str, str, str]] = []
+    unknown = False
+
+    def walk(node: Any) -> None:
+        nonlocal unknown
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+            return
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "TABLE_FUNCTION":
+            unknown = True
+        elif node.get("type") == "BASE_TABLE":
+            tables.append((node.get("catalog_name", ""), node["schema_name"], node["table_name"]))
+        elif node.get("class") == "FUNCTION":
+            name = str(node.get("function_name", "")).lower()
+            unknown = unknown or name in _VOLATILE_FUNCTIONS or name in defined
+        for entry in node.get("cte_map", {}).get("map", ()):
+            ctes.add(entry["key"])
+        for value in node.values():
+            walk(value)
+
+    walk(parsed["statements"])
+    if unknown:
+        return None
+    inputs = set()
+    for database, schema, name in tables:
+        if not schema:
+            if name not in ctes:
+                return None
+        elif database in ("", catalog):
+            inputs.add((schema, name))
+        else:
+            return None
+    return frozenset(inputs)
+
+
+def _recorded_definitions(
+    con: duckdb.DuckDBPyConnection, catalog: str = _COPY
+) -> dict[tuple[str, str], str]:
+    """The view definitions a copy recorded (those its rows were computed with); none when it
+    recorded none, or another DuckDB wrote them."""
+    try:
+        rows = con.execute(
+            f"select schema_name, relation_name, definition from "
+            f"{_manifest_table(DEFINITIONS_TABLE, catalog)} where duckdb_version = ?",
+            [duckdb.__version__],
+        ).fetchall()
+    except duckdb.CatalogException:
+        return {}
+    return {(schema, name): definition for schema, name, definition in rows}
+
+
+Changes = dict[tuple[str, str], frozenset[str | None] | None]
+"""Per relation this publish brought into the copy: the groups whose rows changed (empty when
+none did; for a relation without ``GROUP_COLUMN``, empty or None), or None when that is not
+known group by group (written whole, updated row by row, or with withheld columns)."""
+
+
+def _change_of(relation: PublishedRelation, groups: Groups) -> frozenset[str | None] | None:
+    key = (relation.schema, relation.name)
+    if not relation.published or relation.withheld_columns:
+        return None
+    if relation.change == "unchanged":
+        return frozenset()
+    if relation.change == "updated" and key in groups.changed:
+        return frozenset(groups.changed[key])
+    return None
+
+
+def _local_candidates(
+    inputs: frozenset[tuple[str, str]] | None, changes: Changes
+) -> frozenset[str | None] | None:
+    """The groups whose rows may have changed in a group-local view: those whose rows changed
+    in any of its inputs; None (every group) when an input is unknown, not brought into the
+    copy (yet), or changed other than group by group."""
+    if inputs is None:
+        return None
+    candidates: set[str | None] = set()
+    for relation in inputs:
+        changed = changes.get(relation)
+        if changed is None:
+            return None
+        candidates |= changed
+    return frozenset(candidates)
+
+
+def _in_dependency_order(
+    relations: list[tuple[str, str, str]],
+    inputs: dict[tuple[str, str], frozenset[tuple[str, str]] | None],
+) -> list[tuple[str, str, str]]:
+    """``relations``, tables first, each view after the relations ``inputs`` says it reads."""
+    by_key = {(schema, name): (schema, name, kind) for schema, name, kind in relations}
+    order: list[tuple[str, str, str]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def visit(key: tuple[str, str]) -> None:
+        if key in seen or key not in by_key:
+            return
+        seen.add(key)
+        for read in sorted(inputs.get(key) or ()):
+            visit(read)
+        order.append(by_key[key])
+
+    for schema, name, _ in sorted(relations, key=lambda r: (r[2] != "table", r[0], r[1])):
+        visit((schema, name))
+    return order
+
+
 def _changed_groups(now: Fingerprints, before: Fingerprints) -> list[str | None]:
     """The groups whose fingerprints differ between two records (new and gone ones too), in
     order, None last."""
@@ -477,6 +678,7 @@ def _update_groups(
     columns: str,
     previous: Fingerprints,
     live: Fingerprints | None = None,
+    candidates: frozenset[str | None] | None = None,
 ) -> tuple[str, Fingerprints, list[str | None]] | None:
     """Make ``target`` hold the rows of ``source`` by replacing whole the groups (rows of one
     ``GROUP_COLUMN`` value) whose fingerprints differ from those the previous publish recorded;
@@ -486,13 +688,22 @@ def _update_groups(
     ``source`` is read and hashed once; of ``target`` only the group column is read, to check
     that it still holds the rows its record says (None when it does not: the row by row
     update then takes over). The rows of the changed groups are read from ``source`` again,
-    with the filter pushed down into a view.
+    with the filter pushed down into a view. With ``candidates`` (the only groups whose rows
+    may have changed: ``_local_candidates``), only those groups are hashed; the others keep
+    the fingerprints the previous publish recorded.
     """
     group = _quote(GROUP_COLUMN)
     held = dict(con.execute(f"select {group}, count(*) from {target} group by {group}").fetchall())
     if held != {g: n for g, (n, _, _) in previous.items()}:
         return None
-    if live is None:
+    if live is None and candidates is not None:
+        live = {g: fp for g, fp in previous.items() if g not in candidates}
+        if candidates:
+            hashed = _in_groups(sorted(candidates, key=lambda g: (g is None, g or "")))
+            live.update(
+                _group_fingerprints(con, f"(select * from {source} where {hashed})", columns)
+            )
+    elif live is None:
         live = _group_fingerprints(con, source, columns)
     changed = _changed_groups(live, previous)
     if not changed:
@@ -515,6 +726,7 @@ def _copy_relation(
     version: str,
     in_copy: dict[tuple[str, str], list[tuple[str, str]]],
     groups: Groups,
+    candidates: frozenset[str | None] | None = None,
 ) -> PublishedRelation:
     """Bring one relation into the copy as a plain table, less its withheld columns.
 
@@ -522,7 +734,8 @@ def _copy_relation(
     publish's): a table with the same columns is updated, or left as it is. A relation with a
     ``GROUP_COLUMN`` of text is updated group by group when the previous copy recorded its
     groups' fingerprints (``groups.previous``), else row by row; the fingerprints of its
-    groups in the copy go into ``groups.current``.
+    groups in the copy go into ``groups.current``. ``candidates``: the only groups whose
+    rows may have changed, when that is known (``_update_groups``).
     """
     source = f"{_quote(catalog)}.{_quote(schema)}.{_quote(name)}"
     if kind == "view":
@@ -549,7 +762,7 @@ def _copy_relation(
         if in_copy.get((schema, name)) == kept:
             previous = groups.previous.get((schema, name)) if grouped else None
             by_group = (
-                _update_groups(con, source, target, listed, previous, built)
+                _update_groups(con, source, target, listed, previous, built, candidates)
                 if previous is not None
                 else None
             )
@@ -606,6 +819,7 @@ def _write_manifest(
     rows: list[PublishedRelation],
     version: str,
     groups: dict[tuple[str, str], Fingerprints],
+    definitions: dict[tuple[str, str], str],
 ) -> None:
     table = _manifest_table(MANIFEST_TABLE)
     con.execute(f"drop schema if exists {_COPY}.{_quote(MANIFEST_SCHEMA)} cascade")
@@ -679,6 +893,33 @@ def _write_manifest(
         ],
         # a sum of 64-bit hashes needs 128 bits, which Arrow holds only as a decimal
         _GROUP_ROW,
+    )
+    # the definition of each view published, which its rows in this copy (and the fingerprints
+    # of its groups) were computed with
+    con.execute(
+        f"""
+        create table {_manifest_table(DEFINITIONS_TABLE)} (
+            schema_name varchar not null,
+            relation_name varchar not null,
+            definition varchar not null,
+            duckdb_version varchar not null
+        )
+        """
+    )
+    published = {(r.schema, r.name) for r in rows if r.published}
+    _insert(
+        con,
+        _manifest_table(DEFINITIONS_TABLE),
+        [
+            {
+                "schema_name": schema,
+                "relation_name": name,
+                "definition": definition,
+                "duckdb_version": duckdb.__version__,
+            }
+            for (schema, name), definition in sorted(definitions.items())
+            if (schema, name) in published
+        ],
     )
 
 
@@ -1067,7 +1308,7 @@ def publish(
             )
         own = [
             f"{MANIFEST_SCHEMA}.{t}"
-            for t in (MANIFEST_TABLE, GROUPS_TABLE, FILES_TABLE)
+            for t in (MANIFEST_TABLE, GROUPS_TABLE, FILES_TABLE, DEFINITIONS_TABLE)
             if (MANIFEST_SCHEMA, t) in kinds
         ]
         if own:
@@ -1098,14 +1339,30 @@ def publish(
             for schema, name, _ in _relations(con, _COPY):
                 if schema != MANIFEST_SCHEMA:
                     in_copy[(schema, name)] = _columns(con, _COPY, schema, name)
-        manifest = [
-            _copy_relation(con, catalog, s, n, k, version, in_copy, groups) for s, n, k in relations
-        ]
+        # a view that declared its groups local is brought in after its inputs, and hashed only
+        # for the groups whose rows changed in them, while its definition is the one the
+        # previous copy's fingerprints were taken with
+        definitions = _view_definitions(con, catalog)
+        previous_definitions = _recorded_definitions(con) if updating else {}
+        inputs = {
+            key: _query_inputs(con, catalog, definitions[key])
+            for key in _group_local_views(con, catalog, definitions)
+            if previous_definitions.get(key) == definitions[key]
+        }
+        changes: Changes = {}
+        copied: dict[tuple[str, str], PublishedRelation] = {}
+        for s, n, k in _in_dependency_order(relations, inputs):
+            candidates = _local_candidates(inputs[(s, n)], changes) if (s, n) in inputs else None
+            copied[(s, n)] = _copy_relation(
+                con, catalog, s, n, k, version, in_copy, groups, candidates
+            )
+            changes[(s, n)] = _change_of(copied[(s, n)], groups)
+        manifest = [copied[(s, n)] for s, n, _ in relations]
         published = {(r.schema, r.name): r for r in manifest if r.published}
         gone = in_copy.keys() - published.keys()  # from the warehouse, or now left out
         for schema, name in gone:
             con.execute(f"drop table {_COPY}.{_quote(schema)}.{_quote(name)}")
-        _write_manifest(con, manifest, version, groups.current)
+        _write_manifest(con, manifest, version, groups.current, definitions)
         exported = [("main", m) for m in mart_names()] + extra
         for schema, name in exported:
             if (schema, name) not in published:

@@ -9,6 +9,8 @@
     with technology_id null and match_status 'no_mention', one whose text has
     not been matched yet 'not_matched', so every answered generation is here.
 #}
+{#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
+{{ config(post_hook="{{ record_group_local_view() }}") }}
 {%- set matcher = assistive_tech_matcher() %}
 
 with

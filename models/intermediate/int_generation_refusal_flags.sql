@@ -12,6 +12,8 @@
 
     Unparseable verdicts and failed calls assess nothing (stg_raw__judgments.is_usable).
 #}
+{#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
+{{ config(post_hook="{{ record_group_local_view() }}") }}
 with
 
 generations as (

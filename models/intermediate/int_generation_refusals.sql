@@ -6,6 +6,8 @@
     source kind, null when no source of that kind assessed the generation.
     Generations that are not 'ok' (error, empty) are not assessed: refused is null.
 #}
+{#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
+{{ config(post_hook="{{ record_group_local_view() }}") }}
 with
 
 generations as (

@@ -10,6 +10,8 @@
     base_metric = 'judge_score', so several judges scoring the same generations
     never mix in one rate, and every consumer grouping by metric keeps them apart.
 #}
+{#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
+{{ config(post_hook="{{ record_group_local_view() }}") }}
 with
 
 generations as (

@@ -10,6 +10,8 @@
     interpretive_shift. Identity columns come from raw.images for vision pairs
     (query_set = image_set, query_id = image_id); text pairs have none.
 #}
+{#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
+{{ config(post_hook="{{ record_group_local_view() }}") }}
 with
 
 pair_scores as (

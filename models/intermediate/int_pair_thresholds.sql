@@ -8,6 +8,8 @@
     counts as degraded). Both flags are null for a pair that is not included.
     threshold_sensitivity only counts these flags.
 #}
+{#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
+{{ config(post_hook="{{ record_group_local_view() }}") }}
 {%- set levels = sensitivity_thresholds() %}
 with
 

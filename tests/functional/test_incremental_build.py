@@ -196,6 +196,43 @@ def _assert_same_as_full_refresh(wh: Path, tmp_path: Path, step: str) -> None:
     )
 
 
+def _assert_group_local_views(wh: Path, tmp_path: Path, step: str) -> None:
+    """Each view that declares its rows of a model local (macro record_group_local_view, which
+    lets the publish hash such a view only for the models whose input rows changed) gives a
+    model the same rows when every other model's rows are gone from every table."""
+    views = read(wh, "select relation from dbt_state.group_local_views").relation.tolist()
+    assert len(views) >= 5, step
+    models = read(wh, "select distinct model_id from main.stg_raw__generations").model_id.tolist()
+    assert len(models) >= 2, step
+    for model in models:
+        alone = tmp_path / "alone.duckdb"
+        shutil.copy(wh, alone)
+        con = duckdb.connect(str(alone))
+        try:
+            grouped = con.execute(
+                "select distinct schema_name, table_name from duckdb_tables() as t "
+                "join duckdb_columns() as c using (database_name, schema_name, table_name) "
+                "where c.column_name = 'model_id' and schema_name <> 'dbt_state' and not t.internal"
+            ).fetchall()
+            for schema, table in grouped:
+                con.execute(
+                    f'delete from "{schema}"."{table}" where model_id is distinct from ?', [model]
+                )
+            seen = 0
+            for view in views:
+                query = f"select * from {view} where model_id = '{model}'"
+                kept = con.execute(query).df()
+                whole = read(wh, query)
+                seen += len(whole)
+                assert _same(_canonical(kept), _canonical(whole)), (
+                    f"{step}: {view} gives {model} other rows without the other models' rows"
+                )
+            assert seen, f"{step}: no declared view holds rows of {model}"
+        finally:
+            con.close()
+            alone.unlink()
+
+
 def _state(wh: Path) -> pd.DataFrame:
     return read(wh, "select model, count(*) as n from dbt_state.incremental_state group by model")
 
@@ -246,6 +283,7 @@ def test_incremental_builds_equal_a_full_refresh_after_each_landing(tmp_path, ca
         0
     ]
     _assert_same_as_full_refresh(wh, tmp_path, "second import")
+    _assert_group_local_views(wh, tmp_path, "second import")
     after = read(wh, "select count(*) as n from main.int_pairs where pair_status = 'complete'").n[0]
     assert after > before
 

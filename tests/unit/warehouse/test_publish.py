@@ -997,3 +997,152 @@ def test_the_fingerprints_a_build_recorded_stand_in_for_hashing_the_relation(
     copy = publish(warehouse, out)
     assert "scored" in hashed
     _same_rows(warehouse, copy, "scored")
+
+
+def _declare_group_local(warehouse: Path, relation: str) -> None:
+    """What a build records of a view that declares its models' rows local (macro
+    record_group_local_view): its definition as DuckDB keeps it."""
+    schema, name = relation.split(".")
+    _edit(
+        warehouse,
+        "create schema if not exists dbt_state",
+        "create table if not exists dbt_state.group_local_views (relation varchar, definition varchar)",
+        f"delete from dbt_state.group_local_views where relation = '{relation}'",
+        f"insert into dbt_state.group_local_views select '{relation}', sql from duckdb_views() "
+        f"where schema_name = '{schema}' and view_name = '{name}'",
+    )
+
+
+@pytest.fixture
+def hashed_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the next publishes hash group by group: a relation, or a query of some of its groups."""
+    seen: list[str] = []
+    fingerprints = publish_module._group_fingerprints
+
+    def spy(con, relation, columns):
+        seen.append(relation)
+        return fingerprints(con, relation, columns)
+
+    monkeypatch.setattr(publish_module, "_group_fingerprints", spy)
+    return seen
+
+
+def test_a_group_local_view_is_hashed_only_for_the_models_whose_input_rows_changed(
+    warehouse, tmp_path, hashed_queries
+):
+    """A view the build declared local (its rows of a model come from that model's rows of its
+    inputs) is hashed for the models whose rows changed in its inputs, and not at all when none
+    did; a changed input without model_id, or a definition other than the one recorded (by the
+    build, or by the copy), has it hashed whole. The copy holds the view's rows every time."""
+    _add_model_rows(warehouse)
+    _edit(
+        warehouse,
+        # as dbt writes a view: every relation it reads named with its schema
+        "create or replace view scored_view as "
+        "select model_id, k, count(*) as n from main.scored group by all",
+        "create table labels as select 0 as k, 'zero' as label",
+        "create view labelled as select scored.*, labels.label from main.scored "
+        "left join main.labels using (k)",
+    )
+    for view in ("main.scored_view", "main.labelled"):
+        _declare_group_local(warehouse, view)
+    out = tmp_path / "published"
+    publish(warehouse, out)
+    # hashed whole: the copy holds no definition yet
+    assert any(q.endswith('"labelled"') for q in hashed_queries)
+    publish(warehouse, out)  # the standby the next publish starts from records them too
+
+    def of_views() -> list[str]:
+        return [q for q in hashed_queries if '"scored_view"' in q or '"labelled"' in q]
+
+    def check(copy: Path) -> None:
+        for view in ("scored_view", "labelled"):
+            _same_rows(warehouse, copy, view)
+            assert _recorded(copy, f"main.{view}") == _held(warehouse, view)
+
+    _edit(warehouse, "update scored set v = 'changed' where model_id = 'm2'")
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    assert len(of_views()) == 2 and all("= 'm2')" in q for q in of_views()), of_views()
+    assert _manifest_changes(copy)["main.labelled"] == "updated"
+    check(copy)
+
+    _edit(warehouse, "insert into scored values ('m9', 0, 'a new model')")
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    # from the standby, the copy before the last one: both models changed since
+    assert len(of_views()) == 2, of_views()
+    assert all(q.endswith("in ('m2', 'm9'))") for q in of_views()), of_views()
+    check(copy)
+
+    _drop_standby(out)  # from a copy of the last copy: nothing changed since
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    assert of_views() == []
+    assert _manifest_changes(copy)["main.scored_view"] == "unchanged"
+    check(copy)
+
+    # an input without model_id changed: every model of the view that reads it
+    _edit(warehouse, "update labels set label = 'nil'")
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    assert {q.rsplit(".", 1)[1] for q in of_views()} == {'"labelled"'}
+    check(copy)
+
+    # a definition other than the one the build recorded: hashed whole
+    _edit(
+        warehouse,
+        "create or replace view scored_view as "
+        "select model_id, k, count(*) + 1 as n from main.scored group by all",
+        "update scored set v = 'again' where model_id = 'm1'",
+    )
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    assert any(q.endswith('"scored_view"') for q in of_views())
+    check(copy)
+
+    # defined anew and recorded by the build, but not the definition the copy's fingerprints
+    # were taken with: hashed whole once more; then, from that copy, by model again
+    _edit(
+        warehouse,
+        "create or replace view scored_view as "
+        "select model_id, k, count(*) + 2 as n from main.scored group by all",
+        "update scored set v = 'once more' where model_id = 'm0'",
+    )
+    _declare_group_local(warehouse, "main.scored_view")
+    _drop_standby(out)
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    assert any(q.endswith('"scored_view"') for q in of_views())
+    check(copy)
+    _edit(warehouse, "update scored set v = 'last' where model_id = 'm3'")
+    _drop_standby(out)
+    hashed_queries.clear()
+    copy = publish(warehouse, out)
+    assert len(of_views()) == 2 and all(q.endswith("= 'm3')") for q in of_views()), of_views()
+    check(copy)
+
+
+@pytest.mark.parametrize(
+    "query, inputs",
+    [
+        (
+            "with a as (select * from main.t) select * from a join raw.u using (k)",
+            {("main", "t"), ("raw", "u")},
+        ),
+        ("select * from wh.main.t", {("main", "t")}),
+        ("select * from t", None),  # no schema, and no CTE of that name
+        ("select * from other.main.t", None),
+        ("select * from read_parquet('answers.parquet')", None),
+        ("select random() as r from main.t", None),
+        ("select now() as at, * from main.t", None),
+        ("select twice(k) from main.t", None),  # a macro of the warehouse
+        ("selec nothing", None),
+    ],
+)
+def test_the_inputs_of_a_view_come_from_duckdbs_own_parse_of_it(query, inputs):
+    con = duckdb.connect()
+    con.execute("attach ':memory:' as wh")
+    con.execute("create macro wh.main.twice(x) as x * 2")
+    got = publish_module._query_inputs(con, "wh", f"CREATE VIEW main.v AS {query};")
+    assert got == (None if inputs is None else frozenset(inputs))
