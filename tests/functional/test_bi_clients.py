@@ -36,7 +36,12 @@ MARKER = "config-marker-7f3a"  # stands for anything a stored config could hold
 CONFIG_COLUMNS = {"config_json", "params_json"}
 LATER_MODEL = "model-b"  # lands after the first publish
 # what the publish says of the copy
-MANIFEST = {"publish.relations", "publish.relation_groups", "publish.parquet_files"}
+MANIFEST = {
+    "publish.relations",
+    "publish.relation_groups",
+    "publish.view_definitions",
+    "publish.parquet_files",
+}
 
 
 def bi_tool(name: str) -> Path:
@@ -211,6 +216,7 @@ def test_python_duckdb_1x_reads_every_relation_as_in_the_live_warehouse(publishe
     manifest = got["relations"].pop("publish.relations")
     assert manifest["rows"] == len(live)
     assert got["relations"].pop("publish.relation_groups")["rows"] > 0
+    assert got["relations"].pop("publish.view_definitions")["rows"] > 0
     # a file per mart, but pair_details: a file per model
     model_files = list((copy.parent / wh.stem / "parquet" / "pair_details").glob("*.parquet"))
     files = len(mart_names()) - 1 + len(model_files)
