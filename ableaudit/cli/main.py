@@ -225,7 +225,9 @@ def build_and_publish(
     When the project, libraries and settings are those of the last build that succeeded, the
     unit tests and the data tests that read no landed row are left out (they passed on them
     then), and so are the seeds, views and models that read no landed row (that build left
-    them as they would be built; selectors.yml: ``project_only_nodes``). When nothing the build reads changed since
+    them as they would be built; selectors.yml: ``project_only_nodes``); when only the raw tables
+    a landing of answers writes changed, so are the nodes that read none of them
+    (``answers_landed_build``). When nothing the build reads changed since
     the last one that succeeded (raw layer, project, code, libraries, settings;
     ableaudit.warehouse.build_stamp) and what it left is in place, the build is skipped,
     unless ``force``."""
@@ -251,7 +253,10 @@ def build_and_publish(
         )
         return
     build_stamp.forget(wh)
-    build(wh, vars, all_tests=all_tests, project_checked=project_checked)
+    changed = build_stamp.changed_raw_tables(stamp, current) if project_checked else None
+    build(
+        wh, vars, all_tests=all_tests, project_checked=project_checked, changed_raw_tables=changed
+    )
     out = publish(wh, storage_version=storage_version)
     report = render_report(out)
     if current is None:  # a first build: it created the warehouse and read nothing landed

@@ -124,21 +124,37 @@ project, libraries and settings fix alone (``project_only_nodes``): the unit tes
 tests that read no landed row, the seeds, the views and the models that read no landed row."""
 
 
+ANSWERS_LANDED_SELECTOR = "answers_landed_build"
+"""The selector of selectors.yml that builds what ``LANDED_ROWS_SELECTOR`` does, less the nodes
+that read none of ``ANSWER_TABLES``."""
+
+ANSWER_TABLES = frozenset(
+    {"generations", "generation_errors", "generation_history", "landings", "runs"}
+)
+"""The raw tables a landing of answers (an audit, an import of responses, a forget) writes:
+those whose descendants ``ANSWERS_LANDED_SELECTOR`` builds."""
+
+
 def build(
     warehouse: str | os.PathLike | None = None,
     vars: str | None = None,
     all_tests: bool = False,
     project_checked: bool = False,
+    changed_raw_tables: frozenset[str] | None = None,
 ) -> None:
     """Load the seeds, build and test every model, in one ``dbt build``: the default selection
     of data tests, or every test with ``all_tests``. ``project_checked`` (the project,
     libraries and settings are those of the last build that succeeded) leaves out the unit
     tests and the data tests that read no landed row, which passed on them then, and the
     seeds, views and models that read no landed row, which that build left as they would be
-    built again; it has no effect with ``all_tests``."""
+    built again; with ``changed_raw_tables`` (the raw tables that differ from what that build
+    read) among ``ANSWER_TABLES``, it also leaves out the nodes that read none of those. Neither
+    has an effect with ``all_tests``."""
     extra = ["--vars", vars] if vars else []
     if all_tests:
         extra += ["--selector", ALL_TESTS_SELECTOR]
+    elif project_checked and changed_raw_tables is not None and changed_raw_tables <= ANSWER_TABLES:
+        extra += ["--selector", ANSWERS_LANDED_SELECTOR]
     elif project_checked:
         extra += ["--selector", LANDED_ROWS_SELECTOR]
     run_dbt(["build", *extra], warehouse)

@@ -142,8 +142,9 @@ def settings_digest(vars: str | None, environ: Mapping[str, str] | None = None) 
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def raw_digest(warehouse: Path) -> str:
-    """Per table of the raw schema: its columns, row count and the sum of its rows' hashes."""
+def raw_table_digests(warehouse: Path) -> dict[str, str]:
+    """Per table of the raw schema: a digest of its definition, row count and the sum of its
+    rows' hashes."""
     from ableaudit.warehouse import connect
 
     con = connect(warehouse, read_only=True)
@@ -152,18 +153,21 @@ def raw_digest(warehouse: Path) -> str:
             "select table_name, sql from duckdb_tables() "
             "where schema_name = 'raw' and not internal order by table_name"
         ).fetchall()
-        parts = [repr(tables)]
-        for name, _ in tables:
-            parts.append(
-                repr(
-                    con.execute(
-                        f'select count(*), coalesce(sum(hash(t)), 0) from raw."{name}" as t'
-                    ).fetchall()
-                )
-            )
+        digests = {}
+        for name, sql in tables:
+            (rows,) = con.execute(
+                f'select count(*), coalesce(sum(hash(t)), 0) from raw."{name}" as t'
+            ).fetchall()
+            digests[name] = hashlib.sha256(repr([sql, rows]).encode()).hexdigest()
     finally:
         con.close()
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return digests
+
+
+def raw_digest(warehouse: Path, tables: Mapping[str, str] | None = None) -> str:
+    """One digest of the raw layer: of ``raw_table_digests`` (read when not given)."""
+    tables = raw_table_digests(warehouse) if tables is None else tables
+    return hashlib.sha256(repr(sorted(tables.items())).encode()).hexdigest()
 
 
 def outputs_digest(warehouse: Path) -> str:
@@ -200,13 +204,16 @@ def _file_key(path: Path) -> list[Any] | None:
     return [str(path), stat.st_size, stat.st_mtime_ns]
 
 
-def inputs(warehouse: Path, vars: str | None) -> dict[str, str]:
-    """The digest of each input of a build of ``warehouse`` with ``vars``."""
+def inputs(warehouse: Path, vars: str | None) -> dict[str, Any]:
+    """The digest of each input of a build of ``warehouse`` with ``vars``, and of each raw
+    table (``raw_tables``)."""
+    tables = raw_table_digests(warehouse)
     return {
         "project": project_digest(),
         "libraries": libraries_digest(),
         "settings": settings_digest(vars),
-        "raw": raw_digest(warehouse),
+        "raw": raw_digest(warehouse, tables),
+        "raw_tables": tables,
     }
 
 
@@ -224,7 +231,7 @@ PROJECT_CHECK_INPUTS = ("project", "libraries", "settings")
 input but the raw layer."""
 
 
-def project_checks_passed(stamp: Mapping[str, Any] | None, current: Mapping[str, str]) -> bool:
+def project_checks_passed(stamp: Mapping[str, Any] | None, current: Mapping[str, Any]) -> bool:
     """Whether the last build that succeeded ran on the same project, libraries and settings
     as ``current``: its unit tests and the data tests that read no landed row passed then and
     would pass again, and its seeds, views and models that read no landed row would be built
@@ -234,10 +241,22 @@ def project_checks_passed(stamp: Mapping[str, Any] | None, current: Mapping[str,
     return all(stamp["inputs"].get(k) == current.get(k) for k in PROJECT_CHECK_INPUTS)
 
 
+def changed_raw_tables(
+    stamp: Mapping[str, Any] | None, current: Mapping[str, Any]
+) -> frozenset[str] | None:
+    """The raw tables whose rows or definition differ from those the last build that succeeded
+    read (new and gone ones too); None when that build recorded none."""
+    before = (stamp or {}).get("inputs", {}).get("raw_tables")
+    now = current.get("raw_tables")
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        return None
+    return frozenset(t for t in before.keys() | now.keys() if before.get(t) != now.get(t))
+
+
 def unchanged(
     warehouse: Path,
     stamp: Mapping[str, Any] | None,
-    current: Mapping[str, str],
+    current: Mapping[str, Any],
     all_tests: bool,
     storage_version: str | None,
 ) -> Mapping[str, Any] | None:
@@ -260,7 +279,7 @@ def unchanged(
 
 def record(
     warehouse: Path,
-    current: Mapping[str, str],
+    current: Mapping[str, Any],
     all_tests: bool,
     storage_version: str | None,
     published: Path,

@@ -69,13 +69,15 @@ metrics as (
 
 scored_metrics as (
 
-    -- every metric scored anywhere: a pair gets a row for each, scored or not
+    -- every metric scored anywhere: a pair gets a row for each, scored or not. Every
+    -- generation has a row of every metric in int_generation_scores, so the pairs' own
+    -- generations name them all (and the scores of every other generation are not computed)
     select distinct
-        all_generation_scores.metric,
-        all_generation_scores.base_metric,
-        all_generation_scores.judge_name
+        generation_scores.metric,
+        generation_scores.base_metric,
+        generation_scores.judge_name
 
-    from all_generation_scores
+    from generation_scores
 
 ),
 

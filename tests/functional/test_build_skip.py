@@ -36,8 +36,15 @@ def built(tmp_path_factory):
 def dbt_calls(monkeypatch):
     calls = []
 
-    def build(wh, vars=None, all_tests=False, project_checked=False):
-        calls.append({"vars": vars, "all_tests": all_tests, "project_checked": project_checked})
+    def build(wh, vars=None, all_tests=False, project_checked=False, changed_raw_tables=None):
+        calls.append(
+            {
+                "vars": vars,
+                "all_tests": all_tests,
+                "project_checked": project_checked,
+                "changed_raw_tables": changed_raw_tables,
+            }
+        )
 
     monkeypatch.setattr(runner, "build", build)
     return calls
@@ -115,6 +122,12 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
     # or settings changed, or on --force
     assert dbt_calls[0]["project_checked"] is (change not in ("vars", "force"))
     assert dbt_calls[0]["all_tests"] is (change == "all tests")
+    # the raw tables that changed since the last build, which decide what else it leaves out
+    changed = {"landing": {"generations"}, "raw edit": {"generations"}}
+    if dbt_calls[0]["project_checked"]:
+        assert dbt_calls[0]["changed_raw_tables"] == changed.get(change, set()), change
+    else:
+        assert dbt_calls[0]["changed_raw_tables"] is None
     # the stamp now records this build: the next one is skipped
     again = [] if change == "force" else extra
     assert _build(work, capsys, *again).startswith("Nothing changed")
@@ -168,6 +181,8 @@ def test_the_raw_digest_is_what_a_build_leaves_it(built):
     assert read(built, "select count(*) as n from raw.generations").n[0] > 0
     stamp = json.loads(build_stamp.stamp_path(built).read_text())
     assert stamp["inputs"]["raw"] == build_stamp.raw_digest(built)
+    assert stamp["inputs"]["raw_tables"] == build_stamp.raw_table_digests(built)
+    assert set(stamp["inputs"]["raw_tables"]) >= runner.ANSWER_TABLES
 
 
 def _selected(wh, selector: str) -> set[str]:
@@ -229,6 +244,25 @@ def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_l
     # every table that holds landed rows is built
     assert {u for u in default if u.startswith(("model.", "seed."))} - fixed <= landed
     assert "model.ableaudit.pair_details" in landed and "model.ableaudit.degradation" in landed
+
+    # when only the tables a landing of answers writes changed: what of that reads any of them
+    answers = _selected(built, runner.ANSWERS_LANDED_SELECTOR)
+    answer_sources = {f"source.ableaudit.raw.{t}" for t in runner.ANSWER_TABLES}
+    assert answer_sources <= set(manifest["sources"])
+    reads: dict[str, set[str]] = {}
+
+    def sources_read(uid: str) -> set[str]:
+        if uid.startswith("source."):
+            return {uid}
+        if uid not in reads:
+            parents = nodes.get(uid, {}).get("depends_on", {}).get("nodes", [])
+            reads[uid] = set().union(*(sources_read(p) for p in parents))
+        return reads[uid]
+
+    assert answers == {u for u in landed if sources_read(u) & answer_sources}
+    left_out = landed - answers
+    assert any(u.startswith("test.") and "stg_raw__judgments" in u for u in left_out)
+    assert "model.ableaudit.pair_details" in answers and "model.ableaudit.degradation" in answers
 
 
 def test_a_null_in_any_listed_column_fails_its_models_not_null_columns_test(
