@@ -11,6 +11,13 @@
     changed models): their rows are deleted and inserted again; the other models' rows stay.
     A build with other settings, without a record, or with an input that has no fingerprints
     computes every model.
+
+    A mart that also reads per-text rows (scores keyed by text_hash, which a model's
+    fingerprints do not cover) names them as `texts`: {'snapshot': a dbt_state table of its
+    own, 'sql': the rows (scorer, text_hash, score, status)}. It keeps a copy of those rows as
+    of its last build, and the next build also computes again every model with a generation
+    whose text's rows changed since (a Regard text scored at last, a text scored for the
+    first time).
 #}
 
 {% macro model_scope_relation() -%}
@@ -31,7 +38,7 @@
     (the model_ids whose inputs changed; None for rows without one). Called by the mart's
     query and its pre-hook, which see the same state (the post-hook records the new one).
 -#}
-{% macro model_scope_plan(inputs, extra=[]) -%}
+{% macro model_scope_plan(inputs, extra=[], texts=none) -%}
     {#- a unit test (no relation of its own) builds from its fixtures alone -#}
     {%- if not execute or this is none or model.resource_type != 'model' or not is_incremental() -%}
         {{ return({'full': true, 'models': []}) }}
@@ -69,7 +76,20 @@
     {%- if row[0] == 0 or row[1] > 0 or row[2] < inputs | length -%}
         {{ return({'full': true, 'models': []}) }}
     {%- endif -%}
-    {{ return({'full': false, 'models': fromjson(row[3])}) }}
+    {%- set models = fromjson(row[3]) -%}
+    {%- if texts -%}
+        {%- set query -%}
+            select coalesce(to_json(list(distinct model_id)), '[]')
+            from {{ built_relation('stg_raw__generations') }}
+            where text_hash in ({{ changed_score_texts_sql(texts.snapshot, texts.sql) }})
+        {%- endset -%}
+        {%- for model_id in fromjson(run_query(query).rows[0][0]) -%}
+            {%- if model_id not in models -%}
+                {%- do models.append(model_id) -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return({'full': false, 'models': models}) }}
 {%- endmacro %}
 
 {% macro ensure_model_scope() -%}
@@ -103,16 +123,16 @@
 {%- endmacro %}
 
 {#- Pre-hook: the rows of the models computed again are deleted (all of them on a full build). -#}
-{% macro model_scope_reset(inputs, extra=[]) -%}
+{% macro model_scope_reset(inputs, extra=[], texts=none) -%}
     {%- if execute and is_incremental() -%}
-        delete from {{ this }} {{ model_scope_filter(model_scope_plan(inputs, extra)) }}
+        delete from {{ this }} {{ model_scope_filter(model_scope_plan(inputs, extra, texts)) }}
     {%- else -%}
         select 1
     {%- endif -%}
 {%- endmacro %}
 
 {#- Post-hook: the fingerprints of the inputs the mart was built from, for the next build's plan. -#}
-{% macro model_scope_record(inputs, extra=[]) -%}
+{% macro model_scope_record(inputs, extra=[], texts=none) -%}
     {%- if execute -%}
         {%- do ensure_model_scope() -%}
         {%- do ensure_group_fingerprints() -%}
@@ -122,6 +142,11 @@
             n_rows, hash_sum, hash_xor
         from {{ group_fingerprints_relation() }}
         where relation in ({{ model_scope_names(inputs) }})
+        {%- if texts -%}
+        {%- do ensure_text_snapshot(texts.snapshot) -%};
+        delete from {{ texts.snapshot }};
+        insert into {{ texts.snapshot }} {{ texts.sql }}
+        {%- endif -%}
     {%- else -%}
         select 1
     {%- endif -%}
@@ -133,4 +158,21 @@
 -#}
 {% macro refusal_rates_settings() -%}
     {{ return([current_scorer_version('refusal')] + verdicts_digest()) }}
+{%- endmacro %}
+
+{#-
+    data_quality: its inputs (fingerprinted per model), its settings (the scorer versions and
+    every landed verdict: the rubric judges are every model's metrics) and the per-text scores
+    int_generation_scores reads (kept in dbt_state.data_quality_texts).
+-#}
+{% macro data_quality_scope() -%}
+    {{ return({
+        'inputs': ['stg_raw__generations', 'int_pairs', 'int_pair_texts', 'int_pair_scores'],
+        'extra': [
+            current_scorer_version('vader'),
+            current_scorer_version('regard'),
+            current_scorer_version('verbosity'),
+        ] + verdicts_digest(),
+        'texts': {'snapshot': 'dbt_state.data_quality_texts', 'sql': scored_texts_sql()},
+    }) }}
 {%- endmacro %}

@@ -6,31 +6,50 @@
     truncated included), of pairs in or out of each metric's rate, by reason,
     and of judge verdicts by status ('judgment': per rubric judge, each 'ok'
     generation; per contrastive judge, each complete pair).
+
+    Built model by model (macro model_scope_plan): a build computes again only the models
+    whose generations, pairs or pair scores changed, or whose texts' scores did; a landed
+    verdict or another scorer version computes every model.
 #}
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='append',
+        on_schema_change='sync_all_columns',
+        pre_hook="{%- set scope = data_quality_scope() -%}{{ model_scope_reset(scope.inputs, scope.extra, scope.texts) }}",
+        post_hook="{%- set scope = data_quality_scope() -%}{{ model_scope_record(scope.inputs, scope.extra, scope.texts) }}",
+    )
+}}
+{%- set scope = data_quality_scope() %}
+{%- set plan = model_scope_plan(scope.inputs, scope.extra, scope.texts) %}
 with
 
 -- inlined where it is read: materialised, DuckDB would copy every text of it first
 generations as not materialized (
 
     select * from {{ ref('stg_raw__generations') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 
 pairs as (
 
     select * from {{ ref('int_pairs') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 
 generation_scores as (
 
     select * from {{ ref('int_generation_scores') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 
 pair_scores as (
 
     select * from {{ ref('int_pair_scores') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 
@@ -43,6 +62,7 @@ generation_judgments as (
 pair_judgments as (
 
     select * from {{ ref('int_pair_judgments') }}
+    {{ model_scope_filter(plan) }}
 
 ),
 

@@ -367,6 +367,7 @@ BY_MODEL = {
     "degradation": "n_pairs",
     "refusal_rates": "n_generations",
     "assistive_tech_mismatch_rates": "n_mentions",
+    "data_quality": "n_rows",
 }
 
 
@@ -392,6 +393,20 @@ def test_marts_built_model_by_model_compute_again_the_models_whose_inputs_change
     # a build with nothing new computes no model
     run_dbt(["run"], wh)
     assert all("where false" in _compiled(mart) for mart in BY_MODEL)
+    # a text's score changed (no generation, pair or pair score of its model did): the marts
+    # that read per-text scores compute the models with that text again
+    con = duckdb.connect(str(wh))
+    con.execute("update main.data_quality set n_rows = -1")
+    con.execute(
+        "update main.response_scores_vader set status = 'error' where text_hash = ("
+        "select min(text_hash) from main.stg_raw__generations where model_id = 'model-a' "
+        "and response_text like '%model-a%')"
+    )
+    con.close()
+    run_dbt(["run", "--select", "data_quality"], wh)
+    assert "model_id in ('model-a')" in _compiled("data_quality")
+    assert -1 not in _counts(wh, "data_quality", "model-a")
+    assert _counts(wh, "data_quality", "model-b") == {-1}
     # a changed var: int_pair_scores is rebuilt with other thresholds, every model changed
     run_dbt(["run", "--vars", "{degradation_threshold: 0.5}"], wh)
     assert set(read(wh, "select distinct threshold from main.degradation").threshold) == {0.5}
