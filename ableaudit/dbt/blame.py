@@ -5,7 +5,9 @@ and every raw row carries the landing that wrote it. For each failing test this
 module finds the offending rows (the test's own predicate on its model for dbt's
 generic tests, the test's compiled query otherwise), follows them to their
 landings (a ``landing_id`` column, which every ``stg_raw__*`` model carries, else
-the key of a raw table), and says which landing to forget. Read only.
+the key of a raw table), and says which landing to forget. A ``row_checks`` test also
+says which of its rules the rows break (its ``failed_checks`` column), landed or not.
+Read only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,9 @@ class Culprit:
     """Rows of the model the test fails on."""
     landings: list[tuple[dict[str, Any], int]]
     """(raw.landings row, rows of it among the offending ones), most rows first."""
+    broken: list[tuple[str, int]] = field(default_factory=list)
+    """(the rules a row breaks, rows that break them), most rows first: for a test whose rows
+    name them in a ``failed_checks`` column (``row_checks``)."""
 
 
 def _quote(value: Any) -> str:
@@ -98,11 +103,29 @@ def offending_sql(node: Any, nodes: dict[str, Any]) -> tuple[str, str | None]:
     return f"select * from ({node.compiled_code}) as failing_rows", model
 
 
-def _trace(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, list[tuple[str, int]]]:
-    """How many rows ``sql`` returns, and how many of them each landing wrote."""
+RULES_COLUMN = "failed_checks"
+"""The column in which a ``row_checks`` test names the rules each failing row breaks."""
+
+
+def _columns(con: duckdb.DuckDBPyConnection, sql: str) -> set[str]:
     cur = con.execute(f"select * from ({sql}) limit 0")
     columns = {d[0] for d in cur.description}
     cur.fetchall()
+    return columns
+
+
+def _broken(con: duckdb.DuckDBPyConnection, sql: str, columns: set[str]) -> list[tuple[str, int]]:
+    if RULES_COLUMN not in columns:
+        return []
+    return con.execute(
+        f"select {RULES_COLUMN}, count(*) from ({sql}) group by 1 order by 2 desc, 1"
+    ).fetchall()
+
+
+def _trace(
+    con: duckdb.DuckDBPyConnection, sql: str, columns: set[str]
+) -> tuple[int, list[tuple[str, int]]]:
+    """How many rows ``sql`` returns, and how many of them each landing wrote."""
     ((offending,),) = con.execute(f"select count(*) from ({sql})").fetchall()
     if "landing_id" in columns:
         found = con.execute(
@@ -122,7 +145,8 @@ def _trace(con: duckdb.DuckDBPyConnection, sql: str) -> tuple[int, list[tuple[st
 
 
 def culprits(results: Sequence[Any], warehouse: str | Path, project_dir: Path) -> list[Culprit]:
-    """The failing data tests of a dbt run whose offending rows came from landings."""
+    """The failing data tests of a dbt run whose offending rows came from landings or name the
+    rules they break."""
     failing = [
         r
         for r in results
@@ -137,8 +161,10 @@ def culprits(results: Sequence[Any], warehouse: str | Path, project_dir: Path) -
         out = []
         for r in failing:
             sql, model = offending_sql(r.node, nodes)
-            offending, found = _trace(con, sql)
-            if not found:
+            columns = _columns(con, sql)
+            offending, found = _trace(con, sql, columns)
+            broken = _broken(con, sql, columns)
+            if not found and not broken:
                 continue
             rows = {
                 row[0]: dict(zip(("landing_id", "kind", "source", "started_at", "status"), row))
@@ -152,7 +178,7 @@ def culprits(results: Sequence[Any], warehouse: str | Path, project_dir: Path) -
                 (rows.get(lid, {"landing_id": lid, "kind": "?", "source": None}), n)
                 for lid, n in found
             ]
-            out.append(Culprit(r.node.name, model, offending, landings))
+            out.append(Culprit(r.node.name, model, offending, landings, broken))
         return out
     finally:
         con.close()
@@ -168,17 +194,32 @@ def _landing_text(landing: dict[str, Any]) -> str:
     return f"{landing['landing_id']} ({landing['kind']}, {landing.get('source') or 'no source'}{stamp})"
 
 
+def _broken_lines(c: Culprit) -> list[str]:
+    return [f"      broken: {rules} ({_rows(n)})" for rules, n in c.broken]
+
+
 def explain(found: Sequence[Culprit]) -> list[str]:
-    """The lines a build failure adds: per test, the landings of its rows and the fix."""
-    if not found:
-        return []
-    lines = ["Landed data fails these tests:"]
-    for c in found:
+    """The lines a build failure adds: per test, the rules its rows break, the landings they
+    came from and the fix."""
+    landed = [c for c in found if c.landings]
+    lines = []
+    unlanded = [c for c in found if not c.landings]
+    if unlanded:
+        lines.append("Rules the failing rows break:")
+        for c in unlanded:
+            where = f" of {c.model}" if c.model else ""
+            lines.append(f"  - {c.test}: {_rows(c.offending)}{where}")
+            lines += _broken_lines(c)
+    if not landed:
+        return lines
+    lines.append("Landed data fails these tests:")
+    for c in landed:
         where = f" of {c.model}" if c.model else ""
         lines.append(f"  - {c.test}: {_rows(c.offending)}{where}, from:")
         for landing, n in c.landings:
             lines.append(f"      landing {_landing_text(landing)}: {_rows(n)}")
-    ids = list(dict.fromkeys(landing["landing_id"] for c in found for landing, _ in c.landings))
+        lines += _broken_lines(c)
+    ids = list(dict.fromkeys(landing["landing_id"] for c in landed for landing, _ in c.landings))
     lines.append(
         "Fix: "
         + "; ".join(f"`ableaudit forget {i}`" for i in ids)

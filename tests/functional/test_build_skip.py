@@ -265,29 +265,36 @@ def test_the_project_only_checks_are_the_unit_tests_and_the_tests_that_read_no_l
     assert "model.ableaudit.pair_details" in answers and "model.ableaudit.degradation" in answers
 
 
-def test_a_null_in_any_listed_column_fails_its_models_not_null_columns_test(
-    built, tmp_path, monkeypatch
-):
+def test_a_models_row_checks_fail_on_each_broken_rule_and_name_it(built, tmp_path, monkeypatch):
     work = tmp_path / built.name
     work.write_bytes(built.read_bytes())
+    breaks = [
+        ("threshold = null", "threshold is not null"),  # not_null
+        ("slice = 'bogus'", "slice in ('overall', 'domain', 'disability', 'domain_disability')"),
+        ("slice = null", "slice is not null"),  # a null passes accepted_values, not not_null
+        ("n_degraded = -1", "n_degraded >= 0"),  # between
+        (
+            "n_truncated = null",
+            "n_truncated is not null; n_degraded <= n_pairs and n_truncated <= n_pairs",
+        ),
+        ("n_truncated = n_pairs + 1", "n_degraded <= n_pairs and n_truncated <= n_pairs"),
+    ]
     with duckdb.connect(str(work)) as con:
-        n = con.execute("select count(*) from main.degradation").fetchone()[0]
-        assert n > 2
-        con.execute(
-            "update main.degradation set threshold = null "
-            "where rowid in (select rowid from main.degradation limit 2)"
-        )
+        rows = [
+            r
+            for (r,) in con.execute("select rowid from main.degradation order by rowid").fetchall()
+        ]
+        assert len(rows) > len(breaks)
+        assert con.execute(
+            "select count(*) from main.degradation where degradation_pct is null"
+        ).fetchone()[0]  # a null in a range passes: some rates are null and the test passes
+        for rowid, (change, _) in zip(rows, breaks):
+            con.execute(f"update main.degradation set {change} where rowid = {rowid}")
     monkeypatch.delenv("DBT_EXCLUDE_RESOURCE_TYPES", raising=False)
     with pytest.raises(runner.DbtError) as failed:
-        runner.run_dbt(["test", "--select", "degradation,test_name:not_null_columns"], work)
-    assert "not_null_columns_degradation" in str(failed.value)
-    assert "2 failing rows" in str(failed.value)
-    # the failing rows name their null columns
-    compiled = next(
-        Path(os.environ["DBT_TARGET_PATH"]).glob("compiled/**/not_null_columns_degradation*.sql")
-    )
-    with duckdb.connect(str(work), read_only=True) as con:
-        named = con.execute(
-            f"select distinct null_columns from ({compiled.read_text()})"
-        ).fetchall()
-    assert named == [("threshold",)]
+        runner.run_dbt(["test", "--select", "degradation,test_name:row_checks"], work)
+    message = str(failed.value)
+    assert "row_checks_degradation" in message and f"{len(breaks)} failing rows" in message
+    assert "Rules the failing rows break:" in message
+    broken = {line.strip() for line in message.splitlines() if line.strip().startswith("broken: ")}
+    assert broken == {f"broken: {rule} (1 row)" for _, rule in breaks}

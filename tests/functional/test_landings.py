@@ -39,7 +39,8 @@ def test_a_build_failing_on_landed_rows_names_the_landing_and_forget_undoes_it(t
     assert main(["build", "--warehouse", str(wh)]) == 2
     err = capsys.readouterr().err
     lid = bad_landing.landing_id
-    assert "accepted_values_stg_raw__generations_task" in err
+    assert "row_checks_stg_raw__generations" in err
+    assert "broken: task in ('text', 'vision') (1 row)" in err
     assert f"landing {lid} (import-responses, {source.resolve()}" in err
     assert "1 row of stg_raw__generations, from:" in err
     assert f"`ableaudit forget {lid}`" in err

@@ -204,9 +204,10 @@ def test_failing_dbt_raises_naming_the_node(built, tmp_path):
         "update raw.generations set status = 'weird' where generation_id = (select min(generation_id) from raw.generations)"
     )
     con.close()
-    with pytest.raises(DbtError, match="accepted_values") as err:
+    with pytest.raises(DbtError, match="row_checks_stg_raw__generations") as err:
         run_dbt(["build", "--select", "stg_raw__generations"], wh)
     assert isinstance(err.value, RuntimeError) and str(wh) in str(err.value)
+    assert "broken: status in ('ok', 'empty', 'error') (1 row)" in str(err.value)
 
 
 # the scorers, the marts the regard test reads and everything upstream of them (with their tests)

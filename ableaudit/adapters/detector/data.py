@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ableaudit.keys import content_key
-from ableaudit.warehouse import connect, ibis_compat, warehouse_path
+from ableaudit.warehouse import connect, warehouse_path
 
 DIMENSIONS: tuple[str, ...] = ("interpret", "stereotype", "framing", "abstain")
 LABELS: dict[str, tuple[str, ...]] = {
@@ -91,6 +91,10 @@ class TrainingData:
 
 
 def _open(warehouse: str | os.PathLike | None) -> Any:
+    # ibis is imported here, not with the module: the build's detector model imports this
+    # module's labels, and without a detector reads nothing through ibis
+    from ableaudit.warehouse import ibis_compat
+
     path = warehouse_path(warehouse)
     connect(path).close()  # creates raw.* on a fresh file, then read without a write lock
     return ibis_compat.connect(path, read_only=True)

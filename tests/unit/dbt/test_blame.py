@@ -78,3 +78,28 @@ def test_a_model_without_landing_ids_is_followed_by_its_key(warehouse, landed, t
 def test_rows_from_no_landing_add_nothing(warehouse, landed, tmp_path):
     not_null = ("not_null", {"column_name": "task"})
     assert blame([_test_result("nn_task", "stg_g", "task", not_null)], warehouse, tmp_path) == []
+
+
+def test_a_row_checks_test_names_the_rules_its_rows_break(warehouse, landed, tmp_path):
+    _, wrong = landed
+    sql = (
+        "select *, concat_ws('; ', case when task not in ('text', 'vision') "
+        "then 'task in (''text'', ''vision'')' end) as failed_checks "
+        "from main.stg_g where task not in ('text', 'vision')"
+    )
+    (found,) = culprits(
+        [_test_result("row_checks_stg_g", "stg_g", compiled=sql)], warehouse, tmp_path
+    )
+    assert found.broken == [("task in ('text', 'vision')", 1)]
+    lines = blame([_test_result("row_checks_stg_g", "stg_g", compiled=sql)], warehouse, tmp_path)
+    assert "      broken: task in ('text', 'vision') (1 row)" in lines
+
+
+def test_rules_broken_by_rows_from_no_landing_are_named(warehouse, landed, tmp_path):
+    sql = "select task, 'length(task) > 5' as failed_checks from main.int_g"  # no key, no landing
+    lines = blame([_test_result("row_checks_int_g", "int_g", compiled=sql)], warehouse, tmp_path)
+    assert lines == [
+        "Rules the failing rows break:",
+        "  - row_checks_int_g: 2 rows of int_g",
+        "      broken: length(task) > 5 (2 rows)",
+    ]
