@@ -67,6 +67,20 @@ def meta(value: Any, default: Any, cast: type) -> Any:
     return cast(default if value in (None, "") else value)
 
 
+def reuse_flag(value: Any) -> bool:
+    """var('stats_reuse') as a model reads it: anything but false, 0, no or off keeps rows."""
+    return str(value).strip().lower() not in ("false", "0", "no", "off")
+
+
+def view_definition(session: Any, schema: str, name: str) -> str | None:
+    """The SQL of a view of the build (``schema.name``) as DuckDB holds it, with the vars and
+    macros it was compiled with written out; None when there is no such view."""
+    found = session.execute(
+        "select sql from duckdb_views() where schema_name = ? and view_name = ?", [schema, name]
+    ).fetchall()
+    return found[0][0] if found else None
+
+
 def to_arrow(frame: pd.DataFrame, schema: Mapping[str, str]) -> pa.Table:
     """``frame``'s columns in the order and types of ``schema`` (column -> dtype name); an empty
     frame gives an empty table with those columns."""

@@ -13,6 +13,11 @@ equals the same group computed in a full recompute, bit for bit.
 
 The digest of the input rows is computed in DuckDB (the sum of a 64-bit hash of each row,
 with the row count), so an unchanged group is never read into Python.
+
+A mart whose groups are models and whose input is an incremental model that records the
+fingerprint of each model's rows (dbt_state.group_fingerprints, macro
+record_group_fingerprints) takes those instead (``recorded_fingerprints``,
+``reuse_by_model``): no input row is read for a model whose rows did not change.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import duckdb
 import pandas as pd
 
 FINGERPRINT = "inputs_fingerprint"
@@ -62,6 +68,69 @@ def fingerprints(
         for n, h in zip(digests["n_rows"], digests["rows_hash"])
     ]
     return digests[[*keys, FINGERPRINT]]
+
+
+GROUP_FINGERPRINTS = "dbt_state.group_fingerprints"
+"""Where the incremental models record the fingerprint of each model's rows."""
+
+
+def recorded_fingerprints(
+    session: Any, relation: str, settings: Mapping[str, Any]
+) -> pd.DataFrame | None:
+    """One row per model_id of ``relation`` (``schema.name`` of a model that records
+    ``GROUP_FINGERPRINTS``): its fingerprint, from the recorded one of its rows and the
+    ``settings``; no row of the relation is read. None when the relation has no record (then
+    every model is computed)."""
+    try:
+        found = session.execute(
+            f"select model_id, n_rows, hash_sum, hash_xor, columns from {GROUP_FINGERPRINTS} "
+            "where relation = ? order by model_id",
+            [relation],
+        ).fetchall()
+    except duckdb.Error:  # no record yet (a warehouse that never built the relation)
+        return None
+    if not found:
+        return None
+    salt = json.dumps(dict(settings), sort_keys=True, default=str)
+    return pd.DataFrame(
+        {
+            "model_id": [model for model, *_ in found],
+            FINGERPRINT: [
+                hashlib.sha256(f"{salt}|{n}|{s}|{x}|{c}".encode()).hexdigest()[:32]
+                for _, n, s, x, c in found
+            ],
+        }
+    )
+
+
+def reuse_by_model(
+    previous: pd.DataFrame | None,
+    current: pd.DataFrame | None,
+    compute: Callable[[list[str] | None], pd.DataFrame],
+    columns: Sequence[str],
+) -> tuple[pd.DataFrame, int, int]:
+    """The mart's rows: those of ``previous`` whose model's fingerprint in ``current``
+    (``recorded_fingerprints``) is unchanged, and ``compute(model_ids)`` for the other models of
+    ``current`` (``compute(None)``, every model, when ``current`` is None). Returns the rows, with
+    the numbers of models reused and computed."""
+    columns = list(columns)
+    if current is None:
+        rows = compute(None).assign(**{FINGERPRINT: None})
+        return rows[columns], 0, rows["model_id"].nunique()
+    reused = current.iloc[0:0]
+    if previous is not None and not previous.empty:
+        reused = current.merge(previous[["model_id", FINGERPRINT]].drop_duplicates())
+    fresh = current[~current["model_id"].isin(reused["model_id"])]
+    parts = []
+    if not reused.empty:
+        parts.append(previous.merge(reused, on=["model_id", FINGERPRINT]))
+    if not fresh.empty:
+        rows = compute(fresh["model_id"].tolist())
+        parts.append(rows.drop(columns=FINGERPRINT, errors="ignore").merge(fresh, on="model_id"))
+    parts = [p[columns] for p in parts if not p.empty]
+    if not parts:
+        return pd.DataFrame(columns=columns), len(reused), len(fresh)
+    return pd.concat(parts, ignore_index=True), len(reused), len(fresh)
 
 
 def previous_rows(session: Any, this: Any, columns: Sequence[str]) -> pd.DataFrame | None:

@@ -12,7 +12,7 @@ computed; the others keep their rows of the previous build (ableaudit.stats.reus
 inputs_fingerprint). `--vars '{stats_reuse: false}'` computes every group.
 """
 
-from ableaudit.dbt.models import after_arm, bootstrap_settings, meta, to_arrow
+from ableaudit.dbt.models import after_arm, bootstrap_settings, meta, reuse_flag, to_arrow
 from ableaudit.stats import SIGNIFICANCE_SCHEMA, paired, significance
 from ableaudit.stats.reuse import FINGERPRINT, code_digest, previous_rows, reuse_or_compute
 
@@ -32,7 +32,7 @@ def model(dbt, session):
 
     pairs = dbt.ref("int_pair_scores").filter("included")
     settings = {"n_boot": n_boot, "seed": seed, "code": code_digest(paired)}
-    previous = previous_rows(session, dbt.this, SCHEMA) if meta(reuse, True, _flag) else None
+    previous = previous_rows(session, dbt.this, SCHEMA) if meta(reuse, True, reuse_flag) else None
 
     def compute(group):
         out = significance(group, cluster_col="query_id", n_boot=n_boot, seed=seed)
@@ -42,7 +42,3 @@ def model(dbt, session):
         session, pairs, KEYS, VALUES, settings, previous, compute, list(SCHEMA)
     )
     return to_arrow(rows, SCHEMA)
-
-
-def _flag(value):
-    return str(value).strip().lower() not in ("false", "0", "no", "off")

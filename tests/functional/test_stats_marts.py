@@ -598,6 +598,59 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
     pd.testing.assert_frame_equal(read(wh, order), full)
 
 
+def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_changed(
+    built, tmp_path
+):
+    wh = tmp_path / "ableaudit.duckdb"
+    shutil.copy(built, wh)
+    order = "select * from threshold_sensitivity order by task, model_id, arm, query_set, metric, threshold"
+    full = read(wh, order)
+    assert full.inputs_fingerprint.notna().all()
+    con = duckdb.connect(str(wh))
+    con.execute("create table main.later as from raw.generations where model_id = 'm-large'")
+    con.execute("delete from raw.generations where model_id = 'm-large'")
+    con.close()
+    run_dbt(["run", "--select", "+threshold_sensitivity"], wh)
+    mark = "model_id = 'm-small' and metric = 'vader' and threshold = 0.05"
+    con = duckdb.connect(str(wh))
+    assert (
+        con.execute(f"select count(*) from threshold_sensitivity where {mark}").fetchone()[0] >= 1
+    )
+    assert not con.execute(
+        "select count(*) from threshold_sensitivity where model_id = 'm-large'"
+    ).fetchone()[0]
+    con.execute(f"update threshold_sensitivity set n_pairs = -999 where {mark}")  # kept if reused
+    con.execute("insert into raw.generations from main.later")
+    con.execute("drop table main.later")
+    con.close()
+
+    run_dbt(["run", "--select", "+threshold_sensitivity"], wh)
+    after = read(wh, order)
+    marked = (after.model_id == "m-small") & (after.metric == "vader") & (after.threshold == 0.05)
+    assert (after.loc[marked, "n_pairs"] == -999).all()
+    after.loc[marked, "n_pairs"] = full.loc[marked.to_numpy(), "n_pairs"].to_numpy()
+    pd.testing.assert_frame_equal(after, full)  # m-large counted now equals the full build
+
+    # other thresholds: int_pair_thresholds is defined anew, every model is counted again
+    run_dbt(
+        [
+            "run",
+            "--select",
+            "int_pair_thresholds",
+            "threshold_sensitivity",
+            "--vars",
+            "{sensitivity_thresholds: [0.05]}",
+        ],
+        wh,
+    )
+    narrowed = read(wh, order)
+    assert (narrowed.threshold == 0.05).all() and (narrowed.n_pairs >= 0).all()
+    run_dbt(["run", "--select", "int_pair_thresholds", "threshold_sensitivity"], wh)
+    pd.testing.assert_frame_equal(read(wh, order), full)
+    run_dbt(["run", "--select", "threshold_sensitivity", "--vars", "{stats_reuse: false}"], wh)
+    pd.testing.assert_frame_equal(read(wh, order), full)
+
+
 # --------------------------------------------------------------------------- thresholds, models, sizes
 
 

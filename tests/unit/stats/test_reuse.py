@@ -10,7 +10,14 @@ import pandas as pd
 import pytest
 
 from ableaudit.stats import paired, significance
-from ableaudit.stats.reuse import FINGERPRINT, code_digest, previous_rows, reuse_or_compute
+from ableaudit.stats.reuse import (
+    FINGERPRINT,
+    code_digest,
+    previous_rows,
+    recorded_fingerprints,
+    reuse_by_model,
+    reuse_or_compute,
+)
 from tests.unit.stats.test_paired import make_pairs
 
 KEYS = ["task", "model_id", "arm", "query_set", "metric"]
@@ -105,3 +112,71 @@ def test_groups_with_equal_inputs_or_a_null_key_each_keep_their_rows(con):
     again, reused, computed, _ = _build(con, pd.concat([one, twin, lost], ignore_index=True), rows)
     assert (reused, computed) == (3, 0)
     pd.testing.assert_frame_equal(again, rows)
+
+
+def _record(con, rows):
+    con.execute("create schema if not exists dbt_state")
+    con.execute(
+        "create or replace table dbt_state.group_fingerprints (relation varchar, model_id varchar, "
+        "n_rows bigint, hash_sum hugeint, hash_xor ubigint, columns varchar)"
+    )
+    for row in rows:
+        con.execute("insert into dbt_state.group_fingerprints values (?, ?, ?, ?, ?, ?)", row)
+
+
+def test_recorded_fingerprints_follow_each_models_record_and_the_settings(con):
+    assert recorded_fingerprints(con, "main.pairs", {}) is None  # no record: every model computed
+    _record(con, [("main.pairs", "a", 3, 10, 7, "x int"), ("main.pairs", "b", 2, 5, 1, "x int")])
+    other_relation = ("main.other", "a", 9, 9, 9, "x int")
+    con.execute(
+        "insert into dbt_state.group_fingerprints values (?, ?, ?, ?, ?, ?)", other_relation
+    )
+    first = recorded_fingerprints(con, "main.pairs", {"k": 1})
+    assert first.model_id.tolist() == ["a", "b"] and first[FINGERPRINT].nunique() == 2
+    assert recorded_fingerprints(con, "main.pairs", {"k": 1}).equals(first)
+    other = recorded_fingerprints(con, "main.pairs", {"k": 2})
+    assert not (other[FINGERPRINT] == first[FINGERPRINT]).any()  # a setting changes every model
+    con.execute("update dbt_state.group_fingerprints set hash_xor = 8 where model_id = 'a'")
+    changed = recorded_fingerprints(con, "main.pairs", {"k": 1})
+    assert (changed[FINGERPRINT] == first[FINGERPRINT]).tolist() == [False, True]
+    assert recorded_fingerprints(con, "main.nothing", {"k": 1}) is None
+
+
+def test_reuse_by_model_computes_the_changed_new_models_only_and_drops_gone_ones():
+    def fingerprints(**models):
+        return pd.DataFrame({"model_id": list(models), FINGERPRINT: list(models.values())})
+
+    calls = []
+
+    def compute(models):
+        calls.append(models)
+        chosen = ["a", "b", "c"] if models is None else models
+        return pd.DataFrame({"model_id": chosen, "value": [f"new-{m}" for m in chosen]})
+
+    columns = ["model_id", "value", FINGERPRINT]
+    rows, reused, computed = reuse_by_model(None, None, compute, columns)
+    assert calls == [None] and (reused, computed) == (0, 3)
+    assert rows[FINGERPRINT].isna().all()  # without a record nothing is reused next time
+
+    previous = pd.DataFrame(
+        {
+            "model_id": ["a", "b", "gone"],
+            "value": ["old-a", "old-b", "old-gone"],
+            FINGERPRINT: ["fa", "fb", "fg"],
+        }
+    )
+    calls.clear()
+    rows, reused, computed = reuse_by_model(
+        previous, fingerprints(a="fa", b="fb2", c="fc"), compute, columns
+    )
+    assert calls == [["b", "c"]] and (reused, computed) == (1, 2)
+    assert rows.sort_values("model_id").values.tolist() == [
+        ["a", "old-a", "fa"],
+        ["b", "new-b", "fb2"],
+        ["c", "new-c", "fc"],
+    ]
+    calls.clear()
+    rows, reused, computed = reuse_by_model(
+        rows, fingerprints(a="fa", b="fb2", c="fc"), compute, columns
+    )
+    assert calls == [] and (reused, computed) == (3, 0) and len(rows) == 3
