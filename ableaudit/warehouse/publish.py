@@ -655,20 +655,34 @@ def _changed_groups(now: Fingerprints, before: Fingerprints) -> list[str | None]
 
 
 def _in_groups(values: list[str | None]) -> str:
-    """A filter on ``GROUP_COLUMN`` for these values, as literals, so that DuckDB pushes it
-    down into a view's scans."""
+    """A filter on ``GROUP_COLUMN`` for these values, as literals."""
     group = _quote(GROUP_COLUMN)
     named = [v for v in values if v is not None]
-    # one value as an equality: DuckDB carries `=` across a join's keys into the other side
-    # (a view that joins an aggregate by generation and model), an `in` list it does not
-    parts = []
-    if len(named) == 1:
-        parts.append(f"{group} = {_literal(named[0])}")
-    elif named:
-        parts.append(f"{group} in ({', '.join(_literal(v) for v in named)})")
+    parts = [f"{group} in ({', '.join(_literal(v) for v in named)})"] if named else []
     if len(named) < len(values):
         parts.append(f"{group} is null")
     return " or ".join(parts)
+
+
+MAX_GROUP_BRANCHES = 8
+"""Up to this many groups are read again from a relation one query branch each."""
+
+
+def _rows_of_groups(source: str, values: list[str | None], columns: str = "*") -> str:
+    """A query of the rows of ``source`` in these groups (values of ``GROUP_COLUMN``), with the
+    filter pushed down into a view's scans: each group is a branch of its own, with an equality,
+    which DuckDB carries across a join's keys into the other side (a view that joins an
+    aggregate by generation and model); an `in` list or an `or` it does not. More than
+    ``MAX_GROUP_BRANCHES`` groups are read with one `in` list."""
+    group = _quote(GROUP_COLUMN)
+    named = [v for v in values if v is not None]
+    if len(named) <= MAX_GROUP_BRANCHES:
+        filters = [f"{group} = {_literal(v)}" for v in named]
+    else:
+        filters = [_in_groups(named)]
+    if len(named) < len(values):
+        filters.append(f"{group} is null")
+    return " union all ".join(f"select {columns} from {source} where {f}" for f in filters)
 
 
 def _update_groups(
@@ -699,10 +713,8 @@ def _update_groups(
     if live is None and candidates is not None:
         live = {g: fp for g, fp in previous.items() if g not in candidates}
         if candidates:
-            hashed = _in_groups(sorted(candidates, key=lambda g: (g is None, g or "")))
-            live.update(
-                _group_fingerprints(con, f"(select * from {source} where {hashed})", columns)
-            )
+            hashed = _rows_of_groups(source, sorted(candidates, key=lambda g: (g is None, g or "")))
+            live.update(_group_fingerprints(con, f"({hashed})", columns))
     elif live is None:
         live = _group_fingerprints(con, source, columns)
     changed = _changed_groups(live, previous)
@@ -711,9 +723,8 @@ def _update_groups(
     gone = sum(previous[g][0] for g in changed if g in previous)
     if gone > REWRITE_CHANGED_SHARE * sum(n for n, _, _ in previous.values()):
         return "rewrite", live, changed
-    where = _in_groups(changed)
-    con.execute(f"delete from {target} where {where}")
-    con.execute(f"insert into {target} select {columns} from {source} where {where}")
+    con.execute(f"delete from {target} where {_in_groups(changed)}")
+    con.execute(f"insert into {target} {_rows_of_groups(source, changed, columns)}")
     return "updated", live, changed
 
 
