@@ -178,6 +178,57 @@
     {%- endif -%}
 {%- endmacro %}
 
+{#-
+    The models of the units incremental_scope reads on an incremental build of `plan` (those
+    of the rows of `generations` from the plan's new landings, or matching `also`); none on a
+    full build.
+-#}
+{% macro touched_models(generations, plan, also=none) -%}
+    {%- if plan.full or not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set query -%}
+        select coalesce(to_json(list(distinct model_id order by model_id)), '[]')
+        from {{ generations }}
+        where landing_id in ({{ landing_list(plan) }}){{ ' or ' ~ also if also else '' }}
+    {%- endset -%}
+    {{ return(fromjson(run_query(query).rows[0][0])) }}
+{%- endmacro %}
+
+{#-
+    The rows of `relation` of the `models` only (all of them when `models` is none), that also
+    match `where` (a `where ...` clause, or ''): one branch a model, each with
+    `model_id = '<model>'` (`model_id is null` for none), which DuckDB carries across a join on
+    model_id into the other side, below an aggregate, where an `in` list or a semi join stops
+    (a view such as int_generation_refusals, which joins each generation to the aggregate of
+    its flags). More than 8 models are one `in` list.
+-#}
+{% macro rows_of_models(relation, models, where='') -%}
+    {%- if models is none -%}
+    select * from {{ relation }} {{ where }}
+    {%- else -%}
+    {%- set named = models | reject('none') | list -%}
+    {%- set conditions = [] -%}
+    {%- if named | length > 8 -%}
+        {%- do conditions.append('model_id in (' ~ sql_literals(named) ~ ')') -%}
+    {%- else -%}
+        {%- for model_id in named -%}
+            {%- do conditions.append("model_id = '" ~ (model_id | replace("'", "''")) ~ "'") -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- if named | length < models | length -%}
+        {%- do conditions.append('model_id is null') -%}
+    {%- endif -%}
+    {%- if not conditions -%}
+    select * from {{ relation }} where false
+    {%- endif -%}
+    {%- for condition in conditions %}
+    {{ 'union all ' if not loop.first }}select * from {{ relation }}
+        {{ where ~ ' and' if where else 'where' }} {{ condition }}
+    {%- endfor -%}
+    {%- endif -%}
+{%- endmacro %}
+
 {#- A SQL list of the plan's new landings, for `landing_id in (...)`; never empty. -#}
 {% macro landing_list(plan) -%}
     {{ sql_literals(plan.landings) if plan.landings else 'null' }}

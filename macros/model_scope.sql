@@ -122,6 +122,15 @@
     {%- endif -%}
 {%- endmacro %}
 
+{#-
+    The rows of `relation` of the plan's models (all on a full build), read model by model
+    (macro rows_of_models): for a view whose filter on model_id must reach the scans below an
+    aggregate.
+-#}
+{% macro model_scope_rows(relation, plan) -%}
+    {{ rows_of_models(relation, none if plan.full else plan.models) }}
+{%- endmacro %}
+
 {#- Pre-hook: the rows of the models computed again are deleted (all of them on a full build). -#}
 {% macro model_scope_reset(inputs, extra=[], texts=none) -%}
     {%- if execute and is_incremental() -%}

@@ -32,7 +32,12 @@
 {%- set plan = incremental_plan(pair_details_settings(), 'int_pair_scores') %}
 {#- on an incremental build, what is read of a relation keyed by pair (generation) -#}
 {%- set scoped_pairs = '' if plan.full else 'where pair_id in (select pair_id from pair_texts)' %}
+{%- set changed_texts = none if plan.full else 'text_hash in (' ~ changed_score_texts_sql(
+    'dbt_state.pair_detail_texts', detail_texts_sql()) ~ ')' %}
 {%- set scoped_generations = scoped_to_pair_generations('pair_texts', plan) %}
+{#- the models of those pairs: int_generation_refusals is read model by model (macro
+    rows_of_models), so the filter reaches the scans under its aggregate of flags -#}
+{%- set models = touched_models(built_relation('stg_raw__generations'), plan, also=changed_texts) %}
 
 with
 
@@ -50,8 +55,7 @@ pair_texts as (
         'all_pair_texts',
         none if plan.full else built_relation('stg_raw__generations'),
         plan,
-        also=none if plan.full else 'text_hash in (' ~ changed_score_texts_sql(
-            'dbt_state.pair_detail_texts', detail_texts_sql()) ~ ')',
+        also=changed_texts,
     ) }}
 
 ),
@@ -86,8 +90,7 @@ pair_judgments as (
 
 refusals as (
 
-    select * from {{ ref('int_generation_refusals') }}
-    {{ scoped_generations }}
+    {{ rows_of_models(ref('int_generation_refusals'), models, scoped_generations) }}
 
 ),
 

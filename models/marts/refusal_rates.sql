@@ -25,8 +25,7 @@ with
 
 refusals as (
 
-    select * from {{ ref('int_generation_refusals') }}
-    {{ model_scope_filter(plan) }}
+    {{ model_scope_rows(ref('int_generation_refusals'), plan) }}
 
 ),
 
