@@ -561,39 +561,45 @@ def test_bootstrap_vars_and_thresholds_vars(built, tmp_path):
     pd.testing.assert_frame_equal(read(wh, "select * from significance order by all"), before)
 
 
-def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
-    built, tmp_path
-):
+def _one_more_model_keeps_the_others_rows(built, tmp_path, mart, keys, mark, column):
+    """Build ``mart`` without m-large's answers, mark a row of another model (``column`` set
+    to -999 where ``mark``), land m-large's answers and build again: the marked row is kept
+    (only a reused row keeps it), and the rest equals the full build. Returns the warehouse,
+    the query of the mart in ``keys`` order and the full build's rows."""
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
-    order = "select * from significance order by task, model_id, arm, query_set, metric, slice, slice_value"
+    order = f"select * from {mart} order by {', '.join(keys)}"
     full = read(wh, order)
     con = duckdb.connect(str(wh))
     con.execute("create table main.later as from raw.generations where model_id = 'm-large'")
     con.execute("delete from raw.generations where model_id = 'm-large'")
     con.close()
-    run_dbt(["run", "--select", "+significance"], wh)  # the pairs are tables
-    mark = "model_id = 'm-small' and metric = 'vader' and slice = 'overall'"
+    run_dbt(["run", "--select", f"+{mart}"], wh)  # the pairs are tables
     con = duckdb.connect(str(wh))
-    assert con.execute(f"select count(*) from significance where {mark}").fetchone()[0] >= 1
-    assert (
-        con.execute("select count(*) from significance where model_id = 'm-large'").fetchone()[0]
-        == 0
-    )
-    con.execute(
-        f"update significance set mean_diff = -999 where {mark}"
-    )  # only a reused row keeps it
+    assert con.execute(f"select count(*) from {mart} where {mark}").fetchone()[0] >= 1
+    assert not con.execute(f"select count(*) from {mart} where model_id = 'm-large'").fetchone()[0]
+    con.execute(f"update {mart} set {column} = -999 where {mark}")
     con.execute("insert into raw.generations from main.later")
     con.execute("drop table main.later")
     con.close()
 
-    run_dbt(["run", "--select", "+significance"], wh)  # the pairs are tables
+    run_dbt(["run", "--select", f"+{mart}"], wh)
     after = read(wh, order)
-    marked = (after.model_id == "m-small") & (after.metric == "vader") & (after.slice == "overall")
-    assert (after.loc[marked, "mean_diff"] == -999).all()
-    after.loc[marked, "mean_diff"] = full.loc[marked.to_numpy(), "mean_diff"].to_numpy()
+    marked = duckdb.sql(f"select ({mark}) as m from after").df().m.to_numpy()
+    assert marked.any() and (after.loc[marked, column] == -999).all()
+    after.loc[marked, column] = full.loc[marked, column].to_numpy()
     pd.testing.assert_frame_equal(after, full)  # m-large computed now equals the full build
+    return wh, order, full
 
+
+def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
+    built, tmp_path
+):
+    mark = "model_id = 'm-small' and metric = 'vader' and slice = 'overall'"
+    keys = ["task", "model_id", "arm", "query_set", "metric", "slice", "slice_value"]
+    wh, order, full = _one_more_model_keeps_the_others_rows(
+        built, tmp_path, "significance", keys, mark, "mean_diff"
+    )
     run_dbt(["run", "--select", "significance", "--vars", "{stats_reuse: false}"], wh)
     pd.testing.assert_frame_equal(read(wh, order), full)
 
@@ -601,35 +607,12 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
 def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_changed(
     built, tmp_path
 ):
-    wh = tmp_path / "ableaudit.duckdb"
-    shutil.copy(built, wh)
-    order = "select * from threshold_sensitivity order by task, model_id, arm, query_set, metric, threshold"
-    full = read(wh, order)
-    assert full.inputs_fingerprint.notna().all()
-    con = duckdb.connect(str(wh))
-    con.execute("create table main.later as from raw.generations where model_id = 'm-large'")
-    con.execute("delete from raw.generations where model_id = 'm-large'")
-    con.close()
-    run_dbt(["run", "--select", "+threshold_sensitivity"], wh)
     mark = "model_id = 'm-small' and metric = 'vader' and threshold = 0.05"
-    con = duckdb.connect(str(wh))
-    assert (
-        con.execute(f"select count(*) from threshold_sensitivity where {mark}").fetchone()[0] >= 1
+    keys = ["task", "model_id", "arm", "query_set", "metric", "threshold"]
+    wh, order, full = _one_more_model_keeps_the_others_rows(
+        built, tmp_path, "threshold_sensitivity", keys, mark, "n_pairs"
     )
-    assert not con.execute(
-        "select count(*) from threshold_sensitivity where model_id = 'm-large'"
-    ).fetchone()[0]
-    con.execute(f"update threshold_sensitivity set n_pairs = -999 where {mark}")  # kept if reused
-    con.execute("insert into raw.generations from main.later")
-    con.execute("drop table main.later")
-    con.close()
-
-    run_dbt(["run", "--select", "+threshold_sensitivity"], wh)
-    after = read(wh, order)
-    marked = (after.model_id == "m-small") & (after.metric == "vader") & (after.threshold == 0.05)
-    assert (after.loc[marked, "n_pairs"] == -999).all()
-    after.loc[marked, "n_pairs"] = full.loc[marked.to_numpy(), "n_pairs"].to_numpy()
-    pd.testing.assert_frame_equal(after, full)  # m-large counted now equals the full build
+    assert full.inputs_fingerprint.notna().all()
 
     # other thresholds: int_pair_thresholds is defined anew, every model is counted again
     run_dbt(
