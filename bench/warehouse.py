@@ -547,7 +547,8 @@ def ratios(rows: int, done: dict[str, Stage]) -> dict:
             if build in done and landing in done:
                 both = done[build].cpu_s + done[landing].cpu_s
                 out[f"import_and_{build}_over_full_cpu"] = both / full.cpu_s
-    return {k: round(v, 4) for k, v in out.items()}
+    # six places: a ratio printed as a percentage with one decimal is not rounded twice
+    return {k: round(v, 6) for k, v in out.items()}
 
 
 # --------------------------------------------------------------------------- the report

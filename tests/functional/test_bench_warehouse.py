@@ -247,3 +247,13 @@ def test_one_real_run_times_each_stage_and_matches_the_independent_check(tmp_pat
         con.close()
     assert len(result["fresh"]["relations"]) == listed
     assert "the 15 slowest relations" in done.stdout
+
+
+def test_a_ratio_is_printed_from_its_value_not_from_a_rounded_one():
+    # 25.615 / 257.499 = 9.948%: rounded to four places first (0.0995), it printed as 10.0%
+    stages = {
+        n: _stage(n, c, n in bench.BUILDS)
+        for n, c in {"build_full": 257.499189, "build_increment": 25.615063}.items()
+    }
+    ratios = bench.ratios(23400, {n: bench.Stage(**s) for n, s in stages.items()})
+    assert f"{ratios['build_increment_over_full_cpu']:.1%}" == "9.9%"
