@@ -80,17 +80,22 @@
     {{ return(local_md5(parts | join('\n'))) }}
 {%- endmacro %}
 
-{% macro ensure_incremental_state() -%}
-    {%- call statement('ensure_incremental_state') -%}
+{#-
+    A table of the dbt_state schema (`relation`, with `columns`: "name type" each), created
+    empty, with the schema, where no build wrote it yet.
+-#}
+{% macro ensure_state_table(relation, columns) -%}
+    {%- call statement('ensure_' ~ (relation | string | replace('.', '_'))) -%}
         create schema if not exists dbt_state;
-        create table if not exists {{ incremental_state_relation() }} (
-            model varchar,
-            settings varchar,
-            landing_id varchar,
-            signature varchar,
-            recorded_at timestamp
-        );
+        create table if not exists {{ relation }} ({{ columns | join(', ') }});
     {%- endcall -%}
+{%- endmacro %}
+
+{% macro ensure_incremental_state() -%}
+    {%- do ensure_state_table(incremental_state_relation(), [
+        'model varchar', 'settings varchar', 'landing_id varchar', 'signature varchar',
+        'recorded_at timestamp',
+    ]) -%}
 {%- endmacro %}
 
 {#-
@@ -333,15 +338,9 @@
 {%- endmacro %}
 
 {% macro ensure_text_snapshot(snapshot='dbt_state.pair_score_texts') -%}
-    {%- do ensure_incremental_state() -%}
-    {%- call statement('ensure_' ~ snapshot | replace('.', '_')) -%}
-        create table if not exists {{ snapshot }} (
-            scorer varchar,
-            text_hash varchar,
-            score double,
-            status varchar
-        );
-    {%- endcall -%}
+    {%- do ensure_state_table(snapshot, [
+        'scorer varchar', 'text_hash varchar', 'score double', 'status varchar',
+    ]) -%}
 {%- endmacro %}
 
 {#-
@@ -491,17 +490,10 @@
 
 {#- The record of record_group_fingerprints, created empty where no model wrote it yet. -#}
 {% macro ensure_group_fingerprints() -%}
-    {%- call statement('ensure_group_fingerprints') -%}
-        create schema if not exists dbt_state;
-        create table if not exists {{ group_fingerprints_relation() }} (
-            relation varchar,
-            columns varchar,
-            model_id varchar,
-            n_rows bigint,
-            hash_sum hugeint,
-            hash_xor ubigint
-        );
-    {%- endcall -%}
+    {%- do ensure_state_table(group_fingerprints_relation(), [
+        'relation varchar', 'columns varchar', 'model_id varchar', 'n_rows bigint',
+        'hash_sum hugeint', 'hash_xor ubigint',
+    ]) -%}
 {%- endmacro %}
 
 {#-
@@ -515,11 +507,9 @@
 -#}
 {% macro record_group_local_view() -%}
     {%- if execute and model.resource_type == 'model' -%}
-        create schema if not exists dbt_state;
-        create table if not exists {{ group_local_views_relation() }} (
-            relation varchar,
-            definition varchar
-        );
+        {%- do ensure_state_table(group_local_views_relation(), [
+            'relation varchar', 'definition varchar',
+        ]) -%}
         delete from {{ group_local_views_relation() }}
         where relation = '{{ this.schema }}.{{ this.identifier }}';
         insert into {{ group_local_views_relation() }}

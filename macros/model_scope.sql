@@ -93,18 +93,10 @@
 {%- endmacro %}
 
 {% macro ensure_model_scope() -%}
-    {%- call statement('ensure_model_scope') -%}
-        create schema if not exists dbt_state;
-        create table if not exists {{ model_scope_relation() }} (
-            model varchar,
-            settings varchar,
-            relation varchar,
-            model_id varchar,
-            n_rows bigint,
-            hash_sum hugeint,
-            hash_xor ubigint
-        );
-    {%- endcall -%}
+    {%- do ensure_state_table(model_scope_relation(), [
+        'model varchar', 'settings varchar', 'relation varchar', 'model_id varchar',
+        'n_rows bigint', 'hash_sum hugeint', 'hash_xor ubigint',
+    ]) -%}
 {%- endmacro %}
 
 {#- A filter on model_id to the plan's models; nothing on a full build. -#}
