@@ -168,9 +168,13 @@
     {%- if plan.full -%}
     select * from {{ relation }}
     {%- else -%}
-    {%- set touched = 'landing_id in (' ~ landing_list(plan) ~ ')' -%}
-    {{ in_touched_units(relation, generations, touched ~ (' or ' ~ also if also else '')) }}
+    {{ in_touched_units(relation, generations, touching(plan, also)) }}
     {%- endif -%}
+{%- endmacro %}
+
+{#- The condition on a generation that touches its unit: from the plan's new landings, or `also`. -#}
+{% macro touching(plan, also=none) -%}
+    {{ return('landing_id in (' ~ landing_list(plan) ~ ')' ~ (' or ' ~ also if also else '')) }}
 {%- endmacro %}
 
 {#-
@@ -195,7 +199,7 @@
     {%- set query -%}
         select coalesce(to_json(list(distinct model_id order by model_id)), '[]')
         from {{ generations }}
-        where landing_id in ({{ landing_list(plan) }}){{ ' or ' ~ also if also else '' }}
+        where {{ touching(plan, also) }}
     {%- endset -%}
     {{ return(fromjson(run_query(query).rows[0][0])) }}
 {%- endmacro %}
@@ -218,7 +222,7 @@
         {%- do conditions.append('model_id in (' ~ sql_literals(named) ~ ')') -%}
     {%- else -%}
         {%- for model_id in named -%}
-            {%- do conditions.append("model_id = '" ~ (model_id | replace("'", "''")) ~ "'") -%}
+            {%- do conditions.append('model_id = ' ~ sql_literals([model_id])) -%}
         {%- endfor -%}
     {%- endif -%}
     {%- if named | length < models | length -%}

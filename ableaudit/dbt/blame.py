@@ -194,6 +194,10 @@ def _landing_text(landing: dict[str, Any]) -> str:
     return f"{landing['landing_id']} ({landing['kind']}, {landing.get('source') or 'no source'}{stamp})"
 
 
+def _test_line(c: Culprit) -> str:
+    return f"  - {c.test}: {_rows(c.offending)}" + (f" of {c.model}" if c.model else "")
+
+
 def _broken_lines(c: Culprit) -> list[str]:
     return [f"      broken: {rules} ({_rows(n)})" for rules, n in c.broken]
 
@@ -201,21 +205,19 @@ def _broken_lines(c: Culprit) -> list[str]:
 def explain(found: Sequence[Culprit]) -> list[str]:
     """The lines a build failure adds: per test, the rules its rows break, the landings they
     came from and the fix."""
-    landed = [c for c in found if c.landings]
     lines = []
     unlanded = [c for c in found if not c.landings]
     if unlanded:
         lines.append("Rules the failing rows break:")
         for c in unlanded:
-            where = f" of {c.model}" if c.model else ""
-            lines.append(f"  - {c.test}: {_rows(c.offending)}{where}")
+            lines.append(_test_line(c))
             lines += _broken_lines(c)
+    landed = [c for c in found if c.landings]
     if not landed:
         return lines
     lines.append("Landed data fails these tests:")
     for c in landed:
-        where = f" of {c.model}" if c.model else ""
-        lines.append(f"  - {c.test}: {_rows(c.offending)}{where}, from:")
+        lines.append(f"{_test_line(c)}, from:")
         for landing, n in c.landings:
             lines.append(f"      landing {_landing_text(landing)}: {_rows(n)}")
         lines += _broken_lines(c)
