@@ -19,6 +19,12 @@ class AbleauditError(Exception):
     exit_code: ClassVar[int] = 2
     """The command line's exit status for it (2: a usage or config error)."""
 
+    def __init__(self, *args: object) -> None:
+        # a message may quote what a server answered, and a server may echo the key it was sent
+        from ableaudit.redaction import redact
+
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
+
 
 class UsageError(AbleauditError):
     """The command line was given a combination of flags that cannot work."""

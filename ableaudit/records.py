@@ -79,8 +79,10 @@ class GenerationResult:
     def failed(
         cls, key: str, exc: BaseException | str, latency_ms: float | None = None
     ) -> GenerationResult:
+        from ableaudit.redaction import redact
+
         msg = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-        return cls(key=key, status="error", error=msg, latency_ms=latency_ms)
+        return cls(key=key, status="error", error=redact(msg), latency_ms=latency_ms)
 
 
 @dataclass(frozen=True)

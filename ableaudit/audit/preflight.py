@@ -42,6 +42,7 @@ from ableaudit.config import (
     resolve_config_path,
 )
 from ableaudit.errors import close_matches, did_you_mean
+from ableaudit import redaction
 from ableaudit.keys import strip_url_credentials
 
 REACH_TIMEOUT_S = 2.0
@@ -447,6 +448,10 @@ def check(
     (``ableaudit judge``), so only their models are checked.
     """
     models = _targets(cfg, judges_only)
+    for _, target in models:
+        redaction.remember_env(target.api_key_env)
+        for url in _server_urls(target):
+            redaction.remember_url(url)
     probes = [
         Probe(who, url, target.model, os.environ.get(target.api_key_env))
         for who, target in models

@@ -66,6 +66,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ableaudit import redaction
 from ableaudit.keys import strip_url_credentials
 
 from ._common import (
@@ -139,6 +140,9 @@ class OpenAIBackend(Backend):
         self.model = target.model
         self.batch_size = int(target.batch_size)
         urls = target.base_urls or [os.environ.get("OPENAI_BASE_URL") or None]
+        redaction.remember_env(target.api_key_env)
+        for u in urls:
+            redaction.remember_url(u)
         key = os.environ.get(target.api_key_env)
         if not key:
             remote = [

@@ -696,11 +696,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ableaudit import redaction
     from ableaudit.audit import prefect_env
 
     prefect_env.configure()
+    redaction.install_log_redaction()
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    for arg in args.argv:
+        redaction.remember_url(arg)  # a --base-url's credentials: out of every log and message
     if getattr(args, "warehouse", None):
         os.environ["ABLEAUDIT_WAREHOUSE"] = str(warehouse_path(args.warehouse))
     try:
@@ -710,7 +714,7 @@ def main(argv: list[str] | None = None) -> int:
         # others: ResponseImportError, QuerySetError, dbt failures
         if args.debug:
             traceback.print_exc()
-        print(f"ableaudit: error: {err}", file=sys.stderr)
+        print(f"ableaudit: error: {redaction.redact(str(err))}", file=sys.stderr)
         return getattr(err, "exit_code", EXIT_USAGE)
     if argv is None and code in EXIT_STOPPED:
         # This process is the command, and it stopped: what finished is landed and the run

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ableaudit.redaction import redact, redactor
 from ableaudit.records import GenerationResult, LandingReport, PlannedGeneration
 from ableaudit.scorers.parallel import available_cores
 from ableaudit.warehouse import raw_schema
@@ -84,12 +85,23 @@ def _arrow(
     columns: dict[str, pa.DataType],
     landing_id: str | None = None,
 ) -> pa.Table:
-    """Rows as Arrow in the declared schema; ``landing_id`` stamps every row."""
+    """Rows as Arrow in the declared schema; ``landing_id`` stamps every row; the texts a
+    server or a judge wrote (``REDACTED_COLUMNS``) pass ``redaction``."""
     schema = pa.schema(list(columns.items()))
     stamp = {"landing_id": landing_id} if landing_id is not None else {}
+    redact = redactor()
     return pa.Table.from_pylist(
-        [{c: r.get(c) for c in columns} | stamp for r in rows], schema=schema
+        [
+            {c: redact(r.get(c)) if c in REDACTED_COLUMNS else r.get(c) for c in columns} | stamp
+            for r in rows
+        ],
+        schema=schema,
     )
+
+
+REDACTED_COLUMNS = frozenset({"error_message", "raw_output", "config_json", "source"})
+"""The raw columns whose text may echo a key (a server's error, a judge's text, a run's config,
+a landing's source): redacted as they land (``ableaudit.redaction``)."""
 
 
 # --------------------------------------------------------------------------- landings
@@ -934,7 +946,7 @@ def start_run(
             con.execute(
                 "insert into raw.landings (landing_id, kind, source, run_id, status) "
                 "values (?, 'audit', ?, ?, 'running')",
-                [landing_id, _audit_source(run_id, config_json), run_id],
+                [landing_id, redact(_audit_source(run_id, config_json)), run_id],
             )
         else:
             con.execute(
@@ -946,7 +958,7 @@ def start_run(
             "insert into raw.runs (run_id, config_json, status, host, pid, heartbeat_at, landing_id) "
             "values (?, ?, 'running', ?, ?, now(), ?) on conflict (run_id) do update set status = 'running', "
             "host = excluded.host, pid = excluded.pid, heartbeat_at = excluded.heartbeat_at",
-            [run_id, config_json, socket.gethostname(), os.getpid(), landing_id],
+            [run_id, redact(config_json), socket.gethostname(), os.getpid(), landing_id],
         )
     return dead
 
