@@ -10,6 +10,7 @@ writer process: close your own connections to the warehouse before calling.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,19 @@ def _env(**values: str) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextmanager
+def _argv(argv: list[str]) -> Iterator[None]:
+    """dbt records ``sys.argv`` as the command it ran (``invocation_command`` in logs/dbt.log
+    and target/): during the run it holds the command ableaudit chose, never the user's (which
+    may carry a URL's credentials)."""
+    old = sys.argv
+    sys.argv = argv
+    try:
+        yield
+    finally:
+        sys.argv = old
 
 
 def _release_duckdb() -> None:
@@ -87,7 +101,10 @@ def run_dbt(
     wh.parent.mkdir(parents=True, exist_ok=True)
     argv = [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
     wait_until_free(wh)  # dbt-duckdb opens the file itself and would fail at once on a busy file
-    with _env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(project)):
+    with (
+        _env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(project)),
+        _argv(["dbt", *argv]),
+    ):
         try:
             res = dbtRunner().invoke(argv)
         finally:

@@ -61,3 +61,23 @@ def test_dbt_connects_under_the_memory_limit_and_says_how_to_raise_it(warehouse,
     )
     monkeypatch.setenv("ABLEAUDIT_DUCKDB_MEMORY_LIMIT", "none")
     run_dbt(query, warehouse)  # DuckDB's own default: it fits
+
+
+def test_dbt_records_the_command_ableaudit_chose_never_the_users(warehouse, monkeypatch):
+    """dbt writes ``sys.argv`` into logs/dbt.log and target/ as ``invocation_command``; the
+    user's command line may hold a URL with its key."""
+    import json
+    import os
+    from pathlib import Path
+
+    canary = "sk-canary-argv-7Hq2Zt9W"
+    monkeypatch.setattr(
+        sys, "argv", ["ableaudit", "audit", "--base-url", f"http://u:{canary}@127.0.0.1:9/v1"]
+    )
+    run_dbt(["seed", "--select", "domains"], warehouse)
+    results = json.loads((Path(os.environ["DBT_TARGET_PATH"]) / "run_results.json").read_text())
+    assert results["args"]["invocation_command"].startswith("dbt seed --select domains")
+    written = [Path(os.environ["DBT_LOG_PATH"]) / "dbt.log"]
+    written += Path(os.environ["DBT_TARGET_PATH"]).glob("*.json")
+    for path in written:
+        assert canary not in path.read_text(errors="replace"), path
