@@ -53,7 +53,7 @@ def recorded(
             f"Undo it with `ableaudit forget {current.landing_id}`."
         )
     elif current.wrote:
-        print(f"Landing {current.landing_id}: nothing new (every row had landed already).")
+        print("Nothing new (every row had landed already): no landing recorded.")
 
 
 def _existing(warehouse: str | None) -> Path:

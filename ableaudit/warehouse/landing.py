@@ -162,6 +162,9 @@ def recording(
         if current.wrote:
             with writing(warehouse) as con:
                 current.rows = _finish(con, current.landing_id, status, only_running=True)
+                if status == "landed" and not current.rows:
+                    # every row had landed already: no landing, and the raw layer as it was
+                    con.execute("delete from raw.landings where landing_id = ?", [current.landing_id])
 
 
 def _text(value: str | Path | None) -> str | None:

@@ -270,6 +270,7 @@ def test_an_import_command_says_its_landing_and_keeps_the_files_digest(warehouse
     import hashlib
 
     from ableaudit import PROJECT_ROOT
+    from ableaudit.warehouse.build_stamp import raw_digest
 
     sample = PROJECT_ROOT / "tests" / "data" / "accesseval_sample.csv"
     args = [
@@ -289,8 +290,13 @@ def test_an_import_command_says_its_landing_and_keeps_the_files_digest(warehouse
     out = capsys.readouterr().out
     assert f"Landing {h['landing_id']}: {n} rows of external_queries." in out
     assert f"Undo it with `ableaudit forget {h['landing_id']}`" in out
+    digest = raw_digest(warehouse)
     assert main(args) == 0  # the same file again: nothing new, the rows keep their landing
-    assert "nothing new (every row had landed already)" in capsys.readouterr().out
+    assert "Nothing new (every row had landed already): no landing recorded." in (
+        capsys.readouterr().out
+    )
+    assert len(landing.history(warehouse)) == 1
+    assert raw_digest(warehouse) == digest  # so the next build is skipped
     assert _q(warehouse, "select distinct landing_id from raw.external_queries") == [
         (h["landing_id"],)
     ]
