@@ -432,8 +432,16 @@ def _rows_named(rows: Sequence[int], total: int) -> str:
 def refuse_generated_units(
     path: str | Path, landing: Sequence[dict[str, Any]], generated: set[tuple]
 ) -> None:
-    """Refuse rows on a unit an audit generated: both rows would form a pair of that unit."""
-    clash = [r for r in landing if _unit(r) in generated]
+    """Refuse rows on a unit an audit generated: both rows would form a pair of that unit. A
+    row without a temperature meets every generated temperature of its unit."""
+    at = UNIT.index("temperature")
+    any_temperature = {(*u[:at], *u[at + 1 :]) for u in generated}
+    clash = [
+        r
+        for r in landing
+        if _unit(r) in generated
+        or (r["temperature"] is None and (*_unit(r)[:at], *_unit(r)[at + 1 :]) in any_temperature)
+    ]
     if clash:
         generated_units_refused(
             path, [r["_row"] for r in clash], len(clash), {r["model_id"] for r in clash}

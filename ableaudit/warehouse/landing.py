@@ -730,8 +730,10 @@ def _land_staged(
     """Check the staged rows against the landed ones and land them, in one transaction."""
     cols = ", ".join(GENERATION_COLUMNS)
     updates = ", ".join(f"{c} = i.{c}" for c in GENERATION_COLUMNS if c != "generation_id")
-    unit = ("task", "model_id", "arm", "query_set", "query_id", "disability_id", "temperature")
+    unit = ("task", "model_id", "arm", "query_set", "query_id", "disability_id")
     same_unit = " and ".join(f"b.{c} is not distinct from g.{c}" for c in unit)
+    # a blank temperature is any temperature: it meets every generated one
+    same_unit += " and (b.temperature is null or b.temperature = g.temperature)"
     con.execute("begin transaction")
     try:
         landing_id, own = _landing_for(con, "import-responses", None, run_id)

@@ -323,3 +323,46 @@ def test_an_accepted_import_keeps_the_build_green(wh, tmp_path):
     finally:
         con.close()
     assert pairs == 3
+
+
+def test_rows_without_a_temperature_on_an_audited_unit_are_refused(wh, tmp_path):
+    """A blank temperature means any: it meets the unit generated at 0.7, and both answers
+    would form the pair of that unit (the model's n_pairs would count it twice)."""
+    land_generations(
+        wh,
+        [
+            {
+                "generation_id": "generated-07",
+                "task": "text",
+                "target": "audited",
+                "model_id": "audited",
+                "backend": "llamacpp",
+                "arm": "baseline",
+                "query_set": "ableaudit",
+                "query_id": "edu_001",
+                "disability_id": "hearing",
+                "condition": "disability",
+                "prompt_id": "ableaudit:edu_001:hearing",
+                "prompt_text": "x",
+                "temperature": 0.7,
+                "sample_index": 0,
+                "status": "ok",
+                "response_text": "y",
+                "source": "generated",
+            }
+        ],
+    )
+    rows = [dict(r, model_id="audited") for r in ROWS]  # no temperature column
+    with pytest.raises(ResponseImportError) as err:
+        import_responses(_csv(tmp_path, rows), wh)
+    assert "model_id: rows 3: an audit already generated" in str(err.value)
+    mixed = tmp_path / "mixed.jsonl"  # a column of mixed types: checked row by row
+    mixed.write_text(
+        "\n".join(json.dumps(dict(r, sample_index=[0, "0"][i % 2])) for i, r in enumerate(rows))
+    )
+    with pytest.raises(ResponseImportError) as err:
+        import_responses(mixed, wh)
+    assert "an audit already generated" in str(err.value)
+    assert _count(wh) == 1
+    at = [dict(r, model_id="audited", temperature=0.2) for r in ROWS]  # another temperature
+    assert import_responses(_csv(tmp_path, at, "t.csv"), wh).inserted == 4
