@@ -464,6 +464,11 @@ def _unit_of(p: PlannedGeneration) -> tuple:
     return tuple(getattr(p, c) for c in IMPORTED_UNIT)
 
 
+def _at_any_temperature(unit: tuple) -> tuple:
+    at = IMPORTED_UNIT.index("temperature")
+    return (*unit[:at], None, *unit[at + 1 :])
+
+
 def _sort_key(unit: tuple) -> tuple:
     return tuple("" if v is None else str(v) for v in unit)
 
@@ -479,11 +484,13 @@ def refuse_imported_units(plans: Iterable[TargetPlan], imported: dict[tuple, str
     lines, clashing = [], []
     for plan in plans:
         planned = {_unit_of(p) for p in plan.planned}
-        clash = sorted(planned & imported.keys(), key=_sort_key)
+        # an answer imported without a temperature stands for the unit at any temperature
+        found = {u: imported.get(u, imported.get(_at_any_temperature(u), "")) for u in planned}
+        clash = sorted((u for u, r in found.items() if r != ""), key=_sort_key)
         if not clash:
             continue
         clashing.append(plan.target)
-        landings = sorted({r for u in clash if (r := imported[u]) is not None})
+        landings = sorted({r for u in clash if (r := found[u]) is not None})
         origin = (
             f"landed by {', '.join(landings)}"
             if landings

@@ -69,13 +69,19 @@ def test_an_unrecorded_import_is_said_so():
         _unit("edu_001", None, model="served-b"),  # another model_id
         _unit("edu_001", None, arm="mitigated"),  # an arm the config does not run
         _unit("edu_001", None, temperature=0.7),  # another temperature
-        _unit("edu_001", None, temperature=None),  # an import without a temperature
         _unit("edu_001", None, sample=1),  # a sample the config does not draw
         _unit("edu_001", "vision"),  # a disability the audit does not ask
     ],
 )
 def test_other_units_pass(unit):
     refuse_imported_units(_plans(model_id="served-a"), {unit: "import-7"})
+
+
+def test_an_import_without_a_temperature_meets_the_unit_at_any_temperature():
+    with pytest.raises(ConfigError, match="1 of its 4 planned units are already imported"):
+        refuse_imported_units(
+            _plans(model_id="served-a"), {_unit("edu_001", None, temperature=None): "import-7"}
+        )
 
 
 def test_imported_units_reads_only_imported_rows_of_the_planned_models(tmp_path):
