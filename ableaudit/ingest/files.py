@@ -111,6 +111,9 @@ def read_csv(
     """
     p = Path(path)
     text = read_text(p, error)
+    # no cell is longer than the file: a long answer is read whole (the module's default
+    # limit, 131,072 characters, would report it as an unclosed quote)
+    csv.field_size_limit(max(csv.field_size_limit(), len(text)))
     reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     records: list[tuple[int, list[str]]] = []
     start = 1

@@ -366,3 +366,18 @@ def test_rows_without_a_temperature_on_an_audited_unit_are_refused(wh, tmp_path)
     assert _count(wh) == 1
     at = [dict(r, model_id="audited", temperature=0.2) for r in ROWS]  # another temperature
     assert import_responses(_csv(tmp_path, at, "t.csv"), wh).inserted == 4
+
+
+def test_an_answer_over_131072_characters_lands_whole(wh, tmp_path, capsys):
+    long = "A very long answer. " * 10_000  # 200,000 characters
+    rows = [dict(ROWS[0], response_text=long), *ROWS[1:]]
+    path = _csv(tmp_path, rows)
+    assert main(["import", "responses", str(path), "--warehouse", str(wh)]) == 0, (
+        capsys.readouterr().err
+    )
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        got = con.execute("select max(length(response_text)) from raw.generations").fetchone()
+    finally:
+        con.close()
+    assert got == (len(long),)

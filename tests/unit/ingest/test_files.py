@@ -87,3 +87,14 @@ def test_an_unnamed_column_is_refused_unless_the_reader_picks_columns_by_name(tm
         files.read_csv(path, Refused)
     header, rows = files.read_csv(path, Refused, unnamed=True)
     assert header == ["column_1", "a", "b"] and rows[0][1]["a"] == "1"
+
+
+def test_a_cell_over_the_csv_modules_default_limit_is_read_whole(tmp_path):
+    import csv
+
+    csv.field_size_limit(131_072)  # the module's default, whatever an earlier test set
+    long = "word " * 60_000  # 300,000 characters
+    path = tmp_path / "r.csv"
+    path.write_text(f'model_id,response_text\nm,"{long}"\n', encoding="utf-8")
+    _, rows = files.read_csv(path, ValueError)
+    assert rows == [(2, {"model_id": "m", "response_text": long})]
