@@ -246,7 +246,8 @@ def export_annotation_sample(
     target = Path(out_dir).expanduser()
     target.mkdir(parents=True, exist_ok=True)
     items_path = target / "items.csv"
-    out[columns].to_csv(items_path, index=False)
+    # a cell a spreadsheet would run (an answer starting with =HYPERLINK(...)) is written as text
+    out[columns].map(files.escape_formula).to_csv(items_path, index=False)
     instructions_path = target / "instructions.md"
     instructions_path.write_text(
         _instructions(
@@ -434,8 +435,10 @@ def _read_file(path: Path) -> pd.DataFrame:
                 "a rating, an item id or an annotator id is one value"
             )
     columns = files.columns_of(rows)
+    # a CSV is read as export_annotation_sample wrote it: escaped formulas come back as they were
+    cell = files.unescape_formula if path.suffix.lower() == ".csv" else (lambda v: v)
     frame = pd.DataFrame(
-        [{c: _text(r.get(c)) for c in columns} for r in rows], columns=columns, dtype=object
+        [{c: _text(cell(r.get(c))) for c in columns} for r in rows], columns=columns, dtype=object
     )
     frame.columns = [str(c).strip() for c in frame.columns]
     frame["_row"] = [n for n, _ in numbered]

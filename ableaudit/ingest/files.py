@@ -249,3 +249,25 @@ def refuse_unknown_columns(
 def nul_fields(row: dict[str, Any]) -> list[str]:
     """The fields of a row whose text holds a NUL character (JSON '\\u0000', Parquet)."""
     return [k for k, v in row.items() if isinstance(v, str) and "\x00" in v]
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""The first characters that make a spreadsheet run a cell as a formula (OWASP, CSV injection)."""
+
+
+def escape_formula(value: Any) -> Any:
+    """A text cell a spreadsheet would run, with a leading ``'`` (shown as text, never run);
+    a cell that starts with a quote before such a character (or another quote) gets one too,
+    so ``unescape_formula`` gives every cell back exactly."""
+    if isinstance(value, str) and value:
+        if value[0] in FORMULA_STARTS or (value[:1] == "'" and value[1:2] in (*FORMULA_STARTS, "'")):
+            return "'" + value
+    return value
+
+
+def unescape_formula(value: Any) -> Any:
+    """The cell ``escape_formula`` was given."""
+    if isinstance(value, str) and value[:1] == "'" and value[1:2] in (*FORMULA_STARTS, "'"):
+        return value[1:]
+    return value
+

@@ -290,3 +290,44 @@ def test_pairs_need_a_built_warehouse(tmp_path):
     con = duckdb.connect(str(wh), read_only=True)
     assert con.execute("select count(*) from raw.annotations").fetchone()[0] == 0
     con.close()
+
+
+def test_exported_cells_a_spreadsheet_would_run_are_escaped_and_import_back(world, tmp_path):
+    """OWASP's CSV-injection rule: a cell starting with = + - @, a tab or a CR gets a leading
+    quote in items.csv; the import takes it off again."""
+    import csv
+
+    wh = fresh_copy(world, tmp_path)
+    hostile = ['=HYPERLINK("http://x.example","open")', "+1 call", "-2", "@SUM(A1)", "\ttab"]
+    con = duckdb.connect(str(wh))
+    ids = [
+        g
+        for (g,) in con.execute(
+            "select generation_id from raw.generations where status = 'ok' and task = 'text' "
+            "order by generation_id limit ?",
+            [len(hostile)],
+        ).fetchall()
+    ]
+    for gid, text in zip(ids, hostile, strict=True):
+        con.execute(
+            "update raw.generations set response_text = ? where generation_id = ?", [text, gid]
+        )
+    con.close()
+    sample = export_annotation_sample(wh, tmp_path / "s", size_per_domain=1000, seed=0)
+    with sample.items_path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    by_id = {r["item_id"]: r for r in rows}
+    for gid, text in zip(ids, hostile, strict=True):
+        assert by_id[gid]["response"] == "'" + text
+    assert not [c for r in rows for c in r.values() if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    for r in rows:
+        r["annotator_id"] = "'-ann1"  # as an escaping spreadsheet writes "-ann1" back
+        r["judge_score"] = "7"
+    path = tmp_path / "ratings.csv"
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert import_annotations(path, wh).inserted == len(rows)
+    got = annotations(wh)
+    assert set(got.annotator_id) == {"-ann1"} and set(got.item_id) == set(by_id)

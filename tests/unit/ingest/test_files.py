@@ -98,3 +98,28 @@ def test_a_cell_over_the_csv_modules_default_limit_is_read_whole(tmp_path):
     path.write_text(f'model_id,response_text\nm,"{long}"\n', encoding="utf-8")
     _, rows = files.read_csv(path, ValueError)
     assert rows == [(2, {"model_id": "m", "response_text": long})]
+
+
+HOSTILE_CELLS = [
+    '=HYPERLINK("http://x.example","open")',
+    "+1",
+    "-2",
+    "@SUM(A1)",
+    "\tTab first",
+    "\rCR first",
+    "'=already quoted",
+    "''",
+    "'",
+    "'plain quote",
+    "plain",
+    "",
+]
+
+
+@pytest.mark.parametrize("cell", HOSTILE_CELLS)
+def test_a_cell_a_spreadsheet_would_run_is_escaped_and_comes_back_exactly(cell):
+    escaped = files.escape_formula(cell)
+    assert not escaped[:1] in files.FORMULA_STARTS
+    assert files.unescape_formula(escaped) == cell
+    if cell[:1] in files.FORMULA_STARTS:
+        assert escaped == "'" + cell
