@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ableaudit import PROJECT_ROOT
+from ableaudit import PROJECT_ROOT, redaction
 from ableaudit.backends.base import BackendError
 from ableaudit.backends.registry import backend_entry
 from ableaudit.config import (
@@ -42,7 +42,6 @@ from ableaudit.config import (
     resolve_config_path,
 )
 from ableaudit.errors import close_matches, did_you_mean
-from ableaudit import redaction
 from ableaudit.keys import strip_url_credentials
 
 REACH_TIMEOUT_S = 2.0

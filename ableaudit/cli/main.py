@@ -19,6 +19,8 @@ import tempfile
 import traceback
 from pathlib import Path
 
+import duckdb
+
 from ableaudit import PROJECT_ROOT, __version__
 from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
@@ -26,6 +28,7 @@ from ableaudit.cli.landings import add_landing_parsers, recorded
 from ableaudit.cli.scoring import add_score_parser
 from ableaudit.errors import AbleauditError, UsageError, require_file
 from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse.connection import io_failure
 
 EXAMPLE_QUERIES = """\
 -- 1. How often is the disability-aware answer worse, per metric?
@@ -716,6 +719,13 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"ableaudit: error: {redaction.redact(str(err))}", file=sys.stderr)
         return getattr(err, "exit_code", EXIT_USAGE)
+    except (OSError, duckdb.IOException) as err:  # a read-only folder, a full disk
+        if (message := io_failure(err)) is None:
+            raise
+        if args.debug:
+            traceback.print_exc()
+        print(f"ableaudit: error: {message}", file=sys.stderr)
+        return EXIT_USAGE
     if argv is None and code in EXIT_STOPPED:
         # This process is the command, and it stopped: what finished is landed and the run
         # recorded. Requests still waiting on a server are abandoned rather than waited for.

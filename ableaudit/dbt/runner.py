@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.warehouse import warehouse_path
-from ableaudit.warehouse.connection import wait_until_free
+from ableaudit.warehouse.connection import WarehouseBusy, held, is_lock_error, wait_until_free
+
+WAIT_S = 120.0
+"""How long a dbt run waits for a warehouse another process holds (as ``connect`` does)."""
 
 _FAILED = {"error", "fail", "runtime error"}
 
@@ -70,6 +74,35 @@ def _release_duckdb() -> None:
     gc.collect()
 
 
+def _lock_error(res) -> BaseException | None:
+    """DuckDB's lock error, when dbt could not open the warehouse because another process held it."""
+    found = [res.exception] + [
+        getattr(r, "message", None) for r in getattr(res.result, "results", None) or []
+    ]
+    return next((e for e in found if e is not None and is_lock_error(e)), None)
+
+
+def _invoke_when_free(runner, argv: list[str], wh: Path):
+    """dbt's result once it could open the warehouse: dbt-duckdb opens the file itself and
+    fails at once when another process holds it (a second build, a reader), so a run that
+    failed on the lock before doing anything waits for the file, as ``connect`` does, and
+    runs again; after ``WAIT_S`` the error names the process holding it."""
+    wait_s = WAIT_S
+    deadline = time.monotonic() + wait_s
+    while True:
+        wait_until_free(wh, max(0.0, deadline - time.monotonic()))
+        try:
+            res = runner.invoke(argv)
+        finally:
+            _release_duckdb()
+        err = None if res.success else _lock_error(res)
+        if err is None:
+            return res
+        if time.monotonic() > deadline:
+            raise WarehouseBusy(held(wh, err, wait_s))
+        time.sleep(0.5)
+
+
 def _failures(result) -> list[str]:
     lines = []
     for r in getattr(result, "results", None) or []:
@@ -100,15 +133,11 @@ def run_dbt(
     wh = warehouse_path(warehouse)
     wh.parent.mkdir(parents=True, exist_ok=True)
     argv = [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
-    wait_until_free(wh)  # dbt-duckdb opens the file itself and would fail at once on a busy file
     with (
         _env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(project)),
         _argv(["dbt", *argv]),
     ):
-        try:
-            res = dbtRunner().invoke(argv)
-        finally:
-            _release_duckdb()
+        res = _invoke_when_free(dbtRunner(), argv, wh)
     if res.success:
         return
     command = " ".join(["dbt", *args])

@@ -260,7 +260,9 @@ def escape_formula(value: Any) -> Any:
     a cell that starts with a quote before such a character (or another quote) gets one too,
     so ``unescape_formula`` gives every cell back exactly."""
     if isinstance(value, str) and value:
-        if value[0] in FORMULA_STARTS or (value[:1] == "'" and value[1:2] in (*FORMULA_STARTS, "'")):
+        if value[0] in FORMULA_STARTS or (
+            value[:1] == "'" and value[1:2] in (*FORMULA_STARTS, "'")
+        ):
             return "'" + value
     return value
 
@@ -270,4 +272,3 @@ def unescape_formula(value: Any) -> Any:
     if isinstance(value, str) and value[:1] == "'" and value[1:2] in (*FORMULA_STARTS, "'"):
         return value[1:]
     return value
-

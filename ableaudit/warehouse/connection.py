@@ -8,6 +8,7 @@ dbt connects, so a plain ``dbt build`` on a fresh file works.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import duckdb
 
+from ableaudit.errors import AbleauditError
 from ableaudit.warehouse import raw_schema
 
 DEFAULT_WAREHOUSE = "warehouse/ableaudit.duckdb"
@@ -83,6 +85,104 @@ def lock_holder(err: BaseException) -> str:
     return f"process {pid}" + (f" ({cmd[:200]})" if cmd else "")
 
 
+class WarehouseError(AbleauditError):
+    """The warehouse file cannot be opened for a reason its message names, with the fix."""
+
+
+class WarehouseBusy(WarehouseError, RuntimeError):
+    """Another process held the warehouse for as long as we waited; the message names it."""
+
+
+def is_lock_error(err: BaseException) -> bool:
+    """DuckDB's error for a file another process holds ('Could not set lock on file ...')."""
+    return "could not set lock" in str(err).lower() or "conflicting lock" in str(err).lower()
+
+
+def held(p: Path, err: BaseException, wait_s: float) -> str:
+    return (
+        f"the warehouse {p} is held by {lock_holder(err)} (waited {wait_s:.0f} s). Stop it, or if it "
+        "is a BI tool or SQL client, point it at the published copy instead (see docs/bi.md)"
+    )
+
+
+def _unwritable(p: Path, reason: str) -> str:
+    return (
+        f"cannot write the warehouse {p} ({reason}): its folder {p.parent} is read-only for this "
+        "user. Give --warehouse (or $ABLEAUDIT_WAREHOUSE) a file in a folder you can write, or "
+        "make the folder writable"
+    )
+
+
+def refuse_non_duckdb(p: Path) -> None:
+    """A folder, or a file that is not a DuckDB database (a CSV, say), named as the warehouse."""
+    if p.is_dir():
+        raise WarehouseError(
+            f"the warehouse {p} is a folder; --warehouse (or $ABLEAUDIT_WAREHOUSE) names the "
+            f"DuckDB file, e.g. {p / 'ableaudit.duckdb'}"
+        )
+    try:
+        with p.open("rb") as f:
+            head = f.read(12)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise WarehouseError(f"cannot read the warehouse {p}: {err.strerror or err}") from None
+    if head and head[8:12] != b"DUCK":
+        raise WarehouseError(
+            f"the warehouse {p} is not a DuckDB database (its first bytes are "
+            f"{head[:8]!r}: a CSV or another kind of file?); give --warehouse the .duckdb file, "
+            "or a path where none exists yet to start a new warehouse"
+        )
+
+
+def open_failure(p: Path, err: BaseException) -> str:
+    """What DuckDB's error on opening ``p`` means, and the fix."""
+    text = str(err)
+    if "Permission denied" in text or "Read-only file system" in text:
+        return _unwritable(
+            p, "permission denied" if "Permission" in text else "read-only file system"
+        )
+    if "WAL" in text:
+        return (
+            f"the warehouse {p} cannot be opened: its write-ahead log {p}.wal does not match it "
+            "(a file restored or copied without its .wal, beside a .wal of the file before). "
+            f"Move {p.name}.wal aside and run the command again; the .wal holds only what the "
+            "replaced file had not yet written in"
+        )
+    if "Could not read enough bytes" in text or "not a valid DuckDB database" in text:
+        return (
+            f"the warehouse {p} is damaged: it is shorter than DuckDB wrote it (a copy cut "
+            "short, or a full disk). Restore it from a backup, or move it aside and build it "
+            "again from your audits and imports"
+        )
+    return f"cannot open the warehouse {p}: {text}"
+
+
+def io_failure(err: BaseException) -> str | None:
+    """A command's failure to write a file (a read-only folder, a full disk) as one message
+    with the fix; None for any other error."""
+    if isinstance(err, duckdb.IOException):
+        found = re.search(
+            r'"([^"]+)": (Permission denied|Read-only file system|No space)', str(err)
+        )
+        if found is None:
+            return None
+        where, reason = found.groups()
+    elif isinstance(err, OSError) and err.errno in _UNWRITABLE:
+        where, reason = err.filename, err.strerror
+    else:
+        return None
+    if reason.startswith("No space"):
+        return f"cannot write {where}: the disk is full; free some space and run the command again"
+    return (
+        f"cannot write {where} ({reason.lower()}): the folder is read-only for this user. Give "
+        "--warehouse (or $ABLEAUDIT_WAREHOUSE, or --out) a place you can write, or make it writable"
+    )
+
+
+_UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC}
+
+
 def wait_until_free(path: str | os.PathLike | None = None, wait_s: float = 120.0) -> None:
     """Wait (up to ``wait_s``) until this process can open the warehouse for writing, as ``connect`` does:
     dbt, which opens the file itself, waits here first."""
@@ -141,8 +241,12 @@ def connect(
     `wait_s`, rather than fail an audit midway; then the error says who to stop.
     """
     p = warehouse_path(path)
+    refuse_non_duckdb(p)
     if not read_only:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise WarehouseError(_unwritable(p, err.strerror or str(err))) from None
     deadline = time.monotonic() + wait_s
     delay = 0.1
     while True:
@@ -150,11 +254,10 @@ def connect(
             con = duckdb.connect(str(p), read_only=read_only)
             break
         except duckdb.IOException as err:
-            if "lock" not in str(err).lower() or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the warehouse {p} is held by {lock_holder(err)} (waited {wait_s:.0f} s). Stop it, or if it "
-                    "is a BI tool or SQL client, point it at the published copy instead (see docs/bi.md)"
-                ) from None
+            if not is_lock_error(err):
+                raise WarehouseError(open_failure(p, err)) from None
+            if time.monotonic() > deadline:
+                raise WarehouseBusy(held(p, err, wait_s)) from None
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
     # DuckDB draws a progress bar for a query over 2 s: noise in a command's output and logs

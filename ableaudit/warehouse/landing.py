@@ -42,8 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ableaudit.redaction import redact, redactor
 from ableaudit.records import GenerationResult, LandingReport, PlannedGeneration
+from ableaudit.redaction import redact, redactor
 from ableaudit.scorers.parallel import available_cores
 from ableaudit.warehouse import raw_schema
 from ableaudit.warehouse.connection import WRITE_LOCK, connect
@@ -164,7 +164,9 @@ def recording(
                 current.rows = _finish(con, current.landing_id, status, only_running=True)
                 if status == "landed" and not current.rows:
                     # every row had landed already: no landing, and the raw layer as it was
-                    con.execute("delete from raw.landings where landing_id = ?", [current.landing_id])
+                    con.execute(
+                        "delete from raw.landings where landing_id = ?", [current.landing_id]
+                    )
 
 
 def _text(value: str | Path | None) -> str | None:

@@ -27,6 +27,7 @@ URL_KEY = "sk-canaryURL-4fQ9xZ2mB7"
 ENV_KEY = "canaryENV-8pL3vT6nK1wR"
 USER = "auditor"
 TIMEOUT_S = 900
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _forms() -> dict[str, bytes]:
@@ -105,6 +106,7 @@ def test_no_key_reaches_any_file_written(tmp_path):
             "DBT_TARGET_PATH": str(tmp_path / "dbt" / "target"),
             "DBT_LOG_PATH": str(tmp_path / "dbt" / "logs"),
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(ROOT),  # this checkout's code, whatever is installed
         }
         started = time.time()
         audit = _cli(
@@ -145,13 +147,14 @@ def test_no_key_reaches_any_file_written(tmp_path):
 
     needles = _forms()
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
-    root = Path(__file__).resolve().parents[2]
     written += [
         p
-        for p in root.rglob("*")
+        for p in ROOT.rglob("*")
         if p.is_file() and ".git" not in p.parts and p.stat().st_mtime >= started
     ]
-    assert any(p.suffix == ".parquet" for p in written) and any(p.suffix == ".html" for p in written)
+    assert any(p.suffix == ".parquet" for p in written) and any(
+        p.suffix == ".html" for p in written
+    )
     hits = []
     for path in written:
         data = path.read_bytes()

@@ -81,3 +81,49 @@ def test_dbt_records_the_command_ableaudit_chose_never_the_users(warehouse, monk
     written += Path(os.environ["DBT_TARGET_PATH"]).glob("*.json")
     for path in written:
         assert canary not in path.read_text(errors="replace"), path
+
+
+def _hold(warehouse, seconds: float) -> subprocess.Popen:
+    """Another process holding the warehouse (a second build, a reader), from when it returns."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(warehouse)!r}, read_only=True); "
+            f"print('held', flush=True); time.sleep({seconds})",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_dbt_waits_for_a_warehouse_taken_after_the_check_then_names_its_holder(
+    warehouse, monkeypatch
+):
+    """dbt-duckdb opens the file itself and fails at once on DuckDB's lock: a process taking the
+    file between the wait and dbt's own open (a second `ableaudit build`) makes the run wait and
+    go again, like every other writer, and after the wait the error names the process."""
+    import time
+
+    from ableaudit.dbt import runner
+    from ableaudit.warehouse import connect
+    from ableaudit.warehouse.connection import WarehouseBusy
+
+    connect(warehouse).close()
+    monkeypatch.setattr(runner, "wait_until_free", lambda *a, **k: None)  # the race, every time
+    holder = _hold(warehouse, 6)
+    started = time.monotonic()
+    try:
+        run_dbt(["seed", "--select", "domains"], warehouse)
+    finally:
+        holder.kill()
+    assert time.monotonic() - started > 3
+    holder = _hold(warehouse, 120)
+    monkeypatch.setattr(runner, "WAIT_S", 2.0)
+    try:
+        with pytest.raises(WarehouseBusy, match=rf"held by process {holder.pid} \(.*python"):
+            run_dbt(["seed", "--select", "domains"], warehouse)
+    finally:
+        holder.kill()

@@ -119,7 +119,7 @@ HOSTILE_CELLS = [
 @pytest.mark.parametrize("cell", HOSTILE_CELLS)
 def test_a_cell_a_spreadsheet_would_run_is_escaped_and_comes_back_exactly(cell):
     escaped = files.escape_formula(cell)
-    assert not escaped[:1] in files.FORMULA_STARTS
+    assert escaped[:1] not in files.FORMULA_STARTS
     assert files.unescape_formula(escaped) == cell
     if cell[:1] in files.FORMULA_STARTS:
         assert escaped == "'" + cell
