@@ -5,9 +5,11 @@ stop between two tokens, an HTTP backend stops waiting for the replies in
 flight. Each target then lands the answers that had finished, the run is marked
 'interrupted' in raw.runs, and the flow raises ``Interrupted``. Nothing that was
 cut off lands (not even as an error), so running the same command again asks
-for exactly what is missing. A second signal ends the process at once, by the
-signal's default action (what landed stays landed; the run is marked
-'interrupted' by the next audit of the warehouse).
+for exactly what is missing. A second signal ends the process at once with exit
+status 130 (SIGINT) or 143 (SIGTERM) and one line, no traceback (what landed stays
+landed: each landing is one transaction; the run is marked 'interrupted' by the next
+audit of the warehouse). ``second_signal_exits`` does the same for every other command:
+the first signal stops it as Ctrl-C does (dbt cancels its queries), the second ends it.
 
 Signal handlers can only be set in the main thread: a flow run elsewhere keeps
 Prefect's own handling.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
@@ -74,9 +77,7 @@ def stop_on_signals(say: Callable[[str], None]) -> Iterator[None]:
 
     def handle(signum: int, frame: object) -> None:
         if requested() is not None:
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
+            exit_now(signum)
         request(signum)
         say(
             f"{signal_name(signum)}: stopping; the answers that finished are being landed "
@@ -86,6 +87,44 @@ def stop_on_signals(say: Callable[[str], None]) -> Iterator[None]:
     previous = {s: signal.signal(s, handle) for s in SIGNALS}
     try:
         yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def exit_now(signum: int) -> None:
+    """End the process at once on a second signal: one line, exit status 128 + the signal's number.
+    What landed stays landed (a landing is one transaction; DuckDB replays its log on the next
+    open), and the temporary Prefect server ends with its parent."""
+    print(
+        f"\nableaudit: {signal_name(signum)} again: stopped at once. What had landed stays landed.",
+        file=sys.stderr,
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(EXIT_STATUS.get(signum, 128 + signum))
+
+
+@contextlib.contextmanager
+def second_signal_exits() -> Iterator[list[int]]:
+    """Within the block, the first SIGINT or SIGTERM raises KeyboardInterrupt (what Ctrl-C does:
+    dbt cancels its queries and ends), a second one ends the process at once (``exit_now``).
+    Yields the signals received."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handle(signum: int, frame: object) -> None:
+        if received:
+            exit_now(signum)
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, handle) for s in SIGNALS}
+    try:
+        yield received
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import tempfile
 import traceback
@@ -701,6 +702,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from ableaudit import redaction
     from ableaudit.audit import prefect_env
+    from ableaudit.audit.stopping import EXIT_STATUS as STOP_STATUS
+    from ableaudit.audit.stopping import second_signal_exits, signal_name
 
     prefect_env.configure()
     redaction.install_log_redaction()
@@ -711,7 +714,12 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "warehouse", None):
         os.environ["ABLEAUDIT_WAREHOUSE"] = str(warehouse_path(args.warehouse))
     try:
-        code = args.func(args)
+        with second_signal_exits() as received:
+            code = args.func(args)
+    except KeyboardInterrupt:  # the first Ctrl-C or SIGTERM outside an audit's generation
+        signum = received[0] if received else signal.SIGINT
+        print(f"\nableaudit: stopped by {signal_name(signum)}.", file=sys.stderr)
+        return STOP_STATUS[signum]
     except (AbleauditError, ValueError, FileNotFoundError, RuntimeError) as err:
         # AbleauditError: ConfigError, BackendError, UsageError, a missing input file; the
         # others: ResponseImportError, QuerySetError, dbt failures

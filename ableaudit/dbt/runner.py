@@ -138,6 +138,8 @@ def run_dbt(
         _argv(["dbt", *argv]),
     ):
         res = _invoke_when_free(dbtRunner(), argv, wh)
+    if isinstance(res.exception, KeyboardInterrupt):
+        raise res.exception  # Ctrl-C: dbt cancelled its queries; the command stops
     if res.success:
         return
     command = " ".join(["dbt", *args])

@@ -217,3 +217,67 @@ def test_a_killed_audit_leaves_no_prefect_server(tmp_path, server):
     audit.kill()
     audit.wait(timeout=10)
     assert all(_gone(p, 10) for p in found), [p.pid for p in found]
+
+
+def _consistent(wh: Path) -> None:
+    """The warehouse opens (DuckDB replays its log) and every landed answer is whole and once."""
+    rows = _query(wh, "select status, prompt_id from raw.generations")
+    assert {s for s, _ in rows} <= {"ok"}
+    assert len({p for _, p in rows}) == len(rows)
+
+
+def test_a_second_ctrl_c_during_generation_ends_at_once_with_130(tmp_path, server):
+    wh = tmp_path / "wh" / "twice.duckdb"
+    server.delay_s = DELAY_S
+    audit = _start(tmp_path, ["--config", str(_config(tmp_path, server)), "--warehouse", str(wh)])
+    found: list[psutil.Process] = []
+
+    def answered() -> bool:
+        found[:] = found or _servers_of(audit.pid)
+        return len(server.spans) >= 2
+
+    _wait_until(answered, audit, START_TIMEOUT_S, "answer")
+    os.killpg(audit.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(audit.pid, signal.SIGINT)
+    try:
+        status = audit.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        audit.kill()
+        pytest.fail("a second Ctrl-C did not end the audit within 5 s")
+    out = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    assert status == 130, out[-3000:]
+    assert "Traceback" not in out
+    assert out.count("Ctrl-C (SIGINT) again: stopped at once.") == 1
+    assert all(_gone(p, 10) for p in found)
+    _consistent(wh)
+
+
+def test_sigterm_after_ctrl_c_during_a_build_ends_at_once_with_143(tmp_path):
+    wh = tmp_path / "wh" / "built.duckdb"
+    build = subprocess.Popen(
+        [sys.executable, "-m", "ableaudit.cli.main", "build", "--warehouse", str(wh)],
+        stdout=open(tmp_path / "stdout.txt", "w"),
+        stderr=open(tmp_path / "stderr.txt", "w"),
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+    def building() -> bool:
+        return " START " in (tmp_path / "stdout.txt").read_text()
+
+    _wait_until(building, build, START_TIMEOUT_S, "dbt node started")
+    time.sleep(2)
+    os.killpg(build.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(build.pid, signal.SIGTERM)
+    try:
+        status = build.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        build.kill()
+        pytest.fail("SIGTERM after Ctrl-C did not end the build within 10 s")
+    out = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    assert status in (130, 143), out[-3000:]  # 130: the first signal had stopped it already
+    assert "Traceback" not in out, out[-3000:]
+    assert status == 130 or out.count("SIGTERM again: stopped at once.") == 1
+    _consistent(wh)
