@@ -142,17 +142,19 @@ class _Redacting(logging.Filter):
 
 
 _FILTER = _Redacting()
-_original_factory = logging.getLogRecordFactory()
-
-
-def _factory(*args, **kwargs) -> logging.LogRecord:
-    record = _original_factory(*args, **kwargs)
-    _FILTER.filter(record)
-    return record
 
 
 def install_log_redaction() -> None:
     """Redact every log record of the process as it is made, before any handler (a file, the
     console, Prefect's API) sees it."""
-    if logging.getLogRecordFactory() is not _factory:
-        logging.setLogRecordFactory(_factory)
+    make = logging.getLogRecordFactory()
+    if getattr(make, "redacting", False):
+        return
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        _FILTER.filter(record)
+        return record
+
+    factory.redacting = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

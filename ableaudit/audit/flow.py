@@ -20,6 +20,7 @@ from prefect import flow, get_run_logger  # noqa: E402
 from prefect.context import get_run_context  # noqa: E402
 from prefect.exceptions import TerminationSignal  # noqa: E402
 
+from ableaudit import redaction  # noqa: E402
 from ableaudit.audit import alerts, runners, stopping, tasks  # noqa: E402
 from ableaudit.audit.planning import (  # noqa: E402
     audit_task,
@@ -163,6 +164,7 @@ def audit(
     the warehouse, the published copy, its Parquet folder and the report are.
     """
     config_path = tasks.resolve_config_path(config)
+    redaction.install_log_redaction()  # a flow run a worker started passes no command line
     cfg = load_config(config_path)
     gates = cfg.gates_path(config_path)
     if gates is not None:

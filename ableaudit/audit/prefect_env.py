@@ -22,3 +22,34 @@ DEFAULTS = {
 def configure() -> None:
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+
+
+QUIET_FAILURES = (
+    "AbleauditError",
+    "AuditIncomplete",
+    "AuditInterrupted",
+    "GateBlocked",
+    "RunConflict",
+)
+"""Exceptions whose message says all (an audit refused, incomplete, interrupted, a gate that
+blocks): Prefect logs them without their traceback unless ``--debug`` asks for it."""
+
+
+def quiet_tracebacks() -> None:
+    """Log the ``QUIET_FAILURES`` that Prefect reports (``Encountered exception during
+    execution``, a task's failure) as their message alone: the command prints its own one line."""
+    import logging
+
+    make = logging.getLogRecordFactory()
+    if getattr(make, "quiet_tracebacks", False):
+        return
+
+    def factory(*args, **kwargs) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and {c.__name__ for c in type(exc).__mro__} & set(QUIET_FAILURES):
+            record.exc_info, record.exc_text = None, None
+        return record
+
+    factory.quiet_tracebacks = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

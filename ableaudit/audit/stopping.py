@@ -106,6 +106,20 @@ def exit_now(signum: int) -> None:
     os._exit(EXIT_STATUS.get(signum, 128 + signum))
 
 
+_INTERRUPTS: list[type[KeyboardInterrupt]] = [KeyboardInterrupt]
+
+
+@contextlib.contextmanager
+def interrupting_with(kind: type[KeyboardInterrupt]) -> Iterator[None]:
+    """Within the block, ``second_signal_exits`` raises ``kind`` on the first signal (dbt prints
+    a traceback for a plain KeyboardInterrupt, not for one that is also its own exception)."""
+    _INTERRUPTS.append(kind)
+    try:
+        yield
+    finally:
+        _INTERRUPTS.pop()
+
+
 @contextlib.contextmanager
 def second_signal_exits() -> Iterator[list[int]]:
     """Within the block, the first SIGINT or SIGTERM raises KeyboardInterrupt (what Ctrl-C does:
@@ -117,10 +131,10 @@ def second_signal_exits() -> Iterator[list[int]]:
         return
 
     def handle(signum: int, frame: object) -> None:
-        if received:
+        if received or requested() is not None:  # the first stopped an audit's generation
             exit_now(signum)
         received.append(signum)
-        raise KeyboardInterrupt
+        raise _INTERRUPTS[-1]()
 
     previous = {s: signal.signal(s, handle) for s in SIGNALS}
     try:

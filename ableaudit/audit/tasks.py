@@ -181,13 +181,17 @@ def render_report(published: str) -> str:
 
     from ableaudit.report import render_report as render
 
+    from ableaudit.redaction import redact
+
     report = render(published)
-    create_link_artifact(
-        link=report.index.as_uri(),
-        link_text=f"report of {Path(published).name}",
+    create_link_artifact(  # an artifact is stored in Prefect's database: it passes redaction
+        link=redact(report.index.as_uri()),
+        link_text=redact(f"report of {Path(published).name}"),
         key="audit-report",
-        description=f"The accessible HTML report ({len(report.pages)} pages, offline), read from "
-        f"{report.source}. Open it from disk in a browser.",
+        description=redact(
+            f"The accessible HTML report ({len(report.pages)} pages, offline), read from "
+            f"{report.source}. Open it from disk in a browser."
+        ),
     )
     get_run_logger().info("report: %s", report.index)
     return str(report.index)

@@ -706,8 +706,10 @@ def main(argv: list[str] | None = None) -> int:
     from ableaudit.audit.stopping import second_signal_exits, signal_name
 
     prefect_env.configure()
-    redaction.install_log_redaction()
     args = build_parser().parse_args(argv)
+    if not args.debug:
+        prefect_env.quiet_tracebacks()
+    redaction.install_log_redaction()
     args.argv = list(sys.argv[1:] if argv is None else argv)
     for arg in args.argv:
         redaction.remember_url(arg)  # a --base-url's credentials: out of every log and message

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT
+from ableaudit.audit.stopping import interrupting_with
 from ableaudit.warehouse import warehouse_path
 from ableaudit.warehouse.connection import WarehouseBusy, held, is_lock_error, wait_until_free
 
@@ -72,6 +73,17 @@ def _release_duckdb() -> None:
 
     DuckDBConnectionManager.close_all_connections()
     gc.collect()
+
+
+def _interrupted() -> type[KeyboardInterrupt]:
+    """Ctrl-C as dbt takes it: a KeyboardInterrupt (dbt cancels its queries) that is also dbt's
+    own exception (dbt reports it in one line, without a traceback)."""
+    from dbt_common.exceptions import DbtBaseException
+
+    class DbtInterrupted(KeyboardInterrupt, DbtBaseException):
+        pass
+
+    return DbtInterrupted
 
 
 def _lock_error(res) -> BaseException | None:
@@ -137,7 +149,8 @@ def run_dbt(
         _env(ABLEAUDIT_WAREHOUSE=str(wh), ABLEAUDIT_PROJECT_DIR=str(project)),
         _argv(["dbt", *argv]),
     ):
-        res = _invoke_when_free(dbtRunner(), argv, wh)
+        with interrupting_with(_interrupted()):
+            res = _invoke_when_free(dbtRunner(), argv, wh)
     if isinstance(res.exception, KeyboardInterrupt):
         raise res.exception  # Ctrl-C: dbt cancelled its queries; the command stops
     if res.success:
