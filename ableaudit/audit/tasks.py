@@ -179,9 +179,8 @@ def render_report(published: str) -> str:
     """Render the HTML report beside the published copy, and link it on the flow run (a Prefect artifact)."""
     from prefect.artifacts import create_link_artifact
 
-    from ableaudit.report import render_report as render
-
     from ableaudit.redaction import redact
+    from ableaudit.report import render_report as render
 
     report = render(published)
     create_link_artifact(  # an artifact is stored in Prefect's database: it passes redaction
