@@ -69,5 +69,30 @@ def test_second_signal_ends_the_process_at_once():
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == -signal.SIGINT
+    assert done.returncode == 130  # what a shell reports for SIGINT, not death by the signal
     assert "still running" in done.stdout and "not reached" not in done.stdout
+    assert done.stderr.strip() == (
+        "ableaudit: Ctrl-C (SIGINT) again: stopped at once. What had landed stays landed."
+    )
+
+
+def test_sigterm_after_ctrl_c_outside_generation_ends_with_143():
+    code = textwrap.dedent(
+        """
+        import os, signal, time
+        from ableaudit.audit import stopping
+        with stopping.second_signal_exits() as received:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(30)
+            except KeyboardInterrupt:
+                print("first", received, flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+            print("not reached", flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 143
+    assert "first [2]" in done.stdout and "not reached" not in done.stdout
+    assert "Traceback" not in done.stderr and "SIGTERM again: stopped at once." in done.stderr
