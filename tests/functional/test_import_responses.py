@@ -250,31 +250,32 @@ def test_a_corrected_file_is_refused_until_replace(wh, tmp_path, capsys):
     assert (again.inserted, again.unchanged, again.replaced) == (0, 2, 0) and _count(wh) == 2
 
 
+def _land_generated(wh: Path, generation_id: str, temperature: float | None) -> None:
+    """One answer an audit generated for model_id 'audited' (edu_001, hearing)."""
+    row = {
+        "generation_id": generation_id,
+        "task": "text",
+        "target": "audited",
+        "model_id": "audited",
+        "backend": "llamacpp",
+        "arm": "baseline",
+        "query_set": "ableaudit",
+        "query_id": "edu_001",
+        "disability_id": "hearing",
+        "condition": "disability",
+        "prompt_id": "ableaudit:edu_001:hearing",
+        "prompt_text": "x",
+        "temperature": temperature,
+        "sample_index": 0,
+        "status": "ok",
+        "response_text": "y",
+        "source": "generated",
+    }
+    land_generations(wh, [row])
+
+
 def test_rows_on_an_audited_unit_are_refused(wh, tmp_path):
-    land_generations(
-        wh,
-        [
-            {
-                "generation_id": "generated-1",
-                "task": "text",
-                "target": "audited",
-                "model_id": "audited",
-                "backend": "llamacpp",
-                "arm": "baseline",
-                "query_set": "ableaudit",
-                "query_id": "edu_001",
-                "disability_id": "hearing",
-                "condition": "disability",
-                "prompt_id": "ableaudit:edu_001:hearing",
-                "prompt_text": "x",
-                "temperature": None,
-                "sample_index": 0,
-                "status": "ok",
-                "response_text": "y",
-                "source": "generated",
-            }
-        ],
-    )
+    _land_generated(wh, "generated-1", temperature=None)
     rows = [dict(r, model_id="audited") for r in ROWS]
     with pytest.raises(ResponseImportError) as err:
         import_responses(_csv(tmp_path, rows), wh)
@@ -328,30 +329,7 @@ def test_an_accepted_import_keeps_the_build_green(wh, tmp_path):
 def test_rows_without_a_temperature_on_an_audited_unit_are_refused(wh, tmp_path):
     """A blank temperature means any: it meets the unit generated at 0.7, and both answers
     would form the pair of that unit (the model's n_pairs would count it twice)."""
-    land_generations(
-        wh,
-        [
-            {
-                "generation_id": "generated-07",
-                "task": "text",
-                "target": "audited",
-                "model_id": "audited",
-                "backend": "llamacpp",
-                "arm": "baseline",
-                "query_set": "ableaudit",
-                "query_id": "edu_001",
-                "disability_id": "hearing",
-                "condition": "disability",
-                "prompt_id": "ableaudit:edu_001:hearing",
-                "prompt_text": "x",
-                "temperature": 0.7,
-                "sample_index": 0,
-                "status": "ok",
-                "response_text": "y",
-                "source": "generated",
-            }
-        ],
-    )
+    _land_generated(wh, "generated-07", temperature=0.7)
     rows = [dict(r, model_id="audited") for r in ROWS]  # no temperature column
     with pytest.raises(ResponseImportError) as err:
         import_responses(_csv(tmp_path, rows), wh)

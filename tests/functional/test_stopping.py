@@ -226,6 +226,22 @@ def _consistent(wh: Path) -> None:
     assert len({p for _, p in rows}) == len(rows)
 
 
+def _signal_twice(
+    tmp_path: Path, proc: subprocess.Popen, second: int, within_s: float
+) -> tuple[int, str]:
+    """Ctrl-C to the process group, then ``second`` half a second later: the exit status
+    (within ``within_s``) and the process's output."""
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(proc.pid, second)
+    try:
+        status = proc.wait(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"{second!r} after Ctrl-C did not end the command within {within_s} s")
+    return status, (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+
+
 def test_a_second_ctrl_c_during_generation_ends_at_once_with_130(tmp_path, server):
     wh = tmp_path / "wh" / "twice.duckdb"
     server.delay_s = DELAY_S
@@ -237,15 +253,7 @@ def test_a_second_ctrl_c_during_generation_ends_at_once_with_130(tmp_path, serve
         return len(server.spans) >= 2
 
     _wait_until(answered, audit, START_TIMEOUT_S, "answer")
-    os.killpg(audit.pid, signal.SIGINT)
-    time.sleep(0.5)
-    os.killpg(audit.pid, signal.SIGINT)
-    try:
-        status = audit.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        audit.kill()
-        pytest.fail("a second Ctrl-C did not end the audit within 5 s")
-    out = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    status, out = _signal_twice(tmp_path, audit, signal.SIGINT, within_s=5)
     assert status == 130, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     assert out.count("Ctrl-C (SIGINT) again: stopped at once.") == 1, out[-3000:]
@@ -268,15 +276,7 @@ def test_sigterm_after_ctrl_c_during_a_build_ends_at_once_with_143(tmp_path):
 
     _wait_until(building, build, START_TIMEOUT_S, "dbt node started")
     time.sleep(2)
-    os.killpg(build.pid, signal.SIGINT)
-    time.sleep(0.5)
-    os.killpg(build.pid, signal.SIGTERM)
-    try:
-        status = build.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        build.kill()
-        pytest.fail("SIGTERM after Ctrl-C did not end the build within 10 s")
-    out = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    status, out = _signal_twice(tmp_path, build, signal.SIGTERM, within_s=10)
     assert status in (130, 143), out[-3000:]  # 130: the first signal had stopped it already
     assert "Traceback" not in out, out[-3000:]
     assert status == 130 or out.count("SIGTERM again: stopped at once.") == 1
