@@ -106,6 +106,13 @@ def exit_now(signum: int) -> None:
     os._exit(EXIT_STATUS.get(signum, 128 + signum))
 
 
+def exit_on_next_signal() -> None:
+    """A command stopping on a first signal: a next one, however late, ends it at once."""
+    if threading.current_thread() is threading.main_thread():
+        for s in SIGNALS:
+            signal.signal(s, lambda signum, frame: exit_now(signum))
+
+
 _INTERRUPTS: list[type[KeyboardInterrupt]] = [KeyboardInterrupt]
 
 
@@ -140,5 +147,8 @@ def second_signal_exits() -> Iterator[list[int]]:
     try:
         yield received
     finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+        if received:  # the command is stopping: a next signal, however late, ends it at once
+            exit_on_next_signal()
+        else:
+            for s, h in previous.items():
+                signal.signal(s, h)

@@ -19,7 +19,13 @@ from pathlib import Path
 from ableaudit import PROJECT_ROOT
 from ableaudit.audit.stopping import interrupting_with
 from ableaudit.warehouse import warehouse_path
-from ableaudit.warehouse.connection import WarehouseBusy, held, is_lock_error, wait_until_free
+from ableaudit.warehouse.connection import (
+    WarehouseBusy,
+    held,
+    is_lock_error,
+    refuse_unbuildable_name,
+    wait_until_free,
+)
 
 WAIT_S = 120.0
 """How long a dbt run waits for a warehouse another process holds (as ``connect`` does)."""
@@ -143,6 +149,7 @@ def run_dbt(
 
     project = Path(project_dir).resolve()
     wh = warehouse_path(warehouse)
+    refuse_unbuildable_name(wh)
     wh.parent.mkdir(parents=True, exist_ok=True)
     argv = [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
     with (

@@ -183,6 +183,24 @@ def io_failure(err: BaseException) -> str | None:
 _UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC}
 
 
+UNBUILDABLE_NAME_CHARACTERS = "'\";?#"
+"""Characters dbt-duckdb cannot take in the warehouse file's name: it names the database after
+the file and pastes that name into SQL, and reads the profile's path as a URL (``;``, ``?`` and
+``#`` end a URL's path). A folder may hold any character."""
+
+
+def refuse_unbuildable_name(p: Path) -> None:
+    """Before dbt starts: a warehouse file name dbt-duckdb cannot build, named with the fix."""
+    found = sorted({c for c in p.stem if c in UNBUILDABLE_NAME_CHARACTERS})
+    if found:
+        suggested = "".join("_" if c in UNBUILDABLE_NAME_CHARACTERS else c for c in p.name)
+        raise WarehouseError(
+            f"the warehouse file name {p.name!r} holds {' '.join(found)}, which dbt cannot take "
+            f"in a database name (the database is named after the file); rename the file, e.g. "
+            f"to {suggested!r} (its folder may hold any character: {p.parent})"
+        )
+
+
 def wait_until_free(path: str | os.PathLike | None = None, wait_s: float = 120.0) -> None:
     """Wait (up to ``wait_s``) until this process can open the warehouse for writing, as ``connect`` does:
     dbt, which opens the file itself, waits here first."""

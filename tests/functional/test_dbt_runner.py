@@ -127,3 +127,23 @@ def test_dbt_waits_for_a_warehouse_taken_after_the_check_then_names_its_holder(
             run_dbt(["seed", "--select", "domains"], warehouse)
     finally:
         holder.kill()
+
+
+@pytest.mark.parametrize("name", ["o'brien.duckdb", "wh;drop.duckdb", 'say "hi".duckdb'])
+def test_a_file_name_dbt_cannot_take_is_refused_before_dbt_starts(tmp_path, name):
+    from ableaudit.warehouse.connection import WarehouseError
+
+    with pytest.raises(WarehouseError, match="rename the file, e.g. to '") as err:
+        run_dbt(["seed", "--select", "domains"], tmp_path / name)
+    assert repr(name) in str(err.value) and not (tmp_path / name).exists()
+
+
+def test_a_folder_with_quotes_semicolons_spaces_and_accents_builds(tmp_path):
+    """A path is data: the folder reaches DuckDB as an argument and SQL as a bound value."""
+    wh = tmp_path / "quote's; dir é" / "ab c é.duckdb"
+    run_dbt(["seed", "--select", "domains"], wh)
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        assert con.execute("select count(*) from main.domains").fetchone()[0] > 0
+    finally:
+        con.close()
