@@ -253,7 +253,7 @@ def test_a_second_ctrl_c_during_generation_ends_at_once_with_130(tmp_path, serve
         return len(server.spans) >= 2
 
     _wait_until(answered, audit, START_TIMEOUT_S, "answer")
-    status, out = _signal_twice(tmp_path, audit, signal.SIGINT, within_s=5)
+    status, out = _signal_twice(tmp_path, audit, signal.SIGINT, within_s=10)
     assert status == 130, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
     assert out.count("Ctrl-C (SIGINT) again: stopped at once.") == 1, out[-3000:]
