@@ -147,3 +147,42 @@ def test_a_folder_with_quotes_semicolons_spaces_and_accents_builds(tmp_path):
         assert con.execute("select count(*) from main.domains").fetchone()[0] > 0
     finally:
         con.close()
+
+
+def test_commands_in_a_read_only_folder_exit_with_one_message(tmp_path):
+    """`build --force`, `publish` and `report` on a built warehouse whose folder this user
+    cannot write: status 2, one message naming the file and the fix, no traceback."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    folder = tmp_path / "ro"
+    wh = folder / "ableaudit.duckdb"
+    cli = [sys.executable, "-m", "ableaudit.cli.main"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    built = subprocess.run(
+        [*cli, "build", "--warehouse", str(wh)], capture_output=True, text=True, env=env
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    bound = []  # root ignores file permissions: drop that capability for the commands
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root ignores file permissions and setpriv is missing")
+        bound = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        for command in (["build", "--force"], ["publish"], ["report"]):
+            done = subprocess.run(
+                [*bound, *cli, *command, "--warehouse", str(wh)],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            assert done.returncode == 2, (command, done.stderr[-3000:])
+            assert "Traceback" not in done.stderr, (command, done.stderr[-3000:])
+            assert "ableaudit: error: cannot write" in done.stderr, (command, done.stderr)
+            assert "read-only for this user" in done.stderr, (command, done.stderr)
+    finally:
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
