@@ -19,8 +19,8 @@ considered as (
 
     select
         image_set,
-        1 as step,
-        'considered' as stage,
+        1 as stage_order,
+        'considered' as funnel_stage,
         cast(null as varchar) as reason,
         count(*) as n_images
 
@@ -33,8 +33,8 @@ dropped as (
 
     select
         image_set,
-        2 as step,
-        'dropped' as stage,
+        2 as stage_order,
+        'dropped' as funnel_stage,
         reason,
         count(*) as n_images
 
@@ -48,8 +48,8 @@ kept as (
 
     select
         image_set,
-        3 as step,
-        'kept' as stage,
+        3 as stage_order,
+        'kept' as funnel_stage,
         cast(null as varchar) as reason,
         count(*) as n_images
 
@@ -73,8 +73,8 @@ final as (
 
     select
         stages.image_set,
-        stages.step,
-        stages.stage,
+        stages.stage_order,
+        stages.funnel_stage,
         stages.reason,
         stages.n_images,
         100.0 * stages.n_images / considered.n_images as pct_of_considered

@@ -18,9 +18,9 @@ per_set as (
 
     select
         image_set,
-        sum(case when stage = 'considered' then n_images else 0 end) as n_considered,
-        sum(case when stage = 'dropped' then n_images else 0 end) as n_dropped,
-        sum(case when stage = 'kept' then n_images else 0 end) as n_kept
+        sum(case when funnel_stage = 'considered' then n_images else 0 end) as n_considered,
+        sum(case when funnel_stage = 'dropped' then n_images else 0 end) as n_dropped,
+        sum(case when funnel_stage = 'kept' then n_images else 0 end) as n_kept
 
     from funnel
     group by image_set

@@ -220,7 +220,7 @@ def loop(tmp_path_factory, tiny_vlm_dir, torch_one_thread):  # noqa: F811
 def test_the_training_set_is_the_coco_funnels_kept_images(loop):
     funnel = read(
         loop["wh"],
-        "select stage, coalesce(reason, '') as reason, n_images from image_funnel order by step, reason",
+        "select funnel_stage, coalesce(reason, '') as reason, n_images from image_funnel order by stage_order, reason",
     )
     assert [tuple(r) for r in funnel.itertuples(index=False)] == [
         ("considered", "", 6),
