@@ -85,11 +85,14 @@ def write_coco(tmp: Path, data: dict | None = None) -> tuple[Path, Path]:
 
 
 def _rows(wh: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(wh), read_only=True)
-    try:
+    """Rows as tuples, a SQL null as None."""
+    with duckdb.connect(str(wh), read_only=True) as con:
         return con.execute(sql).fetchall()
-    finally:
-        con.close()
+
+
+def import_args(ann: Path, root: Path, wh: Path) -> list[str]:
+    given = {"--image-root": root, "--image-set": "coco_tiny", "--warehouse": wh}
+    return ["import", "coco", str(ann), *(str(x) for kv in given.items() for x in kv)]
 
 
 def test_the_funnel_counts_every_image_once_by_its_first_failed_rule(tmp_path):
@@ -208,19 +211,7 @@ def test_a_malformed_record_is_named_and_nothing_lands(tmp_path, capsys, case):
     mutate, message = MALFORMED[case]
     ann, root = write_coco(tmp_path, _broken(mutate))
     wh = tmp_path / "wh.duckdb"
-    code = main(
-        [
-            "import",
-            "coco",
-            str(ann),
-            "--image-root",
-            str(root),
-            "--image-set",
-            "coco_tiny",
-            "--warehouse",
-            str(wh),
-        ]
-    )
+    code = main(import_args(ann, root, wh))
     err = capsys.readouterr().err
     assert code == 2
     assert f"COCO annotations {ann}: 1 problem(s), nothing loaded" in err
@@ -231,17 +222,7 @@ def test_a_malformed_record_is_named_and_nothing_lands(tmp_path, capsys, case):
 def test_a_kept_image_the_folder_lacks_is_named_and_nothing_lands(tmp_path, capsys):
     ann, root = write_coco(tmp_path)
     wh = tmp_path / "wh.duckdb"
-    args = [
-        "import",
-        "coco",
-        str(ann),
-        "--image-root",
-        str(root),
-        "--image-set",
-        "coco_tiny",
-        "--warehouse",
-        str(wh),
-    ]
+    args = import_args(ann, root, wh)
     (root / "one_large_with_dog.png").unlink()
     (root / "zero.png").unlink()  # dropped: its file is never needed
     assert main(args) == 2
@@ -263,3 +244,16 @@ def test_a_kept_image_the_folder_lacks_is_named_and_nothing_lands(tmp_path, caps
     )
     assert "dropped person_too_small: 1; kept 2" in out
     assert _rows(wh, "select count(*) from raw.image_candidates") == [(8,)]
+
+
+def test_forgetting_the_import_removes_the_kept_images_and_the_funnel_rows(tmp_path, capsys):
+    ann, root = write_coco(tmp_path)
+    wh = tmp_path / "wh.duckdb"
+    assert main(import_args(ann, root, wh)) == 0
+    (landing_id,) = _rows(wh, "select landing_id from raw.landings where kind = 'import-images'")[0]
+    assert _rows(
+        wh, f"select count(*) from raw.image_candidates where landing_id = '{landing_id}'"
+    ) == [(8,)]
+    assert main(["forget", landing_id, "--warehouse", str(wh), "--yes", "--no-build"]) == 0
+    assert _rows(wh, "select count(*) from raw.images") == [(0,)]
+    assert _rows(wh, "select count(*) from raw.image_candidates") == [(0,)]
