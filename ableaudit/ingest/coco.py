@@ -159,6 +159,7 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _index_images(data: dict[str, Any], problems: list[str]) -> dict[Any, _Image]:
     images: dict[Any, _Image] = {}
+    files: dict[str, Any] = {}
     for i, im in enumerate(data["images"]):
         name = f"images[{i}]" + (f" (id {im.get('id')})" if isinstance(im, dict) else "")
         missing = _missing(im, IMAGE_FIELDS)
@@ -174,6 +175,11 @@ def _index_images(data: dict[str, Any], problems: list[str]) -> dict[Any, _Image
         if im["id"] in images:
             problems.append(f"{name}: image id {im['id']} repeats an earlier image")
             continue
+        if im["file_name"] in files:
+            problems.append(
+                f"{name}: file_name {im['file_name']} repeats image {files[im['file_name']]}"
+            )
+        files.setdefault(im["file_name"], im["id"])
         images[im["id"]] = _Image(im)
     return images
 
@@ -202,6 +208,7 @@ def _person_ids(data: dict[str, Any], settings: CocoFilter, problems: list[str])
 def _attach_annotations(
     data: dict[str, Any], images: dict[Any, _Image], known: set, people: set, problems: list[str]
 ) -> None:
+    rejected = {im.get("id") for im in data["images"] if isinstance(im, dict)} - images.keys()
     for i, ann in enumerate(data["annotations"]):
         name = f"annotations[{i}]" + (f" (id {ann.get('id')})" if isinstance(ann, dict) else "")
         missing = _missing(ann, ANNOTATION_FIELDS)
@@ -210,7 +217,8 @@ def _attach_annotations(
             continue
         image = images.get(ann["image_id"])
         if image is None:
-            problems.append(f"{name}: image_id {ann['image_id']} is not in images")
+            if ann["image_id"] not in rejected:  # else its image's own problem is listed
+                problems.append(f"{name}: image_id {ann['image_id']} is not in images")
             continue
         if ann["category_id"] not in known:
             problems.append(f"{name}: category_id {ann['category_id']} is not in categories")
@@ -360,12 +368,12 @@ def _record(
     }
     return ImageRecord(
         image_set=image_set,
-        image_id=Path(rel).stem,
+        image_id=str(Path(rel).with_suffix("")),
         rel_path=rel,
         sha256=sha,
         width=w,
         height=h,
-        scenario=Path(rel).stem,
+        scenario=str(Path(rel).with_suffix("")),
         category=settings.person_categories[0],
         gender=UNLABELLED,
         race=UNLABELLED,

@@ -199,9 +199,13 @@ MALFORMED = {
         r"annotations\[1\] \(id 1001\): bbox \[20.0, 20.0, 20.0, 20.0\] lies outside image 103 "
         r"\(32 x 32, file one_large.png\)",
     ),
+    "a repeated file name": (
+        lambda d: d["images"][3].update(file_name="one_large.png"),
+        r"images\[3\] \(id 104\): file_name one_large.png repeats image 103",
+    ),
     "an image without its size": (
-        lambda d: d["images"][0].pop("width"),
-        r"images\[0\] \(id 101\): missing \['width'\]",
+        lambda d: d["images"][1].pop("width"),  # its annotation is not listed again
+        r"images\[1\] \(id 102\): missing \['width'\]",
     ),
 }
 
