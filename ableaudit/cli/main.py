@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT, __version__
+from ableaudit.cli.coco import add_import_coco_parser
 from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.cli.landings import add_landing_parsers, recorded
@@ -692,6 +693,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: ${MAX_IMAGE_BYTES_ENV}, else {MAX_IMAGE_BYTES}, i.e. 50 MiB)",
     )
     p.set_defaults(func=cmd_import_images)
+    add_import_coco_parser(imp, common)
     return parser
 
 

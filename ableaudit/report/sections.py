@@ -1329,7 +1329,7 @@ def mitigation(ctx: Context) -> Section:
     )
     me = m.frame(
         "mitigation_effect",
-        "slice = 'overall' and scope in ('all_arms', 'dpo_heldout') and n_pairs > 0",
+        "slice = 'overall' and scope in ('all_arms', 'dpo_heldout', 'dpo_unseen') and n_pairs > 0",
         "task, query_set, model_id, measure_id, arm",
     )
     if me.empty:
@@ -1343,11 +1343,12 @@ def mitigation(ctx: Context) -> Section:
         Paragraph(
             "Each table compares the baseline with every mitigation arm of one model on the same pairs: those counted in "
             "every arm (scope all_arms), or, when a DPO adapter was trained, only those of queries it never trained on "
-            "(scope dpo_heldout). Rates are of a bad outcome, so a lower rate is better: ▼ improved, ▲ regressed."
+            "(scope dpo_heldout), or for images, those whose bytes it never trained on (scope dpo_unseen). Rates are of a bad outcome, so a lower rate is better: ▼ improved, ▲ regressed."
         )
     )
     for (task, query_set, model), g in _groups(me, ["task", "query_set", "model_id"]):
-        scope = "dpo_heldout" if (g.scope == "dpo_heldout").any() else "all_arms"
+        present = set(g.scope)
+        scope = next(s for s in ("dpo_unseen", "dpo_heldout", "all_arms") if s in present)
         g = g[g.scope == scope]
         arms = _arms(g.arm)
         kinds = {r.arm: r.arm_kind for r in g.itertuples()}

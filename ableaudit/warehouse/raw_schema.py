@@ -287,8 +287,8 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "images",
-        "The images of vision audits, one row per image set and image id, landed from a PAIRS tree or a "
-        "manifest CSV. Column tests live on stg_raw__images.",
+        "The images of vision audits, one row per image set and image id, landed from a PAIRS tree, a "
+        "manifest CSV or a COCO annotations file. Column tests live on stg_raw__images.",
         (
             _c("image_set", "varchar", "E.g. 'pairs'; a vision generation's query_set.", True),
             _c(
@@ -325,14 +325,45 @@ TABLES: tuple[Table, ...] = (
             _c(
                 "extra_json",
                 "varchar",
-                "Any other identity columns of the manifest, canonical JSON object.",
+                "Any other identity columns of the manifest; COCO: its image id, license, the "
+                "person's area share and the filter settings. Canonical JSON object.",
             ),
-            _c("loader", "varchar", "'pairs_tree' | 'manifest'.", True),
-            _c("source", "varchar", "The tree root or manifest file loaded."),
+            _c("loader", "varchar", "'pairs_tree' | 'manifest' | 'coco'.", True),
+            _c("source", "varchar", "The tree root, manifest or annotations file loaded."),
             _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
             LANDING_ID,
         ),
         primary_key=("image_set", "image_id"),
+    ),
+    Table(
+        "image_candidates",
+        "Every image a filtering loader considered for an image set (`ableaudit import coco`), kept "
+        "or dropped, with the rule that dropped it; landed with the set's raw.images rows, in one "
+        "transaction. The image_funnel mart counts them.",
+        (
+            _c("image_set", "varchar", "The image set the kept images land under.", True),
+            _c("candidate_id", "varchar", "The source's own image id (COCO: its image id).", True),
+            _c("file_name", "varchar", "The file under the image root the source names."),
+            _c("outcome", "varchar", "'kept' | 'dropped'.", True),
+            _c(
+                "reason",
+                "varchar",
+                "Why it was dropped: 'no_person' | 'crowd' | 'several_people' | "
+                "'person_too_small'; null when kept.",
+            ),
+            _c("n_people", "integer", "Person annotations that are not crowds."),
+            _c("n_crowd", "integer", "Person annotations marked iscrowd."),
+            _c(
+                "person_area_share",
+                "double",
+                "The one person's mask area over the image's area; null unless exactly one.",
+            ),
+            _c("loader", "varchar", "'coco'.", True),
+            _c("source", "varchar", "The annotations file read."),
+            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("image_set", "candidate_id"),
     ),
     Table(
         "adapters",
@@ -561,6 +592,7 @@ _LEGACY_GROUPS: dict[str, tuple[str, str]] = {
     "external_queries": ("'query set ' || query_set || ' landed at ' || loaded_at", "loaded_at"),
     "annotations": ("'annotations ' || coalesce(batch_id, 'landed at ' || loaded_at)", "loaded_at"),
     "images": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
+    "image_candidates": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
     "adapters": ("'adapter ' || adapter_id", "created_at"),
     "runs": ("'run ' || run_id", "started_at"),
     "text_scores": ("'text scores landed at ' || scored_at", "scored_at"),
