@@ -1,14 +1,17 @@
 """`ableaudit build` skips a build when nothing it reads changed since the last one.
 
-One real build, then every other build in this module replaces dbt with a counter
+One real build, then most other builds in this module replace dbt with a counter
 (publish and the report still run): what is tested is the decision, on each input
-the stamp covers, and that a skipped build leaves every file as it was.
+the stamp covers, and that a skipped build leaves every file as it was. The stamp
+lives in the warehouse (dbt_state.build_stamp): the builds that follow what users do
+to the file (delete it, restore an older one, run dbt by hand, move it) are real.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -56,14 +59,53 @@ def _build(wh, capsys, *extra) -> str:
     return capsys.readouterr().out
 
 
+def _stamp(wh: Path) -> dict | None:
+    """The stamp the warehouse holds, valid or not."""
+    with duckdb.connect(str(wh), read_only=True) as con:
+        if not build_stamp.exists(con, build_stamp.STAMP):
+            return None
+        (row,) = con.execute(f"select stamp from {build_stamp.STAMP}").fetchall()
+    return json.loads(row[0])
+
+
+def _copy(built: Path, folder: Path) -> Path:
+    """The built warehouse's folder (warehouse, published copy, report) copied to ``folder``,
+    modification times kept: a copy of what the build left."""
+    shutil.copytree(built.parent, folder)
+    return folder / built.name
+
+
 def test_a_build_with_nothing_new_is_skipped_and_leaves_every_file(built, capsys):
-    stamp = json.loads(build_stamp.stamp_path(built).read_text())
-    published, report = stamp["published"][0], stamp["report"][0]
-    before = {p: open(p, "rb").read() for p in (built, published, report)}
+    stamp = _stamp(built)
+    published = build_stamp.kept_path(built, stamp["published"])
+    report = build_stamp.kept_path(built, stamp["report"])
+    assert published.is_file() and report.is_file()
+    before = {p: p.read_bytes() for p in (built, published, report)}
     out = _build(built, capsys)
     assert out.startswith("Nothing changed since the build of"), out
-    assert published in out and report in out and "--force" in out
-    assert {p: open(p, "rb").read() for p in (built, published, report)} == before
+    assert str(published) in out and str(report) in out and "--force" in out
+    assert {p: p.read_bytes() for p in (built, published, report)} == before
+
+
+def test_the_stamp_is_inside_the_warehouse_and_names_no_absolute_path(built):
+    stamp = _stamp(built)
+    assert stamp is not None
+    text = json.dumps(stamp)
+    assert str(built.parent) not in text and not os.path.isabs(stamp["published"][0])
+    assert not built.with_name(built.name + ".build.json").exists()  # no file beside it
+    # it names the dbt invocation that built the warehouse, the last one recorded in it
+    with duckdb.connect(str(built), read_only=True) as con:
+        (invocation,) = con.execute(f"select invocation_id from {build_stamp.STAMP}").fetchone()
+        assert invocation == build_stamp.last_invocation(con)
+        commands = con.execute(
+            f"select command, finished_at is not null from {build_stamp.INVOCATIONS} order by seq"
+        ).fetchall()
+    assert commands[-1] == ("build", True)
+    # and it is never published
+    published = build_stamp.kept_path(built, stamp["published"])
+    with duckdb.connect(str(published), read_only=True) as con:
+        schemas = {s for (s,) in con.execute("select schema_name from duckdb_schemas()").fetchall()}
+    assert "dbt_state" not in schemas
 
 
 @pytest.mark.parametrize(
@@ -82,11 +124,8 @@ def test_a_build_with_nothing_new_is_skipped_and_leaves_every_file(built, capsys
 def test_anything_the_build_reads_or_left_that_changed_builds(
     built, tmp_path, capsys, dbt_calls, change
 ):
-    work = tmp_path / built.name
-    work.write_bytes(built.read_bytes())
-    stamp = json.loads(build_stamp.stamp_path(built).read_text())
-    stamp["outputs"] = build_stamp.outputs_digest(work)  # the copy: same relations
-    build_stamp.stamp_path(work).write_text(json.dumps(stamp))
+    work = _copy(built, tmp_path / "work")
+    published = build_stamp.kept_path(work, _stamp(work)["published"])
     assert _build(work, capsys).startswith("Nothing changed")  # the copy is as built
     assert dbt_calls == []
 
@@ -108,8 +147,7 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
     elif change == "force":
         extra = ["--force"]
     elif change == "published copy gone":
-        stamp["published"] = [str(tmp_path / "gone.duckdb"), 1, 1]
-        build_stamp.stamp_path(work).write_text(json.dumps(stamp))
+        published.unlink()
     elif change == "view dropped":
         con.execute("drop view main.stg_raw__external_queries")
     con.close()
@@ -118,9 +156,10 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
     out = _build(work, capsys, *extra)
     assert out.startswith("Built"), out
     assert len(dbt_calls) == 1
-    # the unit tests and the data tests of seeds run again only when the project, libraries
-    # or settings changed, or on --force
-    assert dbt_calls[0]["project_checked"] is (change not in ("vars", "force"))
+    # the unit tests and the data tests of seeds run again, and every seed and view is built,
+    # when the project, libraries or settings changed, on --force, and after a dbt command
+    # that was not the build that wrote the stamp
+    assert dbt_calls[0]["project_checked"] is (change not in ("vars", "force", "dbt by hand"))
     assert dbt_calls[0]["all_tests"] is (change == "all tests")
     # the raw tables that changed since the last build, which decide what else it leaves out
     changed = {"landing": {"generations"}, "raw edit": {"generations"}}
@@ -135,9 +174,8 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
 
 
 def test_a_failed_build_leaves_no_stamp(built, tmp_path, capsys, monkeypatch):
-    work = tmp_path / built.name
-    work.write_bytes(built.read_bytes())
-    build_stamp.stamp_path(work).write_text(build_stamp.stamp_path(built).read_text())
+    work = _copy(built, tmp_path / "work")
+    assert _stamp(work) is not None
 
     def fails(*args, **kwargs):
         raise RuntimeError("a data test failed")
@@ -145,7 +183,7 @@ def test_a_failed_build_leaves_no_stamp(built, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(runner, "build", fails)
     assert main(["build", "--warehouse", str(work), "--force"]) != 0
     assert "a data test failed" in capsys.readouterr().err
-    assert not build_stamp.stamp_path(work).exists()
+    assert _stamp(work) is None
 
 
 def test_the_settings_digest_follows_environment_vars_files_and_the_classifier(tmp_path):
@@ -179,7 +217,7 @@ def test_the_raw_digest_is_what_a_build_leaves_it(built):
     """dbt writes nothing into the raw schema: the digest read before a build is the one the
     next build reads."""
     assert read(built, "select count(*) as n from raw.generations").n[0] > 0
-    stamp = json.loads(build_stamp.stamp_path(built).read_text())
+    stamp = _stamp(built)
     assert stamp["inputs"]["raw"] == build_stamp.raw_digest(built)
     assert stamp["inputs"]["raw_tables"] == build_stamp.raw_table_digests(built)
     assert set(stamp["inputs"]["raw_tables"]) >= runner.ANSWER_TABLES
