@@ -197,7 +197,9 @@ def last_invocation(con: Any) -> str | None:
     """The invocation id of the last dbt command that started on the warehouse of ``con``."""
     if not exists(con, INVOCATIONS):
         return None
-    row = con.execute(f"select invocation_id from {INVOCATIONS} order by seq desc limit 1").fetchone()
+    row = con.execute(
+        f"select invocation_id from {INVOCATIONS} order by seq desc limit 1"
+    ).fetchone()
     return row[0] if row else None
 
 
@@ -232,7 +234,11 @@ def _file_key(path: Path, warehouse: Path) -> list[Any] | None:
         stat = path.stat()
     except OSError:
         return None
-    return [os.path.relpath(path.resolve(), warehouse.resolve().parent), stat.st_size, stat.st_mtime_ns]
+    return [
+        os.path.relpath(path.resolve(), warehouse.resolve().parent),
+        stat.st_size,
+        stat.st_mtime_ns,
+    ]
 
 
 def kept_path(warehouse: Path, key: list[Any]) -> Path:

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from ableaudit import PROJECT_ROOT
@@ -54,9 +55,12 @@ def dbt_calls(monkeypatch):
 
 
 def _build(wh, capsys, *extra) -> str:
+    """What `ableaudit build` says, after dbt's log (a real build prints one)."""
     capsys.readouterr()
     assert main(["build", "--warehouse", str(wh), *extra]) == 0
-    return capsys.readouterr().out
+    out = capsys.readouterr().out
+    said = [i for i, line in enumerate(out.splitlines()) if line.startswith(("Built", "Nothing"))]
+    return "\n".join(out.splitlines()[said[0] :]) if said else out
 
 
 def _stamp(wh: Path) -> dict | None:
@@ -336,3 +340,144 @@ def test_a_models_row_checks_fail_on_each_broken_rule_and_name_it(built, tmp_pat
     assert "Rules the failing rows break:" in message
     broken = {line.strip() for line in message.splitlines() if line.strip().startswith("broken: ")}
     assert broken == {f"broken: {rule} (1 row)" for _, rule in breaks}
+
+
+def _relations(wh: Path) -> dict[str, pd.DataFrame]:
+    """Every relation of main (tables and views), its rows in one order."""
+    with duckdb.connect(str(wh), read_only=True) as con:
+        names = [
+            n
+            for (n,) in con.execute(
+                "select table_name from duckdb_tables() where schema_name = 'main' "
+                "union all select view_name from duckdb_views() "
+                "where schema_name = 'main' and not internal order by 1"
+            ).fetchall()
+        ]
+        frames = {n: con.execute(f'select * from main."{n}"').df() for n in names}
+    return {
+        n: f.sort_values(list(f.columns), ignore_index=True, key=lambda c: c.astype(str))
+        for n, f in frames.items()
+    }
+
+
+_LANDING_RECORDS = {"landing_id", "landed_at", "built_at"}
+"""Columns that name when and by which landing rows came: a file landed again differs there."""
+
+
+def _assert_as_from_scratch(wh: Path, fresh: Path, relations: set[str] | None = None) -> None:
+    """Every relation of main in ``wh`` (or those named) holds what a build from scratch of the
+    same raw rows (``fresh``) holds, to 1e-9."""
+    got, want = _relations(wh), _relations(fresh)
+    assert set(got) == set(want)
+    for name in sorted(relations or want):
+        a, b = got[name], want[name]
+        keep = [c for c in b.columns if c not in _LANDING_RECORDS]
+        assert list(a.columns) == list(b.columns), name
+        pd.testing.assert_frame_equal(
+            a[keep], b[keep], check_exact=False, rtol=1e-9, atol=1e-12, obj=name
+        )
+
+
+def test_a_new_warehouse_at_the_path_of_a_built_one_is_built_in_full(built, tmp_path, capsys):
+    """Deleting the warehouse is how one starts over: the new file has no stamp, whatever the
+    old file's said, and a stamp file an older version left beside it is ignored."""
+    work = _copy(built, tmp_path / "work")
+    old = {"built_at": "2026-01-01T00:00:00+00:00", "inputs": build_stamp.inputs(work, None)}
+    work.with_name(work.name + ".build.json").write_text(json.dumps(old))
+    work.unlink()
+    connect(work).close()
+    land(work, synthetic_generations())
+    assert _stamp(work) is None
+    assert _build(work, capsys).startswith("Built")
+    _assert_as_from_scratch(work, built)
+    assert _build(work, capsys).startswith("Nothing changed")
+
+
+def test_a_restored_backup_of_an_older_project_is_rebuilt_seeds_and_views_included(
+    built, tmp_path, capsys
+):
+    """A copy built under another seed and another view, restored over the warehouse: its own
+    stamp names the older project, so every seed and view is built again."""
+    backup = _copy(built, tmp_path / "backup")
+    with duckdb.connect(str(backup)) as con:
+        con.execute(
+            "update main.disabilities set display_name = 'Deaf or hard of hearing' "
+            "where disability_id = 'hearing'"
+        )
+        con.execute(
+            "create or replace view main.stg_seeds__metrics as "
+            "select * from main.metrics where metric != 'verbosity'"
+        )
+        (text,) = con.execute(f"select stamp from {build_stamp.STAMP}").fetchone()
+        stamp = dict(json.loads(text))
+        stamp["inputs"]["project"] = "the digest of an older project"
+        con.execute(f"update {build_stamp.STAMP} set stamp = ?", [json.dumps(stamp)])
+    work = _copy(built, tmp_path / "work")
+    shutil.copy2(backup, work)  # restored over the current warehouse, beside its files
+    assert _build(work, capsys).startswith("Built")
+    _assert_as_from_scratch(work, built)
+
+
+def test_a_dbt_build_with_other_vars_does_not_outlive_the_next_build(built, tmp_path, capsys):
+    work = _copy(built, tmp_path / "work")
+    other = "{degradation_threshold: 0.2, sensitivity_thresholds: [0, 0.3]}"
+    runner.run_dbt(["build", "--select", "int_pair_thresholds+", "--vars", other], work)
+    rows = "select count(*) as n from main.threshold_sensitivity"
+    assert read(work, rows).n[0] != read(built, rows).n[0]
+    assert _build(work, capsys).startswith("Built")
+    _assert_as_from_scratch(work, built)
+
+
+@pytest.mark.parametrize("command", ["dbt seed", "ableaudit gate --vars", "training build"])
+def test_any_other_dbt_command_makes_the_next_build_a_full_one(
+    built, tmp_path, capsys, command, dbt_calls
+):
+    work = _copy(built, tmp_path / "work")
+    if command == "dbt seed":
+        runner.run_dbt(["seed", "--select", "disabilities"], work)
+    elif command == "ableaudit gate --vars":
+        gates = PROJECT_ROOT / "configs" / "gates.example.yml"
+        argv = ["gate", "--warehouse", str(work), "--gates", str(gates)]
+        main([*argv, "--vars", "{degradation_threshold: 0.3}"])  # its verdicts do not matter
+    else:
+        from ableaudit.adapters import tasks
+
+        tasks.build.fn(str(work), "+preference_pairs", "{preference_heldout_share: 0.5}")
+    assert build_stamp.last_stamp(work) is None
+    assert _build(work, capsys).startswith("Built")
+    assert dbt_calls == [
+        {"vars": None, "all_tests": False, "project_checked": False, "changed_raw_tables": None}
+    ]
+
+
+def test_a_moved_warehouse_names_the_files_beside_it_never_the_old_folders(
+    built, tmp_path, capsys, dbt_calls
+):
+    moved = tmp_path / "elsewhere" / built.name
+    moved.parent.mkdir()
+    shutil.copy2(built, moved)  # the warehouse alone: its published copy and report stay
+    stamp, current = build_stamp.last_stamp(moved), build_stamp.inputs(moved, None)
+    assert stamp is not None
+    assert {k for k, v in current.items() if stamp["inputs"][k] != v} == set()
+    out = _build(moved, capsys)
+    assert out.startswith("Built") and str(built.parent) not in out, out
+    assert str(moved.parent / "published") in out
+    # its tables are what its stamp says: what the project fixes alone is not built again
+    assert dbt_calls[0]["project_checked"] is True
+    # the folder copied whole: kept, and named where it is now
+    copied = _copy(built, tmp_path / "copy")
+    out = _build(copied, capsys)
+    assert out.startswith("Nothing changed") and str(built.parent) not in out, out
+    assert str(copied.parent / "published") in out
+
+
+def test_a_build_under_the_paper_literal_rule_passes_its_unit_tests(
+    built, tmp_path, capsys, monkeypatch
+):
+    """The unit tests pin the vars they expect: a build under the user's vars runs them all."""
+    monkeypatch.delenv("DBT_EXCLUDE_RESOURCE_TYPES", raising=False)  # the suite's: every test
+    work = _copy(built, tmp_path / "work")
+    out = _build(work, capsys, "--vars", "{degradation_rule: paper_literal}")
+    assert out.startswith("Built")
+    rules = read(work, "select distinct degradation_rule as rule from main.degradation")
+    assert list(rules.rule) == ["paper_literal"]
