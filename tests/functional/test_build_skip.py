@@ -371,13 +371,14 @@ def _assert_as_from_scratch(wh: Path, fresh: Path, relanded: bool = False) -> No
         assert list(a.columns) == list(b.columns), name
         when = {c for c in b.columns if pd.api.types.is_datetime64_any_dtype(b[c])}
         keep = [c for c in b.columns if c not in _WHEN and not (relanded and c in when)]
-
-        def rows(f: pd.DataFrame) -> pd.DataFrame:
-            return f[keep].sort_values(keep, key=lambda c: c.astype(str), ignore_index=True)
-
         pd.testing.assert_frame_equal(
-            rows(a), rows(b), check_exact=False, rtol=1e-9, atol=1e-12, obj=name
+            _rows(a, keep), _rows(b, keep), check_exact=False, rtol=1e-9, atol=1e-12, obj=name
         )
+
+
+def _rows(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``columns`` of ``frame``, its rows in one order."""
+    return frame[columns].sort_values(columns, key=lambda c: c.astype(str), ignore_index=True)
 
 
 def test_a_new_warehouse_at_the_path_of_a_built_one_is_built_in_full(built, tmp_path, capsys):
