@@ -20,7 +20,6 @@ import traceback
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT, __version__
-from ableaudit.build import build_and_publish
 from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.cli.landings import add_landing_parsers, recorded
@@ -213,6 +212,8 @@ def _same_command(args: argparse.Namespace) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from ableaudit.build import build_and_publish
+
     build_and_publish(
         warehouse_path(args.warehouse),
         args.vars,
@@ -514,6 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     add_judge_parser(sub, common)
+    from ableaudit.build import build_and_publish
+
     add_landing_parsers(sub, common, build=build_and_publish)
     add_gate_parser(sub, common)
     add_score_parser(sub, common)
