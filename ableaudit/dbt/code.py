@@ -125,6 +125,12 @@ def _distributions() -> dict[str, list[str]]:
 def library_versions(packages: Iterable[str]) -> list[str]:
     """``name==version`` of each installed distribution that provides one of ``packages``
     (top-level import names; the standard library has none), sorted; Python's version first."""
+    return list(_versions(frozenset(packages)))
+
+
+@functools.lru_cache(maxsize=64)
+def _versions(packages: frozenset[str]) -> tuple[str, ...]:
+    """library_versions, once a process: what is installed does not change under a build."""
     stdlib = set(sys.stdlib_module_names) | {"__future__"}
     found = set()
     for package in packages:
@@ -135,7 +141,7 @@ def library_versions(packages: Iterable[str]) -> list[str]:
                 found.add(f"{dist}=={metadata.version(dist)}")
             except metadata.PackageNotFoundError:
                 found.add(f"{dist}==(not installed)")
-    return [f"python=={platform.python_version()}", *sorted(found)]
+    return (f"python=={platform.python_version()}", *sorted(found))
 
 
 def code_digest(*roots: ModuleType | str | Path) -> str:
