@@ -39,6 +39,7 @@ from ableaudit.dbt import code as _code
 FINGERPRINT = "inputs_fingerprint"
 """The column of a reusing mart that holds its group's fingerprint."""
 
+
 def code_digest(*modules: ModuleType | str | Path) -> str:
     """A digest of the code of ``modules`` (modules, or source files such as a compiled dbt
     Python model, whose ``__file__`` it is): their source, that of every ``ableaudit`` module they
