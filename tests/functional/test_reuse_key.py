@@ -194,8 +194,9 @@ def _changed(before: dict[str, str], after: dict[str, str]) -> set[str]:
     return {name for name in before if before[name] != after[name]}
 
 
-def test_a_reuse_key_changes_with_its_ancestors_and_nothing_else(built, tmp_path, capfd):
-    project, wh = _setup(built, tmp_path)
+def test_a_reuse_key_changes_with_its_ancestors_and_nothing_else(tmp_path, capfd):
+    project = _copy_project(PROJECT_ROOT, tmp_path / "project")
+    wh = tmp_path / "wh" / "ableaudit.duckdb"  # a key reads no table: any warehouse serves
     start = _keys(project, wh, capfd)
     assert _keys(project, wh, capfd) == start  # the same project: the same keys
 
@@ -236,8 +237,7 @@ def test_a_reuse_key_changes_with_its_ancestors_and_nothing_else(built, tmp_path
     edited = _keys(project, wh, capfd)
     assert _changed(start, edited) == {"assistive_tech_mismatch_rates"}
     # a seed two levels up (metrics -> stg_seeds__metrics -> int_pair_scores)
-    metrics = project / "seeds" / "metrics.csv"
-    metrics.write_text(metrics.read_text() + "\n")
+    _edit(project, "seeds/metrics.csv", "vader,VADER compound,", "vader,VADER compound score,")
     seeded = _keys(project, wh, capfd)
     assert _changed(edited, seeded) == {"int_pair_scores"}
     # a model none of them reads
