@@ -9,11 +9,13 @@ var('bootstrap_seed'). Query sets are never pooled, as in `degradation`.
 
 Only the groups (task, model, arm, query set, metric) whose included pairs changed are
 computed; the others keep their rows of the previous build (ableaudit.stats.reuse, column
-inputs_fingerprint). `--vars '{stats_reuse: false}'` computes every group.
+inputs_fingerprint, with the settings and the code: this model's source as dbt compiled it,
+with its config, vars and reuse key, and every module it imports). `--vars '{stats_reuse:
+false}'` computes every group.
 """
 
 from ableaudit.dbt.models import after_arm, bootstrap_settings, meta, reuse_flag, to_arrow
-from ableaudit.stats import SIGNIFICANCE_SCHEMA, paired, significance
+from ableaudit.stats import SIGNIFICANCE_SCHEMA, significance
 from ableaudit.stats.reuse import FINGERPRINT, code_digest, previous_rows, reuse_or_compute
 
 KEYS = ["task", "model_id", "arm", "query_set", "metric"]
@@ -31,7 +33,7 @@ def model(dbt, session):
     n_boot, seed = bootstrap_settings(n_boot, seed)
 
     pairs = dbt.ref("int_pair_scores").filter("included")
-    settings = {"n_boot": n_boot, "seed": seed, "code": code_digest(paired)}
+    settings = {"n_boot": n_boot, "seed": seed, "code": code_digest(__file__)}
     previous = previous_rows(session, dbt.this, SCHEMA) if meta(reuse, True, reuse_flag) else None
 
     def compute(group):

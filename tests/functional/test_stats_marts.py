@@ -592,6 +592,16 @@ def _one_more_model_keeps_the_others_rows(built, tmp_path, mart, keys, mark, col
     return wh, order, full
 
 
+def _assert_same_but_fingerprints(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    """Equal rows; the fingerprints differ, as they digest the mart's code as dbt compiled it,
+    where the var stats_reuse is written out (the next build with reuse computes every group
+    once more)."""
+    assert (got.inputs_fingerprint != want.inputs_fingerprint).all()
+    pd.testing.assert_frame_equal(
+        got.drop(columns="inputs_fingerprint"), want.drop(columns="inputs_fingerprint")
+    )
+
+
 def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
     built, tmp_path
 ):
@@ -601,7 +611,7 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
         built, tmp_path, "significance", keys, mark, "mean_diff"
     )
     run_dbt(["run", "--select", "significance", "--vars", "{stats_reuse: false}"], wh)
-    pd.testing.assert_frame_equal(read(wh, order), full)
+    _assert_same_but_fingerprints(read(wh, order), full)
 
 
 def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_changed(
@@ -631,7 +641,7 @@ def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_ch
     run_dbt(["run", "--select", "int_pair_thresholds", "threshold_sensitivity"], wh)
     pd.testing.assert_frame_equal(read(wh, order), full)
     run_dbt(["run", "--select", "threshold_sensitivity", "--vars", "{stats_reuse: false}"], wh)
-    pd.testing.assert_frame_equal(read(wh, order), full)
+    _assert_same_but_fingerprints(read(wh, order), full)
 
 
 # --------------------------------------------------------------------------- thresholds, models, sizes
