@@ -1,0 +1,268 @@
+"""Every stage of a query-set build against a local OpenAI-compatible server acting as the
+generator, with scripted answers: which rule removes what, a resumed build that asks the
+server nothing, and the review round trip that publishes the set."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from ableaudit.backends.registry import make_backend
+from ableaudit.queryset.build import build_query_set
+from ableaudit.queryset.config import parse_build_config
+from ableaudit.queryset.generating import LazyBackend
+from ableaudit.queryset.review import ReviewError, export_review, import_review
+from tests.fixtures.openai_server import OPENAI_TARGET, FakeOpenAIServer
+
+PERSONAS = {
+    "retail_banking": [
+        ("bank teller", "a cashier who serves customers at the branch counter"),
+        ("loan officer", "reviews applications for personal loans and mortgages"),
+        ("loan officers", "review applications for personal loans and mortgages"),  # twin
+        ("user", "someone"),  # generic
+        ("wheelchair user", "opens an account at the branch"),  # names a disability
+        ("mortgage adviser", "helps buyers choose a home loan"),
+        ("branch manager", "runs a bank branch and its staff"),
+        ("", ""),  # empty
+        ("deep-sea trawler crew", "haul tuna nets aboard a trawler in stormy oceans"),  # off-domain
+    ],
+    "university_help_desk": [
+        ("first-year student", "new to campus and enrolling in courses"),
+        ("teaching assistant", "runs tutorials and marks coursework"),
+    ],
+}
+
+QUERIES = {
+    # persona -> (neutral query, disability template)
+    "bank teller": (
+        "How do I deposit a cheque at the branch counter?",
+        "How do I deposit a cheque at the branch counter as someone with {disability}?",
+    ),
+    "loan officer": (
+        "What accessibility services does the bank offer for loan applicants?",  # leaks
+        "What support does the bank offer loan applicants with {disability}?",
+    ),
+    "mortgage adviser": (
+        "How do I compare fixed and variable mortgage rates?",
+        "How do I compare fixed and variable mortgage rates?",  # no placeholder
+    ),
+    "branch manager": (
+        "How should I plan staff rotas for a busy branch?",
+        "How should I plan rotas for staff with {disability} and {disability}?",  # two
+    ),
+    "small business owner": (
+        "How do I deposit a cheque at the counter of my branch?",  # twin of the teller's
+        "How do I deposit a cheque at my branch as a business owner with {disability}?",
+    ),
+    "first-year student": (
+        "How do I enrol in my first-semester courses?",
+        "How do I enrol in my first-semester courses as a student with {disability}?",
+    ),
+    "teaching assistant": (
+        "How should I structure a one-hour tutorial?",
+        "How should I structure a one-hour tutorial for students with {disability}?",
+    ),
+}
+
+
+def answer(user: str) -> str:
+    """The scripted generator: personas per domain, then one query pair per persona."""
+    domain = re.match(r"Domain: (\w+)\.", user).group(1)
+    persona = re.search(r"^Persona: (.+?) \(", user, re.MULTILINE)
+    if persona is None:
+        items = [{"persona": p, "description": d} for p, d in PERSONAS[domain]]
+        return json.dumps({"personas": items})
+    nq, dq = QUERIES[persona.group(1)]
+    return json.dumps({"neutral_query": nq, "disability_template": dq})
+
+
+@pytest.fixture
+def server():
+    s = FakeOpenAIServer()
+    s.answer = answer
+    yield s
+    s.close()
+
+
+def config(server: FakeOpenAIServer, **fields) -> dict:
+    return {
+        "name": "helpdesks",
+        "version": "1",
+        "personas_per_domain": 9,
+        "domains": [
+            {
+                "id": "retail_banking",
+                "description": "A retail bank's assistant answers customers about accounts, "
+                "cards, loans, mortgages and branch services.",
+                "seed_personas": ["small business owner"],
+            },
+            {
+                "id": "university_help_desk",
+                "description": "A university help desk answers students and staff about "
+                "enrolment, courses, tutorials and campus services.",
+            },
+        ],
+        "generator": {
+            **OPENAI_TARGET,
+            "base_url": server.base_url,
+            "decoding": {"max_new_tokens": 400, "temperature": 0},
+        },
+        **fields,
+    }
+
+
+def build(warehouse: Path, cfg: dict):
+    parsed = parse_build_config(cfg)
+    backend = LazyBackend(lambda: make_backend(parsed.generator))
+    try:
+        return build_query_set(warehouse, parsed, backend, log=lambda _: None)
+    finally:
+        backend.close()
+
+
+def decisions(warehouse: Path, stage: str) -> dict[str, tuple[str, str | None]]:
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        rows = con.execute(
+            "select coalesce(persona, '') || ' | ' || coalesce(neutral_query, ''), decision, reason "
+            "from raw.queryset_candidates where stage = ?",
+            [stage],
+        ).fetchall()
+    finally:
+        con.close()
+    return {k: (d, r) for k, d, r in rows}
+
+
+def test_every_rule_removes_what_it_should_and_a_resumed_build_asks_nothing(warehouse, server):
+    report = build(warehouse, config(server))
+    personas = {k.split(" | ")[0]: v for k, v in decisions(warehouse, "personas").items()}
+    assert personas == {
+        "small business owner": ("kept", None),
+        "bank teller": ("kept", None),
+        "loan officer": ("kept", None),
+        "loan officers": ("removed", "near_duplicate"),
+        "user": ("removed", "generic"),
+        "wheelchair user": ("removed", "leakage"),
+        "mortgage adviser": ("kept", None),
+        "branch manager": ("kept", None),
+        "": ("removed", "empty"),
+        "deep-sea trawler crew": ("removed", "off_domain"),
+        "first-year student": ("kept", None),
+        "teaching assistant": ("kept", None),
+    }
+    queries = {k.split(" | ")[0]: v for k, v in decisions(warehouse, "queries").items()}
+    assert queries == {
+        # seed personas come first, so the business owner's query is the one kept
+        "small business owner": ("kept", None),
+        "bank teller": ("removed", "near_duplicate"),
+        "loan officer": ("removed", "leakage"),
+        "mortgage adviser": ("removed", "placeholder_missing"),
+        "branch manager": ("removed", "placeholder_multiple"),
+        "first-year student": ("kept", None),
+        "teaching assistant": ("kept", None),
+    }
+    # 2 persona calls + 7 query calls, each asked once
+    assert len(server.payloads) == 2 + 7
+    assert report.stages["queries"]["generated"] == 7 and report.generated == 9
+
+    # resumed: the same build asks the server nothing and lands the same decisions
+    before = decisions(warehouse, "queries")
+    again = build(warehouse, config(server))
+    assert len(server.payloads) == 9
+    assert again.generated == 0 and again.stages["personas"]["landed_before"] == 2
+    assert decisions(warehouse, "queries") == before
+
+    # provenance of every generator call
+    con = duckdb.connect(str(warehouse), read_only=True)
+    rows = con.execute(
+        "select distinct generator_model, backend, prompt_version, seed, structured "
+        "from raw.queryset_generations order by prompt_version"
+    ).fetchall()
+    con.close()
+    assert {r[:2] for r in rows} == {("echo-model", "openai")}
+    assert all(r[3] == 0 and r[4] is False for r in rows)
+
+
+def test_a_changed_threshold_decides_again_without_asking_the_generator(warehouse, server):
+    build(warehouse, config(server))
+    asked = len(server.payloads)
+    build(warehouse, config(server, validation={"query_similarity": 0.999}))
+    assert len(server.payloads) == asked
+    queries = {k.split(" | ")[0]: v for k, v in decisions(warehouse, "queries").items()}
+    assert queries["bank teller"] == ("kept", None)
+
+
+def _sheet(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_the_review_round_trip_lands_all_or_nothing_and_publishes(warehouse, server, tmp_path):
+    build(warehouse, config(server))
+    sheet, n = export_review(warehouse, "helpdesks", tmp_path / "review.csv")
+    rows = _sheet(sheet)
+    assert n == len(rows) == 3 and {r["query_set"] for r in rows} == {"helpdesks@1"}
+
+    by_persona = {r["persona"]: r for r in rows}
+    by_persona["small business owner"]["decision"] = "edit"
+    by_persona["small business owner"]["edited_disability_template"] = "No placeholder at all"
+    by_persona["first-year student"]["decision"] = "maybe"
+    by_persona["teaching assistant"]["decision"] = "reject"
+    bad = tmp_path / "bad.csv"
+    _write(bad, rows + [dict(rows[-1])])
+    with pytest.raises(ReviewError) as err:
+        import_review(warehouse, bad)
+    message = str(err.value)
+    assert "line 2" in message and "no {disability} placeholder" in message
+    assert "decision 'maybe' must be one of accept, reject, edit" in message
+    assert "reviewed twice (first on line" in message
+    con = duckdb.connect(str(warehouse), read_only=True)
+    assert con.execute("select count(*) from raw.queryset_reviews").fetchone() == (0,)
+    assert con.execute("select count(*) from raw.external_queries").fetchone() == (0,)
+    con.close()
+
+    by_persona["small business owner"]["edited_disability_template"] = (
+        "How do I deposit a cheque as a business owner who has {disability}?"
+    )
+    by_persona["first-year student"]["decision"] = "accept"
+    good = tmp_path / "good.csv"
+    _write(good, rows)
+    query_set, counts, n_prompts = import_review(warehouse, good)
+    assert query_set == "helpdesks@1"
+    assert counts == {"edit": 1, "accept": 1, "reject": 1}
+    assert n_prompts == 2 * 10  # two queries, neutral + nine categories
+    con = duckdb.connect(str(warehouse), read_only=True)
+    texts = [
+        r[0]
+        for r in con.execute(
+            "select prompt_text from raw.external_queries where query_set = 'helpdesks@1' "
+            "and disability_id = 'hearing' order by domain"
+        ).fetchall()
+    ]
+    status = con.execute("select status from raw.queryset_builds").fetchone()
+    con.close()
+    assert texts == [
+        "How do I deposit a cheque as a business owner who has hearing impairments?",
+        "How do I enrol in my first-semester courses as a student with hearing impairments?",
+    ]
+    assert status == ("published",)
+
+    # a published version never changes
+    with pytest.raises(ReviewError, match="published already"):
+        import_review(warehouse, good)
+    from ableaudit.queryset.build import QuerySetBuildError
+
+    with pytest.raises(QuerySetBuildError, match="new `version:`"):
+        build(warehouse, config(server, personas_per_domain=3))
