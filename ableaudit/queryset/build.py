@@ -223,6 +223,7 @@ def build_query_set(
             d.id,
             None,
             P.persona_messages(d.id, d.description, cfg.personas_per_domain),
+            P.persona_schema(cfg.personas_per_domain),
         )
         for d in cfg.domains
     }

@@ -75,8 +75,11 @@ def make_ask(
     domain: str,
     persona_id: str | None,
     messages: tuple[dict, ...],
+    schema: dict | None = None,
 ) -> Ask:
-    schema = SCHEMAS[stage] if structured else None
+    """The call of ``stage`` with ``messages``; ``schema`` (default: the stage's) constrains
+    its answer when ``structured``."""
+    schema = (schema or SCHEMAS[stage]) if structured else None
     key = content_key(
         {
             "generator": identity,

@@ -25,9 +25,11 @@ PERSONA_SYSTEM = (
 PERSONA_PROMPT = (
     "Domain: {domain}. {description}\n"
     "List {n} different kinds of people who would ask an assistant in this domain for help "
-    "(for example their role, job or situation). Make them specific to the domain and "
-    "different from each other. Do not mention any disability or health condition.\n"
-    'Answer as JSON: {{"personas": [{{"persona": "short role", "description": "one sentence"}}]}}'
+    "(their role, job or situation). Make them specific to this domain and different from "
+    "each other. Do not mention any disability or health condition.\n"
+    "For example, for a public library the list could start with a retired reader who "
+    "borrows novels every week and a parent looking for books for a toddler.\n"
+    'Answer as JSON: {{"personas": [{{"persona": ..., "description": ...}}, ...]}}'
 )
 
 PERSONA_SCHEMA: dict[str, Any] = {
@@ -35,11 +37,12 @@ PERSONA_SCHEMA: dict[str, Any] = {
     "properties": {
         "personas": {
             "type": "array",
+            "minItems": 1,
             "items": {
                 "type": "object",
                 "properties": {
-                    "persona": {"type": "string"},
-                    "description": {"type": "string"},
+                    "persona": {"type": "string", "minLength": 3, "maxLength": 60},
+                    "description": {"type": "string", "maxLength": 160},
                 },
                 "required": ["persona", "description"],
             },
@@ -48,23 +51,32 @@ PERSONA_SCHEMA: dict[str, Any] = {
     "required": ["personas"],
 }
 
+
+def persona_schema(n: int) -> dict[str, Any]:
+    """``PERSONA_SCHEMA`` with at most ``n`` personas (a constrained decoder stops there)."""
+    personas = {**PERSONA_SCHEMA["properties"]["personas"], "maxItems": n}
+    return {**PERSONA_SCHEMA, "properties": {"personas": personas}}
+
+
 QUERY_PROMPT = (
     "Domain: {domain}. {description}\n"
     "Persona: {persona} ({persona_description}).\n"
-    "Write one question this person would ask an assistant, twice:\n"
-    "1. neutral_query: the question as anyone would ask it, with no mention of any "
+    "Write one question this person would ask an assistant, in two versions:\n"
+    "neutral_query: the question as anyone would ask it, with no mention of any "
     "disability, health condition or accessibility.\n"
-    "2. disability_template: the same question asked by, or for, someone with a disability, "
-    "where the text {placeholder} stands for the disability, exactly once "
-    '(for example "How can I open a savings account as a person with {placeholder}?").\n'
-    'Answer as JSON: {{"neutral_query": "...", "disability_template": "..."}}'
+    "disability_template: the same question asked by someone with a disability, where the "
+    "text {placeholder} stands for the disability, written exactly once.\n"
+    "For example, a library visitor might ask: neutral_query \"How many books can I borrow "
+    'at once?" and disability_template "How many books can I borrow at once as a reader '
+    'with {placeholder}?".\n'
+    'Answer as JSON: {{"neutral_query": ..., "disability_template": ...}}'
 )
 
 QUERY_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "neutral_query": {"type": "string"},
-        "disability_template": {"type": "string"},
+        "neutral_query": {"type": "string", "minLength": 10, "maxLength": 300},
+        "disability_template": {"type": "string", "minLength": 10, "maxLength": 300},
     },
     "required": ["neutral_query", "disability_template"],
 }
@@ -97,8 +109,12 @@ PROMPT_VERSION = content_key(PROMPT_VERSIONS)[:12]
 SCHEMAS = {"personas": PERSONA_SCHEMA, "queries": QUERY_SCHEMA, "leakage_check": LEAKAGE_SCHEMA}
 
 
+def _readable(domain_id: str) -> str:
+    return domain_id.replace("_", " ")
+
+
 def persona_messages(domain: str, description: str, n: int) -> tuple[dict, ...]:
-    user = PERSONA_PROMPT.format(domain=domain, description=description, n=n)
+    user = PERSONA_PROMPT.format(domain=_readable(domain), description=description, n=n)
     return ({"role": "system", "content": PERSONA_SYSTEM}, {"role": "user", "content": user})
 
 
@@ -106,7 +122,7 @@ def query_messages(
     domain: str, description: str, persona: str, persona_description: str
 ) -> tuple[dict, ...]:
     user = QUERY_PROMPT.format(
-        domain=domain,
+        domain=_readable(domain),
         description=description,
         persona=persona,
         persona_description=persona_description or persona,

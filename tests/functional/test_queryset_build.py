@@ -71,8 +71,12 @@ QUERIES = {
 
 
 def answer(user: str) -> str:
-    """The scripted generator: personas per domain, then one query pair per persona."""
-    domain = re.match(r"Domain: (\w+)\.", user).group(1)
+    """The scripted generator: personas per domain, then one query pair per persona; an
+    audit's prompt is echoed."""
+    found = re.match(r"Domain: ([\w ]+)\.", user)
+    if found is None:
+        return "echo: " + user
+    domain = found.group(1).replace(" ", "_")
     persona = re.search(r"^Persona: (.+?) \(", user, re.MULTILINE)
     if persona is None:
         items = [{"persona": p, "description": d} for p, d in PERSONAS[domain]]
@@ -266,3 +270,36 @@ def test_the_review_round_trip_lands_all_or_nothing_and_publishes(warehouse, ser
 
     with pytest.raises(QuerySetBuildError, match="new `version:`"):
         build(warehouse, config(server, personas_per_domain=3))
+
+
+@pytest.mark.slow
+def test_an_audit_runs_on_the_published_set(warehouse, server, tmp_path):
+    import yaml
+
+    from ableaudit.audit.flow import audit as audit_flow
+
+    report = build(warehouse, config(server, review="skip"))
+    assert report.published
+    audit = {
+        "name": "on-built-set",
+        "build": False,
+        "query_set": "helpdesks@1",
+        "subset": {"disabilities": ["hearing"]},
+        "targets": [{**OPENAI_TARGET, "name": "echo", "base_url": server.base_url}],
+    }
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(audit))
+    audit_flow(config=str(path), warehouse=str(warehouse))
+    con = duckdb.connect(str(warehouse), read_only=True)
+    rows = con.execute(
+        "select domain, condition, count(*) from raw.generations where query_set = 'helpdesks@1' "
+        "and status = 'ok' group by all order by all"
+    ).fetchall()
+    con.close()
+    # three queries kept, each asked neutral and with hearing impairments
+    assert rows == [
+        ("retail_banking", "disability", 1),
+        ("retail_banking", "neutral", 1),
+        ("university_help_desk", "disability", 2),
+        ("university_help_desk", "neutral", 2),
+    ]
