@@ -5,128 +5,14 @@ server nothing, and the review round trip that publishes the set."""
 from __future__ import annotations
 
 import csv
-import json
-import re
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from ableaudit.backends.registry import make_backend
-from ableaudit.queryset.build import build_query_set
-from ableaudit.queryset.config import parse_build_config
-from ableaudit.queryset.generating import LazyBackend
 from ableaudit.queryset.review import ReviewError, export_review, import_review
-from tests.fixtures.openai_server import OPENAI_TARGET, FakeOpenAIServer
-
-PERSONAS = {
-    "retail_banking": [
-        ("bank teller", "a cashier who serves customers at the branch counter"),
-        ("loan officer", "reviews applications for personal loans and mortgages"),
-        ("loan officers", "review applications for personal loans and mortgages"),  # twin
-        ("user", "someone"),  # generic
-        ("wheelchair user", "opens an account at the branch"),  # names a disability
-        ("mortgage adviser", "helps buyers choose a home loan"),
-        ("branch manager", "runs a bank branch and its staff"),
-        ("", ""),  # empty
-        ("deep-sea trawler crew", "haul tuna nets aboard a trawler in stormy oceans"),  # off-domain
-    ],
-    "university_help_desk": [
-        ("first-year student", "new to campus and enrolling in courses"),
-        ("teaching assistant", "runs tutorials and marks coursework"),
-    ],
-}
-
-QUERIES = {
-    # persona -> (neutral query, disability template)
-    "bank teller": (
-        "How do I deposit a cheque at the branch counter?",
-        "How do I deposit a cheque at the branch counter as someone with {disability}?",
-    ),
-    "loan officer": (
-        "What accessibility services does the bank offer for loan applicants?",  # leaks
-        "What support does the bank offer loan applicants with {disability}?",
-    ),
-    "mortgage adviser": (
-        "How do I compare fixed and variable mortgage rates?",
-        "How do I compare fixed and variable mortgage rates?",  # no placeholder
-    ),
-    "branch manager": (
-        "How should I plan staff rotas for a busy branch?",
-        "How should I plan rotas for staff with {disability} and {disability}?",  # two
-    ),
-    "small business owner": (
-        "How do I deposit a cheque at the counter of my branch?",  # twin of the teller's
-        "How do I deposit a cheque at my branch as a business owner with {disability}?",
-    ),
-    "first-year student": (
-        "How do I enrol in my first-semester courses?",
-        "How do I enrol in my first-semester courses as a student with {disability}?",
-    ),
-    "teaching assistant": (
-        "How should I structure a one-hour tutorial?",
-        "How should I structure a one-hour tutorial for students with {disability}?",
-    ),
-}
-
-
-def answer(user: str) -> str:
-    """The scripted generator: personas per domain, then one query pair per persona; an
-    audit's prompt is echoed."""
-    found = re.match(r"Domain: ([\w ]+)\.", user)
-    if found is None:
-        return "echo: " + user
-    domain = found.group(1).replace(" ", "_")
-    persona = re.search(r"^Persona: (.+?) \(", user, re.MULTILINE)
-    if persona is None:
-        items = [{"persona": p, "description": d} for p, d in PERSONAS[domain]]
-        return json.dumps({"personas": items})
-    nq, dq = QUERIES[persona.group(1)]
-    return json.dumps({"neutral_query": nq, "disability_template": dq})
-
-
-@pytest.fixture
-def server():
-    s = FakeOpenAIServer()
-    s.answer = answer
-    yield s
-    s.close()
-
-
-def config(server: FakeOpenAIServer, **fields) -> dict:
-    return {
-        "name": "helpdesks",
-        "version": "1",
-        "personas_per_domain": 9,
-        "domains": [
-            {
-                "id": "retail_banking",
-                "description": "A retail bank's assistant answers customers about accounts, "
-                "cards, loans, mortgages and branch services.",
-                "seed_personas": ["small business owner"],
-            },
-            {
-                "id": "university_help_desk",
-                "description": "A university help desk answers students and staff about "
-                "enrolment, courses, tutorials and campus services.",
-            },
-        ],
-        "generator": {
-            **OPENAI_TARGET,
-            "base_url": server.base_url,
-            "decoding": {"max_new_tokens": 400, "temperature": 0},
-        },
-        **fields,
-    }
-
-
-def build(warehouse: Path, cfg: dict):
-    parsed = parse_build_config(cfg)
-    backend = LazyBackend(lambda: make_backend(parsed.generator))
-    try:
-        return build_query_set(warehouse, parsed, backend, log=lambda _: None)
-    finally:
-        backend.close()
+from tests.fixtures.openai_server import OPENAI_TARGET
+from tests.fixtures.queryset_generator import build, config
 
 
 def decisions(warehouse: Path, stage: str) -> dict[str, tuple[str, str | None]]:
@@ -140,6 +26,11 @@ def decisions(warehouse: Path, stage: str) -> dict[str, tuple[str, str | None]]:
     finally:
         con.close()
     return {k: (d, r) for k, d, r in rows}
+
+
+@pytest.fixture
+def server(scripted_server):
+    return scripted_server
 
 
 def test_every_rule_removes_what_it_should_and_a_resumed_build_asks_nothing(warehouse, server):
