@@ -30,7 +30,7 @@ validated as (
 
     select
         query_set,
-        stage,
+        stage as funnel_stage,
         case stage when 'personas' then 1 else 2 end as stage_order,
         domain,
         'generated' as outcome,
@@ -44,7 +44,7 @@ validated as (
 
     select
         query_set,
-        stage,
+        stage as funnel_stage,
         case stage when 'personas' then 1 else 2 end as stage_order,
         domain,
         decision as outcome,
@@ -66,8 +66,8 @@ kept_queries as (
     from candidates
     left join reviews
         on
-            candidates.query_set = reviews.query_set
-            and candidates.candidate_id = reviews.candidate_id
+        candidates.query_set = reviews.query_set
+        and candidates.candidate_id = reviews.candidate_id
     where candidates.stage = 'queries' and candidates.decision = 'kept'
 
 ),
@@ -76,7 +76,7 @@ reviewed as (
 
     select
         query_set,
-        'review' as stage,
+        'review' as funnel_stage,
         3 as stage_order,
         domain,
         case
@@ -94,7 +94,7 @@ reviewed as (
 
     select
         query_set,
-        'review' as stage,
+        'review' as funnel_stage,
         3 as stage_order,
         domain,
         'generated' as outcome,
@@ -110,7 +110,7 @@ published as (
 
     select
         external_queries.query_set,
-        'published' as stage,
+        'published' as funnel_stage,
         4 as stage_order,
         external_queries.domain,
         'kept' as outcome,
@@ -138,7 +138,7 @@ final as (
 
     select
         query_set,
-        stage,
+        funnel_stage,
         stage_order,
         domain,
         outcome,

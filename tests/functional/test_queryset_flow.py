@@ -62,7 +62,7 @@ def test_the_flow_builds_a_set_for_two_new_domains_on_the_embedded_model(warehou
         "select count(*) from raw.queryset_generations where stage = 'queries'"
     ).fetchone()
     funnel = con.execute(
-        "select stage, domain, outcome, sum(n) from main.queryset_funnel "
+        "select funnel_stage, domain, outcome, sum(n) from main.queryset_funnel "
         "where query_set = 'embedded@1' group by all"
     ).fetchall()
     con.close()

@@ -46,13 +46,13 @@ def test_the_funnel_counts_each_removal_by_reason(warehouse, scripted_server, tm
     funnel = {
         (stage, domain, outcome, reason): n
         for stage, domain, outcome, reason, n in con.execute(
-            "select stage, domain, outcome, reason, n from queryset_funnel "
+            "select funnel_stage, domain, outcome, reason, n from queryset_funnel "
             "where query_set = 'helpdesks@1'"
         ).fetchall()
     }
     pending = con.execute(
         "select domain, n from queryset_funnel where query_set = 'helpdesks@2' "
-        "and stage = 'review' and outcome = 'pending' order by domain"
+        "and funnel_stage = 'review' and outcome = 'pending' order by domain"
     ).fetchall()
     prompts = con.execute(
         "select prompt_id, domain, persona, condition, query_set_version, generator_model "
