@@ -66,7 +66,7 @@ QUERY_PROMPT = (
     "disability, health condition or accessibility.\n"
     "disability_template: the same question asked by someone with a disability, where the "
     "text {placeholder} stands for the disability, written exactly once.\n"
-    "For example, a library visitor might ask: neutral_query \"How many books can I borrow "
+    'For example, a library visitor might ask: neutral_query "How many books can I borrow '
     'at once?" and disability_template "How many books can I borrow at once as a reader '
     'with {placeholder}?".\n'
     'Answer as JSON: {{"neutral_query": ..., "disability_template": ...}}'

@@ -683,6 +683,11 @@ _LEGACY_GROUPS: dict[str, tuple[str, str]] = {
     "adapters": ("'adapter ' || adapter_id", "created_at"),
     "runs": ("'run ' || run_id", "started_at"),
     "text_scores": ("'text scores landed at ' || scored_at", "scored_at"),
+    "queryset_builds": ("'query set ' || query_set", "created_at"),
+    "queryset_domains": ("'query set ' || query_set", "created_at"),
+    "queryset_generations": ("'query set ' || query_set", "created_at"),
+    "queryset_candidates": ("'query set ' || query_set", "created_at"),
+    "queryset_reviews": ("'review of ' || query_set", "created_at"),
 }
 
 
