@@ -92,6 +92,21 @@ def test_a_changed_threshold_decides_again_without_asking_the_generator(warehous
     assert queries["bank teller"] == ("kept", None)
 
 
+def test_the_generators_leakage_check_removes_what_it_flags(warehouse, server):
+    report = build(warehouse, config(server, validation={"llm_leakage_check": True}))
+    queries = {k.split(" | ")[0]: v for k, v in decisions(warehouse, "queries").items()}
+    assert queries["teaching assistant"] == ("removed", "leakage_llm")
+    assert queries["first-year student"] == ("kept", None)
+    # one check per parsed neutral query, before the rules run
+    assert report.stages["leakage_check"]["generated"] == 7
+    con = duckdb.connect(str(warehouse), read_only=True)
+    detail = con.execute(
+        "select detail from raw.queryset_candidates where reason = 'leakage_llm'"
+    ).fetchone()
+    con.close()
+    assert detail == ("the checker says it leaks: a tutorial implies support",)
+
+
 def _sheet(path: Path) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))

@@ -46,3 +46,15 @@ def test_an_unknown_source_names_what_exists(tmp_path, capsys):
         "neither the built-in set (ableaudit), a CSV file, nor a set landed"
         in capsys.readouterr().err
     )
+
+
+def test_a_landed_set_is_checked_by_its_name(warehouse, capsys):
+    from ableaudit import PROJECT_ROOT
+
+    sample = PROJECT_ROOT / "tests" / "data" / "accesseval_sample.csv"
+    assert main(["import", "queries", str(sample), "--warehouse", str(warehouse)]) == 0
+    capsys.readouterr()
+    report = check_query_set("accesseval", warehouse)
+    assert len(report.items) == 17 and all(it["disability_template"] is None for it in report.items)
+    assert main(["queryset", "check", "accesseval", "--warehouse", str(warehouse)]) == 0
+    assert "accesseval: 17 neutral queries" in capsys.readouterr().out
