@@ -207,6 +207,9 @@ def build_query_set(
             f"query set {qs} is published and its config has changed since; a published "
             f"version never changes: give the config a new `version:`"
         )
+    if published is not None:
+        log(f"query set {qs} is published already; nothing to build")
+        return BuildReport(qs, published=True)
     report = BuildReport(qs)
     cats = taxonomy(cfg)
     phrases = [c["query_phrase"] for c in cats]

@@ -39,6 +39,15 @@ class Domain(_Strict):
     seed_personas: list[str] = []
     """Personas the set must consider (they are validated like generated ones)."""
 
+    @field_validator("seed_personas")
+    @classmethod
+    def _distinct_personas(cls, v: list[str]) -> list[str]:
+        folded = [p.strip().lower() for p in v]
+        twice = sorted({p for p in folded if folded.count(p) > 1})
+        if twice:
+            raise ValueError(f"seed personas must differ; given twice: {', '.join(twice)}")
+        return v
+
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:

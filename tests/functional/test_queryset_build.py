@@ -176,6 +176,9 @@ def test_the_review_round_trip_lands_all_or_nothing_and_publishes(warehouse, ser
 
     with pytest.raises(QuerySetBuildError, match="new `version:`"):
         build(warehouse, config(server, personas_per_domain=3))
+    asked = len(server.payloads)
+    assert build(warehouse, config(server)).published  # the same config: nothing to do
+    assert len(server.payloads) == asked
 
 
 @pytest.mark.slow

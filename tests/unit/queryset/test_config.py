@@ -30,6 +30,15 @@ def test_wrong_fields_are_named_with_their_fix():
     assert "invalid query-set config" in text
     assert "'Retail Banking' must be lower case" in text
     assert "domains.1.description" in text and "personas_per_domain" in text
+    with pytest.raises(ConfigError, match="given twice: teller"):
+        parse_build_config(
+            {
+                "name": "s",
+                "domains": [
+                    {"id": "a", "description": "x", "seed_personas": ["Teller", "teller "]}
+                ],
+            }
+        )
     with pytest.raises(ConfigError, match="built-in query set"):
         parse_build_config({"name": "ableaudit", "domains": [{"id": "a", "description": "x"}]})
     with pytest.raises(ConfigError, match="structured_output: on needs"):
