@@ -26,6 +26,12 @@ builds as (
 
 ),
 
+generations as (
+
+    select * from {{ ref('stg_raw__queryset_generations') }}
+
+),
+
 validated as (
 
     select
@@ -53,6 +59,23 @@ validated as (
 
     from candidates
     group by query_set, stage, domain, decision, reason
+
+),
+
+failed as (
+
+    select
+        query_set,
+        stage as funnel_stage,
+        case stage when 'personas' then 1 else 2 end as stage_order,
+        domain,
+        'failed' as outcome,
+        cast(null as varchar) as reason,
+        count(*) as n
+
+    from generations
+    where status = 'error' and stage in ('personas', 'queries')
+    group by query_set, stage, domain
 
 ),
 
@@ -127,6 +150,8 @@ published as (
 unioned as (
 
     select * from validated
+    union all
+    select * from failed
     union all
     select * from reviewed
     union all

@@ -28,8 +28,13 @@ def test_the_funnel_counts_each_removal_by_reason(warehouse, scripted_server, tm
         w.writeheader()
         w.writerows(rows)
     import_review(warehouse, sheet)
-    # a second version, not reviewed yet
-    build(warehouse, config(scripted_server, version="2"))
+    # a second version, not reviewed yet, with a domain whose persona call fails: the server
+    # refuses it (400), and a resumed build asks for it again (an error is never a result)
+    v2 = config(scripted_server, version="2")
+    v2["domains"].append({"id": "broken", "description": "BAD_REQUEST refused by the server"})
+    assert build(warehouse, v2).errors == 1
+    asked = len(scripted_server.payloads)
+    assert build(warehouse, v2).errors == 1 and len(scripted_server.payloads) == asked + 1
 
     run_dbt(
         [
@@ -50,6 +55,9 @@ def test_the_funnel_counts_each_removal_by_reason(warehouse, scripted_server, tm
             "where query_set = 'helpdesks@1'"
         ).fetchall()
     }
+    failed = con.execute(
+        "select funnel_stage, domain, n from queryset_funnel where outcome = 'failed'"
+    ).fetchall()
     pending = con.execute(
         "select domain, n from queryset_funnel where query_set = 'helpdesks@2' "
         "and funnel_stage = 'review' and outcome = 'pending' order by domain"
@@ -95,6 +103,7 @@ def test_the_funnel_counts_each_removal_by_reason(warehouse, scripted_server, tm
         ("published", uni, "kept", None): 1,
     }
     assert pending == [(bank, 1), (uni, 2)]
+    assert failed == [("personas", "broken", 1)]
     # the published set only: two queries, each neutral and in nine categories
     assert len(prompts) == 2 * 10 and same == (20,)
     assert {p[4] for p in prompts} == {"1"} and {p[5] for p in prompts} == {"echo-model"}
@@ -102,4 +111,4 @@ def test_the_funnel_counts_each_removal_by_reason(warehouse, scripted_server, tm
         (bank, "small business owner"),
         (uni, "first-year student"),
     }
-    assert domains == [(bank, "queryset"), (uni, "queryset")]
+    assert domains == [("broken", "queryset"), (bank, "queryset"), (uni, "queryset")]
