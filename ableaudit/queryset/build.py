@@ -10,8 +10,9 @@
 6. publishing: the kept queries, filled with each category's phrase, become query set
    NAME@VERSION in raw.external_queries, which ``int_prompts`` and audits read.
 
-Each stage's generator calls land as they come (``generating``); the candidates and every
-decision land together with the build's provenance when validation ends.
+Each stage's generator calls land as they come (``generating``); the personas and their
+decisions land with the build's provenance once persona validation ends, the queries and
+theirs once query validation ends.
 """
 
 from __future__ import annotations
@@ -244,6 +245,8 @@ def build_query_set(
     )
     report.stages["personas"] = _stage_counts(stage, personas)
     log(f"personas: {report.stages['personas']}")
+    # personas land as soon as they are decided: a query stage that stops keeps them
+    landing.record_build(warehouse, build_row(cfg), domain_rows(cfg), personas)
 
     # 3. queries
     kept_personas = [p for p in personas if p["decision"] == "kept"]
