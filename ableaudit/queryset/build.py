@@ -28,8 +28,14 @@ from ableaudit.errors import AbleauditError
 from ableaudit.keys import model_fingerprint
 from ableaudit.queryset import prompts as P
 from ableaudit.queryset.config import BuildConfig
-from ableaudit.queryset.generating import Ask, LazyBackend, StageReport, make_ask, run_asks
-from ableaudit.queryset.generating import generator_identity as _identity
+from ableaudit.queryset.generating import (
+    Ask,
+    LazyBackend,
+    StageReport,
+    generator_identity,
+    make_ask,
+    run_asks,
+)
 from ableaudit.queryset.rules import validate_personas, validate_queries
 from ableaudit.warehouse import queryset_landing as landing
 
@@ -73,6 +79,7 @@ class BuildReport:
     """What a build did, stage by stage."""
 
     query_set: str
+    """NAME@VERSION."""
     stages: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per stage: generator calls (asked, landed_before, generated, errors) and decisions
     (candidates, kept, removed)."""
@@ -214,7 +221,7 @@ def build_query_set(
     report = BuildReport(qs)
     cats = taxonomy(cfg)
     phrases = [c["query_phrase"] for c in cats]
-    identity = _identity(cfg)
+    identity = generator_identity(cfg)
     structured = cfg.structured
     descriptions = {d.id: d.description for d in cfg.domains}
 
