@@ -24,6 +24,7 @@ from ableaudit.cli.coco import add_import_coco_parser
 from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.cli.landings import add_landing_parsers, recorded
+from ableaudit.cli.queryset import add_queryset_parser
 from ableaudit.cli.scoring import add_score_parser
 from ableaudit.errors import AbleauditError, UsageError, require_file
 from ableaudit.warehouse import warehouse_path
@@ -521,6 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_landing_parsers(sub, common, build=build_and_publish)
     add_gate_parser(sub, common)
     add_score_parser(sub, common)
+    add_queryset_parser(sub, common)
 
     exp = sub.add_parser("export", help="write files for people").add_subparsers(
         dest="what", required=True
