@@ -7,6 +7,9 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
 `reason` says why; no function raises on degenerate data (only on missing columns).
 
     paired.significance          mart `significance`
+    clustered.query_t_test       the query-level test `significance` judges a slice by
+    clustered.minimum_detectable_diff / is_significant
+                                 `significance`: min_detectable_diff, significant
     paired.model_comparison      mart `model_comparison`
     paired.oneway_anova          ANOVA with degenerate inputs decided exactly
     sensitivity.threshold_sensitivity
@@ -41,6 +44,8 @@ from ableaudit.stats.agreement import (
     stratified_sample,
     validate_annotations,
 )
+from ableaudit.stats import clustered
+from ableaudit.stats.clustered import is_significant, minimum_detectable_diff, query_t_test
 from ableaudit.stats.paired import (
     MODEL_COMPARISON_SCHEMA,
     SIGNIFICANCE_SCHEMA,
@@ -73,13 +78,17 @@ __all__ = [
     "SpearmanResult",
     "annotator_agreement",
     "cluster_bootstrap_ci",
+    "clustered",
     "disputed_items",
     "final_scores",
+    "is_significant",
     "kind_pair",
+    "minimum_detectable_diff",
     "model_comparison",
     "normalize_labels",
     "oneway_anova",
     "pairwise_agreement",
+    "query_t_test",
     "sample_shortfall",
     "scaling",
     "scaling_points",
