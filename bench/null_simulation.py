@@ -134,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     header = ["test"] + [f"{q} queries x {s} sample{'s' * (s > 1)}" for q, s in DESIGNS]
     rows = [
         [name]
-        + [f"{100 * r[name][0]:5.1f}% +/- {100 * r[name][1]:.1f} (n={r[name][2]})" for r in results.values()]
+        + [
+            f"{100 * r[name][0]:5.1f}% +/- {100 * r[name][1]:.1f} (n={r[name][2]})"
+            for r in results.values()
+        ]
         for name in names
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]

@@ -10,6 +10,7 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
     clustered.query_t_test       the query-level test `significance` judges a slice by
     clustered.minimum_detectable_diff / is_significant
                                  `significance`: min_detectable_diff, significant
+    heterogeneity.heterogeneity  mart `heterogeneity`
     paired.model_comparison      mart `model_comparison`
     paired.oneway_anova          ANOVA with degenerate inputs decided exactly
     sensitivity.threshold_sensitivity
@@ -28,6 +29,7 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
                                  inputs changed (`significance`)
 """
 
+from ableaudit.stats import clustered
 from ableaudit.stats.agreement import (
     ANNOTATOR_SCHEMA,
     DISPUTED_SCHEMA,
@@ -44,8 +46,8 @@ from ableaudit.stats.agreement import (
     stratified_sample,
     validate_annotations,
 )
-from ableaudit.stats import clustered
 from ableaudit.stats.clustered import is_significant, minimum_detectable_diff, query_t_test
+from ableaudit.stats.heterogeneity import HETEROGENEITY_SCHEMA, heterogeneity
 from ableaudit.stats.paired import (
     MODEL_COMPARISON_SCHEMA,
     SIGNIFICANCE_SCHEMA,
@@ -68,6 +70,7 @@ __all__ = [
     "DISPUTED_SCHEMA",
     "EXACT_SPEARMAN_MAX_N",
     "FINAL_SCORES_SCHEMA",
+    "HETEROGENEITY_SCHEMA",
     "MODEL_COMPARISON_SCHEMA",
     "PAIRWISE_SCHEMA",
     "SCALES",
@@ -81,6 +84,7 @@ __all__ = [
     "clustered",
     "disputed_items",
     "final_scores",
+    "heterogeneity",
     "is_significant",
     "kind_pair",
     "minimum_detectable_diff",

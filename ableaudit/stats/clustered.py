@@ -35,7 +35,9 @@ FEWER_THAN_2 = "fewer than 2 queries"
 NO_SPREAD = "zero variance of the per-query mean differences"
 
 
-def cluster_means(diffs: Sequence[float] | np.ndarray, clusters: Sequence | np.ndarray) -> np.ndarray:
+def cluster_means(
+    diffs: Sequence[float] | np.ndarray, clusters: Sequence | np.ndarray
+) -> np.ndarray:
     """The mean difference of each cluster, clusters in sorted order; non-finite diffs left out."""
     d = np.asarray(diffs, dtype=float)
     c = pd.Series(np.asarray(clusters, dtype=object))

@@ -78,7 +78,6 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from ableaudit.stats.clustered import is_significant, minimum_detectable_diff, query_t_test
 from ableaudit.stats._common import (
     REL_ZERO,
     Reasons,
@@ -90,6 +89,7 @@ from ableaudit.stats._common import (
     stable_seed,
     typed_frame,
 )
+from ableaudit.stats.clustered import is_significant, minimum_detectable_diff, query_t_test
 
 GROUP_KEYS = ["task", "model_id", "arm", "metric"]
 SLICES = ("overall", "domain", "disability")
