@@ -442,14 +442,30 @@ def _rate_cell(
         k = key_of(r, ["task", "model_id", "arm", "query_set", "metric", "slice", "slice_value"])
         rate, n, relation, column = r.degradation_pct, r.n_pairs, "degradation", "degradation_pct"
         desc = f"degraded on {_metric_label(measure)}"
+    low, high = _RATE_CI[relation]
+    interval = fmt.interval(getattr(r, low), getattr(r, high), 1, sign=False)
+    more = (
+        (" n ", fmt.count(n), Source(relation, _RATE_N[relation], k)),
+        (" ", interval, Source(relation, f"{low}|{high}", k)),
+    )
     return fmt.shaded(
         fmt.pct(rate),
         rate,
         Source(relation, column, k),
-        colour=fmt.rate_colour(rate),
+        # shaded by the interval's lower end: a darker cell is one whose rate is surely larger
+        colour=fmt.rate_colour(getattr(r, low)),
         href=ctx.link(task, query_set, model, arm=arm, **filters),
-        link_label=f"{what}: {fmt.pct(rate)} % of {fmt.count(n)} pairs {desc}; show the pairs",
+        link_label=f"{what}: {fmt.pct(rate)} % of {fmt.count(n)} pairs {desc}, 95 % interval "
+        f"{interval}; show the pairs",
+        more=more,
     )
+
+
+_RATE_CI = {
+    "degradation": ("degradation_ci_low_pct", "degradation_ci_high_pct"),
+    "interpretive_shift": ("yes_ci_low_pct", "yes_ci_high_pct"),
+}
+_RATE_N = {"degradation": "n_pairs", "interpretive_shift": "n_pairs_judged"}
 
 
 def shaded_tables(ctx: Context) -> Section:
@@ -473,7 +489,11 @@ def shaded_tables(ctx: Context) -> Section:
         Paragraph(
             "Cells print the rate in %: for a metric, the share of counted pairs whose disability-aware answer is "
             "degraded (Eq. 1); for a judge dimension (interpret, stereotype, framing, abstain), the share of judged pairs "
-            "the contrastive judge labels Yes. Each cell links to the pairs behind it."
+            "the contrastive judge labels Yes; then n, the pairs counted, and the rate's 95 % Wilson interval. A cell is "
+            "shaded by the lower end of its interval, not by the rate: a cell is darker than another only where its rate "
+            "is surely at least that large, so 2 of 12 pairs (16.7 %, [4.7, 44.8]) is barely darker than 0 of 12. "
+            "Whether the categories or domains differ at all is tested in the heterogeneity mart. "
+            "Each cell links to the pairs behind it."
         )
     )
     deg_idx = {

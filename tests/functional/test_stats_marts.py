@@ -1218,3 +1218,42 @@ def test_degradation_rate_interval_equals_statsmodels_wilson(built):
     low, high = proportion_confint(counted.n_degraded, counted.n_pairs, alpha=0.05, method="wilson")
     assert np.allclose(counted.degradation_ci_low_pct, 100 * low, atol=1e-9)
     assert np.allclose(counted.degradation_ci_high_pct, 100 * high, atol=1e-9)
+
+
+def test_heterogeneity_equals_cochrans_q_and_f_oneway(built):
+    """Across categories Cochran's Q on neutral-answer blocks; across domains an ANOVA of
+    per-query rates; the worst and best levels and the gap from pandas."""
+    from statsmodels.stats.contingency_tables import cochrans_q
+
+    mart = read(built, "select * from heterogeneity").set_index(["model_id", "metric", "factor"])
+    flags = read(
+        built,
+        "select model_id, metric, domain, disability_id, query_id, neutral_generation_id, "
+        "degraded::int as degraded from int_pair_scores where included and degraded is not null",
+    )
+    assert len(mart) == 2 * flags.groupby(["model_id", "metric"]).ngroups
+    tested = 0
+    for (model, metric), g in flags.groupby(["model_id", "metric"]):
+        cat = mart.loc[(model, metric, "disability")]
+        blocks = g.pivot_table(
+            index="neutral_generation_id", columns="disability_id", values="degraded"
+        ).dropna()
+        assert cat.n_blocks == len(blocks)
+        if len(blocks) >= 2 and blocks.to_numpy().min() < blocks.to_numpy().max():
+            res = cochrans_q(blocks.to_numpy().astype(int))
+            close([cat.statistic, cat.p_value], [res.statistic, res.pvalue], (model, metric))
+            tested += 1
+        dom = mart.loc[(model, metric, "domain")]
+        rates = g.groupby(["domain", "query_id"]).degraded.mean()
+        groups = [v.to_numpy() for _, v in rates.groupby(level="domain")]
+        if len(groups) > 1 and any(np.ptp(v) > 0 for v in groups if len(v) > 1):
+            f = stats.f_oneway(*groups)
+            if np.isfinite(f.statistic) and f.statistic > 0:
+                close([dom.statistic, dom.p_value], [f.statistic, f.pvalue], (model, metric))
+        for factor, col in (("disability", "disability_id"), ("domain", "domain")):
+            row = mart.loc[(model, metric, factor)]
+            by_level = 100 * g.groupby(col).degraded.mean()
+            close(row.gap_pct, by_level.max() - by_level.min(), (model, metric, factor))
+            assert by_level[row.worst_level] == by_level.max()
+            assert row.gap_ci_low <= row.gap_pct <= row.gap_ci_high or np.isnan(row.gap_ci_low)
+    assert tested >= 2
