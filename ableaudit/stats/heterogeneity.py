@@ -97,6 +97,11 @@ def _cochran(g: pd.DataFrame, why: Reasons) -> dict:
         why.add("cochrans_q", "fewer than 2 neutral answers with every category")
     elif blocks.to_numpy().min() == blocks.to_numpy().max():
         why.add("cochrans_q", "every outcome the same (no category differs)")
+    elif blocks.nunique(axis=1).max() == 1:
+        why.add(
+            "cochrans_q",
+            "every neutral answer has one outcome in all categories (Q undefined: its denominator is 0)",
+        )
     else:
         res, warns, err = quiet_call(cochrans_q, blocks.to_numpy())
         if res is not None:

@@ -117,6 +117,10 @@ def test_degenerate_inputs_have_reasons():
     assert "every outcome the same" in out.loc["disability", "reason"]
     assert out.loc["domain", "statistic"] != out.loc["domain", "statistic"]  # NaN: no spread
     assert out.loc["disability", "gap_pct"] == 0.0
+    # each neutral answer: all categories degraded or none; Q's denominator is 0
+    split = make_pairs().assign(degraded=lambda f: f.neutral_generation_id.str.endswith("-0"))
+    r = heterogeneity(split, n_boot=50).set_index("factor").loc["disability"]
+    assert np.isnan(r.statistic) and "Q undefined: its denominator is 0" in r.reason
     one = make_pairs()
     one = one[one.disability_id == "vision"]
     r = heterogeneity(one, n_boot=50).set_index("factor").loc["disability"]
