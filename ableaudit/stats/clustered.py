@@ -59,8 +59,12 @@ def query_t_test(
     answer (or a query's temperatures and samples) cannot inflate the evidence; its degrees of
     freedom are the number of queries minus one. The sign of t is the sign of the mean shift.
     """
+    return t_test_of_means(cluster_means(diffs, clusters))
+
+
+def t_test_of_means(means: np.ndarray) -> tuple[float, float, str | None]:
+    """``query_t_test`` from the per-cluster mean differences."""
     nan = float("nan")
-    means = cluster_means(diffs, clusters)
     if means.size < 2:
         return nan, nan, FEWER_THAN_2
     if is_zero_sd(means):
@@ -97,7 +101,13 @@ def minimum_detectable_diff(
     the per-query mean differences as the truth (statsmodels' noncentral-t power of the
     one-sample t-test). The clustering is in it: a query's pairs count once, through their mean.
     """
-    means = cluster_means(diffs, clusters)
+    return detectable_diff_of_means(cluster_means(diffs, clusters), alpha, power)
+
+
+def detectable_diff_of_means(
+    means: np.ndarray, alpha: float = ALPHA, power: float = POWER
+) -> tuple[float, str | None]:
+    """``minimum_detectable_diff`` from the per-cluster mean differences."""
     if means.size < 2:
         return float("nan"), FEWER_THAN_2
     if is_zero_sd(means):

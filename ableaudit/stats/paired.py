@@ -89,7 +89,12 @@ from ableaudit.stats._common import (
     stable_seed,
     typed_frame,
 )
-from ableaudit.stats.clustered import is_significant, minimum_detectable_diff, query_t_test
+from ableaudit.stats.clustered import (
+    cluster_means,
+    detectable_diff_of_means,
+    is_significant,
+    t_test_of_means,
+)
 
 GROUP_KEYS = ["task", "model_id", "arm", "metric"]
 SLICES = ("overall", "domain", "disability")
@@ -433,13 +438,11 @@ def significance(
             )
             if ci_why:
                 why.add("bootstrap_ci", ci_why)
-            diffs, clusters = disability - neutral, g["_cluster"].to_numpy()
-            row["query_t_stat"], row["query_t_p"], t_why = query_t_test(diffs, clusters)
+            means = cluster_means(disability - neutral, g["_cluster"].to_numpy())
+            row["query_t_stat"], row["query_t_p"], t_why = t_test_of_means(means)
             if t_why:
                 why.add("query_t_test", t_why)
-            row["min_detectable_diff"], mde_why = minimum_detectable_diff(
-                diffs, clusters, alpha=1.0 - level
-            )
+            row["min_detectable_diff"], mde_why = detectable_diff_of_means(means, 1.0 - level)
             if mde_why:
                 why.add("min_detectable_diff", mde_why)
             directions = g["direction"].dropna().unique()
