@@ -468,6 +468,61 @@ _RATE_CI = {
 _RATE_N = {"degradation": "n_pairs", "interpretive_shift": "n_pairs_judged"}
 
 
+HETEROGENEITY_KEY = ["task", "model_id", "arm", "query_set", "metric", "factor"]
+
+
+def _heterogeneity_table(
+    het: pd.DataFrame, task: str, query_set: str, factor: str, label: str
+) -> Table | None:
+    """Do the rates of one factor's levels differ at all? The heterogeneity mart's test, the worst
+    and best level and the gap's interval, per model, arm and metric."""
+    if het.empty:
+        return None
+    h = het[(het.task == task) & (het.query_set == query_set) & (het.factor == factor)]
+    if h.empty:
+        return None
+    rows = []
+    for r in h.sort_values(["model_id", "arm", "metric"]).itertuples():
+        k = key_of(r._asdict(), HETEROGENEITY_KEY)
+        src = lambda col, k=k: Source("heterogeneity", col, k)
+        rows.append(
+            [
+                fmt.row_header(r.model_id),
+                fmt.row_header(r.arm),
+                fmt.row_header(_metric_label(r.metric)),
+                fmt.fig(fmt.pvalue(r.p_value), src("p_value")),
+                fmt.label(r.worst_level),
+                fmt.fig(fmt.pct(r.worst_pct), src("worst_pct")),
+                fmt.label(r.best_level),
+                fmt.fig(fmt.pct(r.best_pct), src("best_pct")),
+                fmt.fig(fmt.pct(r.gap_pct), src("gap_pct")),
+                _ci_cell(r._asdict(), "gap_ci_low", "gap_ci_high", "heterogeneity", k, 1, False),
+            ]
+        )
+    test = (
+        "Cochran's Q on the pairs of each neutral answer"
+        if factor == "disability"
+        else ("one-way ANOVA of the per-query rates")
+    )
+    return Table(
+        caption=f"Do the {label} rates differ? ({task}, {query_set}; {test})",
+        columns=[
+            "Model",
+            "Arm",
+            "Metric",
+            "p (rates equal)",
+            f"Worst {label}",
+            "Its rate (%)",
+            f"Best {label}",
+            "Its rate (%)",
+            "Gap (points)",
+            "95 % CI of the gap (whole queries resampled)",
+        ],
+        rows=rows,
+        row_headers=3,
+    )
+
+
 def shaded_tables(ctx: Context) -> Section:
     m = ctx.marts
     section = Section(
@@ -478,6 +533,7 @@ def shaded_tables(ctx: Context) -> Section:
     )
     deg = m.frame("degradation")
     shift = m.frame("interpretive_shift")
+    het = m.frame("heterogeneity")
     if deg.empty and shift.empty:
         section.empty = (
             "The degradation and interpretive_shift marts are empty: audit a model and run "
@@ -617,6 +673,9 @@ def shaded_tables(ctx: Context) -> Section:
                         legend=fmt.RATE_LEGEND,
                     )
                 )
+            differ = _heterogeneity_table(het, task, query_set, slice_, label)
+            if differ is not None:
+                section.blocks.append(differ)
         if task == "vision":
             values = sorted(
                 set(d[d.slice == "disability"].slice_value)
