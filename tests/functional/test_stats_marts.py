@@ -1032,6 +1032,7 @@ REASONED = {  # mart -> (reason column, statistics that must never be NULL witho
         ],
     ),
     "model_comparison": ("reason", ["anova_f", "anova_p"]),
+    "heterogeneity": ("reason", ["statistic", "p_value", "gap_pct", "gap_ci_low", "gap_ci_high"]),
     "threshold_sensitivity": ("reason", ["degradation_pct", "improvement_pct", "sign_test_p"]),
     "scaling": ("reason", ["spearman_rho", "spearman_p"]),
     "agreement": ("reason", ["accuracy", "spearman_rho", "spearman_p", "cohen_kappa"]),
