@@ -57,7 +57,8 @@ def query_t_test(
 
     Each query counts once whatever its number of pairs, so the pairs that share a neutral
     answer (or a query's temperatures and samples) cannot inflate the evidence; its degrees of
-    freedom are the number of queries minus one. The sign of t is the sign of the mean shift.
+    freedom are the number of queries minus one. The sign of t is the sign of the mean of the
+    query means (that of mean_diff too, unless the queries have unequal numbers of pairs).
     """
     return t_test_of_means(cluster_means(diffs, clusters))
 
