@@ -3,7 +3,10 @@
 Thin wiring over ableaudit.stats.significance (see its docstring for every
 column): included pairs of int_pair_scores (direction from the metrics seed,
 carried there), per task, model, arm, query set, metric and slice (overall,
-domain, disability). The bootstrap resamples whole queries (`query_id`: for
+domain, disability). The p-values, their Holm and BH adjustments and `significant` follow
+the query-level test (per-query mean differences, ableaudit.stats.clustered); the papers'
+pair-level tests are kept as paper_t_p, paper_anova_p and pair_wilcoxon_p. The bootstrap
+resamples whole queries (`query_id`: for
 vision pairs, the image's query), var('bootstrap_samples') times, seeded by
 var('bootstrap_seed'). Query sets are never pooled, as in `degradation`.
 
