@@ -501,7 +501,7 @@ def _distinct(steps: int):
     return st.permutations(drawn_actions()).map(lambda order: order[:steps])
 
 
-# CI: 2 sequences of 2 distinct steps (after the base build), about 5 minutes on 2 cores.
+# CI: 2 sequences of 2 distinct steps after the base build (docs/testing.md: its time).
 CI_SEQUENCES, CI_STEPS = 2, 2
 LONG_SEQUENCES, LONG_STEPS = 100, 6
 _SETTINGS = dict(
@@ -515,7 +515,7 @@ _SETTINGS = dict(
 )
 
 
-@pytest.mark.timeout(1800)  # 5 minutes on an idle machine, 20 where seven builds share 2 cores
+@pytest.mark.timeout(1800)  # 13.4 minutes where seven builds shared 2 cores
 @settings(max_examples=CI_SEQUENCES, **_SETTINGS)
 @given(steps=_distinct(CI_STEPS))
 def test_every_build_equals_a_build_from_scratch(base, steps):
