@@ -304,7 +304,8 @@ class VisionSettings(_Strict):
     image_root: str | None = None
     """The folder holding the images (for PAIRS, its data/ folder or the repository above it)."""
     manifest: str | None = None
-    """A manifest CSV for an image set other than PAIRS; without it image_root is read as a PAIRS tree."""
+    """A manifest CSV, or a COCO instances_*.json (`ableaudit import coco`), for an image set other than
+    PAIRS; without it image_root is read as a PAIRS tree."""
     subset: Subset = Subset()
     """Which images and categories to use (per_domain: scenarios per category; query_ids: image ids)."""
     temperatures: list[Temperature] = [VISION_TEMPERATURE]

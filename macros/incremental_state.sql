@@ -4,16 +4,17 @@
     otherwise (docs/incremental.md).
 
     Each such model records, when it builds, what it was built from in
-    dbt_state.incremental_state: its settings (a digest of its code, the
-    project's macros, the seeds, and what the model names: vars, scorer
-    versions, a digest of the verdicts) and, per landing, a signature of the
+    dbt_state.incremental_state: its settings (its reuse key, macro reuse_key: a
+    digest of its code and that of every ancestor, seeds included, the macros, the vars
+    they read, the plugin's code and the libraries; and a digest of the verdicts where
+    it reads them) and, per landing, a signature of the
     landing (its status, and its row count, newest created_at and a digest of
     its rows in raw.generations; the raw tables are named, not sources, so unit tests need no
     fixture for them). The next build is incremental only when the settings are
     the same and every recorded landing still has the same signature: nothing
     but new landings has happened. Anything else (a forgotten landing, rows an
     `import responses --replace` or a retried error took over, an audit still
-    running at the last build, a changed var, seed, scorer version or model)
+    running at the last build, a changed var, seed, model, macro or library)
     rebuilds the model in full: its pre-hook (incremental_reset) empties it and
     its query selects everything.
 #}
@@ -59,25 +60,12 @@
 {%- endmacro %}
 
 {#-
-    The settings digest of the model being built: its code, the project's
-    macros and seeds, and `extra` (a list of strings the model depends on).
+    The settings digest of the model being built: its reuse key (macro reuse_key: its code and
+    config and those of every ancestor, the macros, the vars they read, the plugin's code and
+    the libraries), and `extra` (what it reads outside the graph: a digest of landed rows).
 -#}
 {% macro incremental_settings(extra=[]) -%}
-    {%- set parts = [model.raw_code] -%}
-    {%- for name, node in graph.nodes.items() | sort -%}
-        {%- if node.resource_type == 'seed' -%}
-            {%- do parts.append(name ~ '=' ~ node.checksum.checksum) -%}
-        {%- endif -%}
-    {%- endfor -%}
-    {%- for macro in context.get('graph', {}).get('macros', {}).values() | sort(attribute='unique_id') -%}
-        {%- if macro.package_name == project_name -%}
-            {%- do parts.append(macro.macro_sql) -%}
-        {%- endif -%}
-    {%- endfor -%}
-    {%- for value in extra -%}
-        {%- do parts.append(value | string) -%}
-    {%- endfor -%}
-    {{ return(local_md5(parts | join('\n'))) }}
+    {{ return(reuse_key(extra)) }}
 {%- endmacro %}
 
 {#-
@@ -280,25 +268,10 @@
 {%- endmacro %}
 
 {#-
-    int_pair_scores: what its rows depend on besides the generations, for its
-    settings digest: the degradation threshold and rule, the current scorer
-    versions, and a digest of every landed verdict (a verdict attaches to every
-    generation with the same texts, so any change in raw.judgments rebuilds it).
--#}
-{% macro pair_scores_settings() -%}
-    {%- set parts = [
-        var('degradation_threshold') | string,
-        degradation_rule() | trim,
-        current_scorer_version('vader'),
-        current_scorer_version('regard'),
-        current_scorer_version('verbosity'),
-    ] + verdicts_digest() -%}
-    {{ return(parts) }}
-{%- endmacro %}
-
-{#-
     A digest of every landed verdict, as a list of one string for a settings digest (none
-    outside a model's build): any change in raw.judgments changes it.
+    outside a model's build): any change in raw.judgments changes it. What int_pair_scores,
+    pair_details, refusal_rates and data_quality read besides their inputs' rows and the graph
+    (macro reuse_key): a verdict attaches to every generation with the same texts.
 -#}
 {% macro verdicts_digest() -%}
     {%- if execute and model.resource_type == 'model' -%}
@@ -381,16 +354,8 @@
 {#- Post-hook of int_pair_scores: what it was built from, and the scores it read. -#}
 {% macro pair_scores_record() -%}
     {{ record_with_texts(
-        pair_scores_settings(), 'int_pairs', 'dbt_state.pair_score_texts', scored_texts_sql()
+        verdicts_digest(), 'int_pairs', 'dbt_state.pair_score_texts', scored_texts_sql()
     ) }}
-{%- endmacro %}
-
-{#-
-    pair_details: int_pair_scores' settings (its rows hold every score, rule and
-    verdict it shows) and the refusal rule set's version.
--#}
-{% macro pair_details_settings() -%}
-    {{ return(pair_scores_settings() + [current_scorer_version('refusal')]) }}
 {%- endmacro %}
 
 {#-
@@ -409,7 +374,7 @@
 {#- Post-hook of pair_details: what it was built from, and the per-text rows it read. -#}
 {% macro pair_details_record() -%}
     {{ record_with_texts(
-        pair_details_settings(), 'int_pair_scores', 'dbt_state.pair_detail_texts', detail_texts_sql()
+        verdicts_digest(), 'int_pair_scores', 'dbt_state.pair_detail_texts', detail_texts_sql()
     ) }}
 {%- endmacro %}
 

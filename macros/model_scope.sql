@@ -5,8 +5,8 @@
 
     Its inputs are incremental models that record the fingerprint of each model's rows
     (dbt_state.group_fingerprints, macro record_group_fingerprints). When the mart builds, it
-    keeps those fingerprints as they were (dbt_state.model_scope_inputs) with its settings (a
-    digest of its code, the project's macros and seeds, and what it names: vars). The next
+    keeps those fingerprints as they were (dbt_state.model_scope_inputs) with its settings (its
+    reuse key, macro reuse_key, and what it reads outside the graph: a digest of the verdicts). The next
     build computes again the models whose fingerprint differs in any input (new, gone or
     changed models): their rows are deleted and inserted again; the other models' rows stay.
     A build with other settings, without a record, or with an input that has no fingerprints
@@ -154,26 +154,14 @@
 {%- endmacro %}
 
 {#-
-    refusal_rates: the refusal rule set's version (a text's verdict) and every landed verdict
-    (the judges' refusal flags), beside its code.
--#}
-{% macro refusal_rates_settings() -%}
-    {{ return([current_scorer_version('refusal')] + verdicts_digest()) }}
-{%- endmacro %}
-
-{#-
-    data_quality: its inputs (fingerprinted per model), its settings (the scorer versions and
-    every landed verdict: the rubric judges are every model's metrics) and the per-text scores
-    int_generation_scores reads (kept in dbt_state.data_quality_texts).
+    data_quality: its inputs (fingerprinted per model), every landed verdict (the rubric judges
+    are every model's metrics) and the per-text scores int_generation_scores reads (kept in
+    dbt_state.data_quality_texts).
 -#}
 {% macro data_quality_scope() -%}
     {{ return({
         'inputs': ['stg_raw__generations', 'int_pairs', 'int_pair_texts', 'int_pair_scores'],
-        'extra': [
-            current_scorer_version('vader'),
-            current_scorer_version('regard'),
-            current_scorer_version('verbosity'),
-        ] + verdicts_digest(),
+        'extra': verdicts_digest(),
         'texts': {'snapshot': 'dbt_state.data_quality_texts', 'sql': scored_texts_sql()},
     }) }}
 {%- endmacro %}

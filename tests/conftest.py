@@ -30,6 +30,7 @@ pytest_plugins = [
     "tests.fixtures.warehouse",
     "tests.fixtures.report_world",
     "tests.fixtures.webhook_receiver",
+    "tests.fixtures.queryset_generator",
 ]
 
 

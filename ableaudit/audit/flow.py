@@ -21,6 +21,7 @@ from prefect.context import get_run_context  # noqa: E402
 from prefect.exceptions import TerminationSignal  # noqa: E402
 
 from ableaudit import redaction  # noqa: E402
+from ableaudit.adapters.dpo.unseen import refuse_trained_images  # noqa: E402
 from ableaudit.audit import alerts, runners, stopping, tasks  # noqa: E402
 from ableaudit.audit.planning import (  # noqa: E402
     audit_task,
@@ -60,6 +61,7 @@ def audit_targets(
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
     plans = plan_task(cfg, kind, prompts, image_root, run_id)
     refuse_imported_units(plans, imported_units(wh, plans))
+    refuse_trained_images(wh, plans)
     planned += [g.generation_id for p in plans for _, group in p.groups for g in group]
     stopping.check()
     if runners.lands_in_flow(cfg.task_runner):

@@ -66,7 +66,9 @@ def load_images(warehouse: str, cfg: AuditConfig) -> dict[str, Any]:
     from ableaudit.ingest.images import land_images, load_image_set
 
     vision = cfg.vision
-    loaded = load_image_set(vision.image_set, vision.images_folder(), vision.manifest_path())
+    loaded = load_image_set(
+        vision.image_set, vision.images_folder(), vision.manifest_path(), warehouse
+    )
     report = land_images(warehouse, loaded)
     return {"images": len(loaded.records), "summary": loaded.summary(), **report.as_dict()}
 

@@ -1,5 +1,7 @@
 """The headline an audit ends with in the terminal: per model, arm and metric, the pairs, the
-degradation rate and the mean shift with its CI, read from the marts (nothing computed here)."""
+degradation rate, the mean shift with its CI, the Holm-adjusted p of the query-level test and
+whether the shift is significant (column `significant` of the `significance` mart: that p below
+0.05 and a CI that excludes 0), read from the marts (nothing computed here)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ select
     s.mean_diff,
     s.ci_low,
     s.ci_high,
-    s.p_holm
+    s.p_holm,
+    s.significant
 from degradation as d
 left join significance as s
     on d.task = s.task
@@ -30,7 +33,16 @@ where d.slice = 'overall'
 order by d.task, d.model_id, d.arm, d.metric
 """
 
-COLUMNS = ("model", "arm", "metric", "pairs", "degraded %", "mean shift [95% CI]", "p (Holm)")
+COLUMNS = (
+    "model",
+    "arm",
+    "metric",
+    "pairs",
+    "degraded %",
+    "mean shift [95% CI]",
+    "p (Holm)",
+    "significant",
+)
 
 
 def _num(value: float | None, digits: int) -> str:
@@ -45,9 +57,10 @@ def headline_rows(warehouse: str | Path) -> list[tuple[str, ...]]:
     finally:
         con.close()
     out = []
-    for model, arm, metric, n, pct, diff, low, high, p in rows:
+    for model, arm, metric, n, pct, diff, low, high, p, significant in rows:
         shift = "n/a" if diff is None else f"{diff:+.3f} [{_num(low, 3)}, {_num(high, 3)}]"
-        out.append((model, arm, metric, str(n), _num(pct, 1), shift, _num(p, 3)))
+        called = "n/a" if significant is None else ("yes" if significant else "no")
+        out.append((model, arm, metric, str(n), _num(pct, 1), shift, _num(p, 3), called))
     return out
 
 

@@ -23,9 +23,11 @@ from pathlib import Path
 import duckdb
 
 from ableaudit import PROJECT_ROOT, __version__
+from ableaudit.cli.coco import add_import_coco_parser
 from ableaudit.cli.gates import EXIT_GATE_FAILED, add_gate_parser
 from ableaudit.cli.judges import add_import_judgments_parser, add_judge_parser
 from ableaudit.cli.landings import add_landing_parsers, recorded
+from ableaudit.cli.queryset import add_queryset_parser
 from ableaudit.cli.scoring import add_score_parser
 from ableaudit.errors import AbleauditError, UsageError, require_file
 from ableaudit.warehouse import warehouse_path
@@ -215,61 +217,9 @@ def _same_command(args: argparse.Namespace) -> str:
     return shlex.join(["ableaudit", *shown]) + hint
 
 
-def build_and_publish(
-    wh: Path,
-    vars: str | None = None,
-    storage_version: str | None = None,
-    all_tests: bool = False,
-    force: bool = False,
-) -> None:
-    """What `ableaudit build` runs: one `dbt build` (seeds included), publish, report.
-
-    The data tests are dbt's default selection (selectors.yml: every test but those of
-    ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all.
-    When the project, libraries and settings are those of the last build that succeeded, the
-    unit tests and the data tests that read no landed row are left out (they passed on them
-    then), and so are the seeds, views and models that read no landed row (that build left
-    them as they would be built; selectors.yml: ``project_only_nodes``); when only the raw tables
-    a landing of answers writes changed, so are the nodes that read none of them
-    (``answers_landed_build``). When nothing the build reads changed since
-    the last one that succeeded (raw layer, project, code, libraries, settings;
-    ableaudit.warehouse.build_stamp) and what it left is in place, the build is skipped,
-    unless ``force``."""
-    from ableaudit.dbt.runner import build
-    from ableaudit.report import render_report
-    from ableaudit.warehouse import build_stamp
-    from ableaudit.warehouse.publish import publish
-
-    current = build_stamp.inputs(wh, vars) if wh.is_file() else None
-    # read before the stamp is dropped; a forced build skips nothing and leaves out no check
-    stamp = build_stamp.last_stamp(wh) if current is not None and not force else None
-    last = (
-        None
-        if stamp is None
-        else build_stamp.unchanged(wh, stamp, current, all_tests, storage_version)
-    )
-    project_checked = build_stamp.project_checks_passed(stamp, current or {})
-    if last is not None:
-        print(
-            f"Nothing changed since the build of {last['built_at']} (same raw layer, project, "
-            f"code, libraries and settings): kept\n  {wh}\n  {last['published'][0]}\n  "
-            f"{last['report'][0]}\n`ableaudit build --force` builds anyway."
-        )
-        return
-    build_stamp.forget(wh)
-    changed = build_stamp.changed_raw_tables(stamp, current) if project_checked else None
-    build(
-        wh, vars, all_tests=all_tests, project_checked=project_checked, changed_raw_tables=changed
-    )
-    out = publish(wh, storage_version=storage_version)
-    report = render_report(out)
-    if current is None:  # a first build: it created the warehouse and read nothing landed
-        current = build_stamp.inputs(wh, vars)
-    build_stamp.record(wh, current, all_tests, storage_version, out, report.index)
-    print(f"Built {wh}\nPublished {out}\nReport {report.index}")
-
-
 def cmd_build(args: argparse.Namespace) -> int:
+    from ableaudit.build import build_and_publish
+
     build_and_publish(
         warehouse_path(args.warehouse),
         args.vars,
@@ -571,9 +521,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     add_judge_parser(sub, common)
+    from ableaudit.build import build_and_publish
+
     add_landing_parsers(sub, common, build=build_and_publish)
     add_gate_parser(sub, common)
     add_score_parser(sub, common)
+    add_queryset_parser(sub, common)
 
     exp = sub.add_parser("export", help="write files for people").add_subparsers(
         dest="what", required=True
@@ -696,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: ${MAX_IMAGE_BYTES_ENV}, else {MAX_IMAGE_BYTES}, i.e. 50 MiB)",
     )
     p.set_defaults(func=cmd_import_images)
+    add_import_coco_parser(imp, common)
     return parser
 
 

@@ -10,6 +10,7 @@ writer process: close your own connections to the warehouse before calling.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -81,6 +82,32 @@ def _release_duckdb() -> None:
     gc.collect()
 
 
+_DUCKDB_ERROR = re.compile(r"\b[A-Z][A-Za-z]*( [A-Za-z]+)* Error: ")
+"""The line of a DuckDB error that says what went wrong (``Binder Error: ...``)."""
+
+_SQL_EXCERPT = re.compile(r"^LINE \d+:")
+
+
+def failure_detail(message: str) -> str:
+    """What a failing node's message says went wrong, in one line.
+
+    DuckDB ends an error with the SQL it stopped at (``LINE 12: ...``) and a caret line under
+    it, and an out-of-memory error with advice and a link: the line that names the error
+    (with the lines after it, up to the SQL or a blank line) says what. Other messages (a
+    data test's count, a Python model's exception) say it on their last line."""
+    lines = [line.strip() for line in message.strip().splitlines()]
+    for i, line in enumerate(lines):
+        if _DUCKDB_ERROR.search(line):
+            said = [line]
+            for more in lines[i + 1 :]:
+                if not more or _SQL_EXCERPT.match(more):
+                    break
+                said.append(more)
+            return " ".join(said)
+    meaningful = [line for line in lines if any(c.isalnum() for c in line)]
+    return meaningful[-1] if meaningful else ""
+
+
 def _interrupted() -> type[KeyboardInterrupt]:
     """Ctrl-C as dbt takes it: a KeyboardInterrupt (dbt cancels its queries) that is also dbt's
     own exception (dbt reports it in one line, without a traceback)."""
@@ -101,21 +128,24 @@ def _lock_error(res) -> BaseException | None:
 
 
 def _invoke_when_free(runner, argv: list[str], wh: Path):
-    """dbt's result once it could open the warehouse: dbt-duckdb opens the file itself and
-    fails at once when another process holds it (a second build, a reader), so a run that
-    failed on the lock before doing anything waits for the file, as ``connect`` does, and
-    runs again; after ``WAIT_S`` the error names the process holding it."""
+    """dbt's result and invocation id once it could open the warehouse: dbt-duckdb opens the
+    file itself and fails at once when another process holds it (a second build, a reader),
+    so a run that failed on the lock before doing anything waits for the file, as ``connect``
+    does, and runs again; after ``WAIT_S`` the error names the process holding it."""
+    from dbt_common.invocation import get_invocation_id
+
     wait_s = WAIT_S
     deadline = time.monotonic() + wait_s
     while True:
         wait_until_free(wh, max(0.0, deadline - time.monotonic()))
         try:
             res = runner.invoke(argv)
+            invocation_id = get_invocation_id()  # dbt draws a new one on each invoke
         finally:
             _release_duckdb()
         err = None if res.success else _lock_error(res)
         if err is None:
-            return res
+            return res, invocation_id
         if time.monotonic() > deadline:
             raise WarehouseBusy(held(wh, err, wait_s))
         time.sleep(0.5)
@@ -128,11 +158,8 @@ def _failures(result) -> list[str]:
         if status in _FAILED:
             node = getattr(r, "node", None)
             name = getattr(node, "unique_id", None) or getattr(node, "name", "?")
-            message = (getattr(r, "message", None) or "").strip().splitlines()
             failures = getattr(r, "failures", None)
-            # DuckDB ends an out-of-memory error with advice and a link; its first line says what
-            oom = [m.strip() for m in message if m.strip().startswith("Out of Memory Error")]
-            detail = oom[0] if oom else message[-1] if message else ""
+            detail = failure_detail(getattr(r, "message", None) or "")
             if failures:
                 detail = f"{failures} failing rows. {detail}".strip()
             lines.append(f"  - {name} [{status}]: {detail[:500]}")
@@ -143,8 +170,10 @@ def run_dbt(
     args: Sequence[str],
     warehouse: str | os.PathLike | None = None,
     project_dir: str | os.PathLike = PROJECT_ROOT,
-) -> None:
-    """Invoke dbt (e.g. ``["build", "--vars", "{degradation_threshold: 0.2}"]``); raise DbtError on failure."""
+) -> str:
+    """Invoke dbt (e.g. ``["build", "--vars", "{degradation_threshold: 0.2}"]``); raise DbtError
+    on failure. Returns the invocation id, which the project's hooks record in the warehouse
+    (``dbt_state.invocations``)."""
     from dbt.cli.main import dbtRunner
 
     project = Path(project_dir).resolve()
@@ -157,11 +186,11 @@ def run_dbt(
         _argv(["dbt", *argv]),
     ):
         with interrupting_with(_interrupted()):
-            res = _invoke_when_free(dbtRunner(), argv, wh)
+            res, invocation_id = _invoke_when_free(dbtRunner(), argv, wh)
     if isinstance(res.exception, KeyboardInterrupt):
         raise res.exception  # Ctrl-C: dbt cancelled its queries; the command stops
     if res.success:
-        return
+        return invocation_id
     command = " ".join(["dbt", *args])
     lines = _failures(res.result)
     if res.exception is not None:
@@ -209,7 +238,7 @@ def build(
     all_tests: bool = False,
     project_checked: bool = False,
     changed_raw_tables: frozenset[str] | None = None,
-) -> None:
+) -> str:
     """Load the seeds, build and test every model, in one ``dbt build``: the default selection
     of data tests, or every test with ``all_tests``. ``project_checked`` (the project,
     libraries and settings are those of the last build that succeeded) leaves out the unit
@@ -217,7 +246,7 @@ def build(
     seeds, views and models that read no landed row, which that build left as they would be
     built again; with ``changed_raw_tables`` (the raw tables that differ from what that build
     read) among ``ANSWER_TABLES``, it also leaves out the nodes that read none of those. Neither
-    has an effect with ``all_tests``."""
+    has an effect with ``all_tests``. Returns the dbt invocation id."""
     extra = ["--vars", vars] if vars else []
     if all_tests:
         extra += ["--selector", ALL_TESTS_SELECTOR]
@@ -225,4 +254,4 @@ def build(
         extra += ["--selector", ANSWERS_LANDED_SELECTOR]
     elif project_checked:
         extra += ["--selector", LANDED_ROWS_SELECTOR]
-    run_dbt(["build", *extra], warehouse)
+    return run_dbt(["build", *extra], warehouse)

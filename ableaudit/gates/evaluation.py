@@ -22,6 +22,7 @@ import pandas as pd
 
 from ableaudit.gates.rules import AGAINST_KEYWORDS, GateRule
 from ableaudit.stats._common import typed_frame
+from ableaudit.stats.clustered import is_significant
 from ableaudit.stats.paired import significance
 from ableaudit.stats.runs import COMPARISON_STATS_SCHEMA, compare_cohorts
 
@@ -215,7 +216,8 @@ def judge_drop_checks(
 ) -> list[dict]:
     """Per run and rubric judge: the significance tests of the run's own pairs, slice by slice
     (Holm over the slices of one judge); a slice fails when its judge score drops (neutral -
-    disability-aware) by more than max_drop points with a Holm-adjusted p under alpha."""
+    disability-aware) by more than max_drop points with a Holm-adjusted p (of the query-level test)
+    under alpha and a query-cluster interval that excludes 0 (``is_significant``)."""
     p = rule.params
     slice_, alpha, max_drop = p.get("slice", "disability"), p.get("alpha", 0.05), p["max_drop"]
     metric = f"judge_score:{p['judge']}" if p.get("judge") else None
@@ -261,9 +263,12 @@ def judge_drop_checks(
                     )
                 elif not math.isfinite(p_holm):
                     verdict, why = "inconclusive", f"no test: {t.reason}"
-                elif p_holm < alpha and drop > max_drop:
+                elif is_significant(p_holm, t.ci_low, t.ci_high, alpha) and drop > max_drop:
                     verdict = "fail"
-                    why = f"drop {drop:.2f} > {max_drop:g} points, Holm p {p_holm:.3g} < {alpha:g}"
+                    why = (
+                        f"drop {drop:.2f} > {max_drop:g} points, Holm p {p_holm:.3g} < {alpha:g}, "
+                        "interval excludes 0"
+                    )
                 else:
                     verdict = "pass"
                     why = f"drop {drop:.2f} points, Holm p {p_holm:.3g}"

@@ -1,6 +1,6 @@
 """The images of a vision audit: loading an image set, checking it, landing it in ``raw.images``.
 
-Two ways in, one table out:
+Three ways in, one table out:
 
 * ``load_pairs_tree(root)`` reads the PAIRS dataset (Fraser & Kiritchenko 2024)
   from a local folder laid out as ``{occupations,status,potential_crime}/<scenario>/<race>_<gender>[n].png``.
@@ -11,8 +11,10 @@ Two ways in, one table out:
   with one row per image: ``image_id, path, scenario, gender, race``, an
   optional ``category``, and any other columns (kept as identity columns in
   ``extra_json``).
+* ``ableaudit.ingest.coco.load_coco`` keeps the images of a COCO annotations
+  file that show one visible person, and says why it dropped each other one.
 
-Either way every problem is collected first (a badly named file, a missing
+Each way, every problem is collected first (a badly named file, a missing
 file, a path escaping the image root, a file that is not an image, a file over
 the byte cap, checked by its size before it is read (``max_bytes``; default
 ableaudit.media.max_image_bytes()), a header that cannot be read or claims more
@@ -96,6 +98,8 @@ class LoadedImages:
     skipped: list[str] = field(
         default_factory=list
     )  # hidden files and folders, named for the report
+    candidates: list[dict[str, Any]] | None = None
+    """Rows of raw.image_candidates: every image a filtering loader (COCO) considered."""
 
     def summary(self) -> str:
         by_cat: dict[str, int] = {}
@@ -458,22 +462,46 @@ def land_images(
                 report.unchanged += 1
         gone = [i for i in existing if i not in new_ids]
         report.removed = len(gone)
+        candidates = _changed_candidates(con, loaded)
     finally:
         con.close()
-    if to_write or gone:
+    if to_write or gone or candidates is not None:
         replace_images(
             warehouse,
             loaded.image_set,
             to_write,
             gone + [r["image_id"] for r in to_write if r["image_id"] in existing],
+            candidates=candidates,
         )
     return report
 
 
+def _changed_candidates(con: Any, loaded: LoadedImages) -> list[dict[str, Any]] | None:
+    """The loaded set's raw.image_candidates rows when they differ from the landed ones, else None."""
+    if loaded.candidates is None:
+        return None
+    cols = [c.name for c in raw_schema.table("image_candidates").landed()]
+    landed = con.execute(
+        f"select {', '.join(cols)} from raw.image_candidates where image_set = ?",
+        [loaded.image_set],
+    ).fetchall()
+    new = {tuple(r[c] for c in cols) for r in loaded.candidates}
+    return None if set(landed) == new else loaded.candidates
+
+
 def load_image_set(
-    image_set: str, image_root: str | Path, manifest: str | Path | None = None
+    image_set: str,
+    image_root: str | Path,
+    manifest: str | Path | None = None,
+    warehouse: str | Path | None = None,
 ) -> LoadedImages:
-    """The PAIRS tree under ``image_root``, or the manifest's images when a manifest is given."""
+    """The PAIRS tree under ``image_root``, or the manifest's images when a manifest is given: a CSV,
+    or a COCO ``instances_*.json`` filtered with the settings the set was imported with
+    (``ableaudit import coco``; the defaults when it was not)."""
+    if manifest and Path(manifest).suffix.lower() == ".json":
+        from ableaudit.ingest.coco import landed_filter, load_coco
+
+        return load_coco(manifest, image_root, image_set, landed_filter(warehouse, image_set))
     if manifest:
         return load_manifest_csv(manifest, image_root, image_set)
     return load_pairs_tree(image_root, image_set)

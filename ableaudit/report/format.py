@@ -154,9 +154,11 @@ def shaded(
     href: str | None = None,
     link_label: str | None = None,
     note: str | None = None,
+    more: tuple[tuple[str, str, Source], ...] = (),
 ) -> Cell:
     """A numeric cell with its shade and the matching text colour."""
     return Cell(
+        more=more,
         text=text,
         source=source,
         numeric=True,

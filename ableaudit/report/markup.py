@@ -43,6 +43,8 @@ def cell(prov: Provenance, c: Cell) -> Markup:
     if c.shade:
         attrs += f' style="background-color:{escape(c.shade)};color:{escape(c.ink)}"'
     inner = value(prov, c.text, c.source)
+    for words, text, source in c.more:
+        inner += Markup(f'<span class="more">{escape(words)}{value(prov, text, source)}</span>')
     if c.href:
         label = f' aria-label="{escape(c.link_label)}"' if c.link_label else ""
         inner = Markup(f'<a href="{escape(c.href)}"{label}>{inner}</a>')

@@ -80,6 +80,9 @@ class Cell:
     """A short text after the figure (a marker such as 'significant', a direction word)."""
     header: bool = False
     """A row header (th scope=row)."""
+    more: tuple[tuple[str, str, Source], ...] = ()
+    """Further figures printed after the main one, each (words before it, figure, provenance):
+    a shaded rate's n and interval."""
 
 
 @dataclass(frozen=True)

@@ -211,9 +211,12 @@ def _pages(
         title="Significance: every slice",
         root="",
         prov=Provenance(),
-        intro="Every row of the significance mart: paired t-tests per model, arm, metric and slice (overall, "
-        "domain, disability), with Holm and Benjamini-Hochberg adjusted p and the 95 % bootstrap interval "
-        "of the mean shift (disability-aware minus neutral score).",
+        intro="Every row of the significance mart, per model, arm, metric and slice (overall, domain, "
+        "disability): the t-test of the per-query mean shifts with Holm and Benjamini-Hochberg adjusted p, the "
+        "95 % bootstrap interval of the mean shift (disability-aware minus neutral score, whole queries "
+        "resampled), whether the shift is significant (adjusted p < 0.05 and an interval that excludes 0), "
+        "the smallest shift the test detects with 80 % power, and the papers' t-test on pairs taken as "
+        "independent.",
         table=Table(
             "Paired tests of every slice (significance)",
             sec.SIG_COLUMNS,

@@ -180,7 +180,9 @@ def headline(ctx: Context) -> Section:
             "Each rate carries its 95 % Wilson interval (degradation mart, pairs taken as independent); the shift's "
             "interval is the bootstrap interval of the mean shift (significance mart), resampling whole queries. "
             "'Significant' means "
-            f"Holm-adjusted p < {ALPHA} for the paired t-test over that model, arm and metric's slices."
+            f"Holm-adjusted p < {ALPHA} for the t-test of the per-query mean shifts (each query counts once, "
+            "however many pairs share its neutral answer) AND a shift interval that excludes 0 "
+            "(significance mart, column significant)."
         )
     )
     sig_key = ["task", "model_id", "arm", "query_set", "metric"]
@@ -204,7 +206,7 @@ def headline(ctx: Context) -> Section:
                 else None
             )
             ssrc = lambda col, sk=sk: Source("significance", col, sk) if sk else None
-            significant = s is not None and fmt.is_finite(s.p_holm) and float(s.p_holm) < ALPHA
+            significant = s is not None and bool(s.significant)
             rows.append(
                 [
                     fmt.row_header(r.model_id),
@@ -440,13 +442,84 @@ def _rate_cell(
         k = key_of(r, ["task", "model_id", "arm", "query_set", "metric", "slice", "slice_value"])
         rate, n, relation, column = r.degradation_pct, r.n_pairs, "degradation", "degradation_pct"
         desc = f"degraded on {_metric_label(measure)}"
+    low, high = _RATE_CI[relation]
+    interval = fmt.interval(getattr(r, low), getattr(r, high), 1, sign=False)
+    more = (
+        (" n ", fmt.count(n), Source(relation, _RATE_N[relation], k)),
+        (" ", interval, Source(relation, f"{low}|{high}", k)),
+    )
     return fmt.shaded(
         fmt.pct(rate),
         rate,
         Source(relation, column, k),
-        colour=fmt.rate_colour(rate),
+        # shaded by the interval's lower end: a darker cell is one whose rate is surely larger
+        colour=fmt.rate_colour(getattr(r, low)),
         href=ctx.link(task, query_set, model, arm=arm, **filters),
-        link_label=f"{what}: {fmt.pct(rate)} % of {fmt.count(n)} pairs {desc}; show the pairs",
+        link_label=f"{what}: {fmt.pct(rate)} % of {fmt.count(n)} pairs {desc}, 95 % interval "
+        f"{interval}; show the pairs",
+        more=more,
+    )
+
+
+_RATE_CI = {
+    "degradation": ("degradation_ci_low_pct", "degradation_ci_high_pct"),
+    "interpretive_shift": ("yes_ci_low_pct", "yes_ci_high_pct"),
+}
+_RATE_N = {"degradation": "n_pairs", "interpretive_shift": "n_pairs_judged"}
+
+
+HETEROGENEITY_KEY = ["task", "model_id", "arm", "query_set", "metric", "factor"]
+
+
+def _heterogeneity_table(
+    het: pd.DataFrame, task: str, query_set: str, factor: str, label: str
+) -> Table | None:
+    """Do the rates of one factor's levels differ at all? The heterogeneity mart's test, the worst
+    and best level and the gap's interval, per model, arm and metric."""
+    if het.empty:
+        return None
+    h = het[(het.task == task) & (het.query_set == query_set) & (het.factor == factor)]
+    if h.empty:
+        return None
+    rows = []
+    for r in h.sort_values(["model_id", "arm", "metric"]).itertuples():
+        k = key_of(r._asdict(), HETEROGENEITY_KEY)
+        src = lambda col, k=k: Source("heterogeneity", col, k)
+        rows.append(
+            [
+                fmt.row_header(r.model_id),
+                fmt.row_header(r.arm),
+                fmt.row_header(_metric_label(r.metric)),
+                fmt.fig(fmt.pvalue(r.p_value), src("p_value")),
+                fmt.label(r.worst_level),
+                fmt.fig(fmt.pct(r.worst_pct), src("worst_pct")),
+                fmt.label(r.best_level),
+                fmt.fig(fmt.pct(r.best_pct), src("best_pct")),
+                fmt.fig(fmt.pct(r.gap_pct), src("gap_pct")),
+                _ci_cell(r._asdict(), "gap_ci_low", "gap_ci_high", "heterogeneity", k, 1, False),
+            ]
+        )
+    test = (
+        "Cochran's Q on the pairs of each neutral answer"
+        if factor == "disability"
+        else ("one-way ANOVA of the per-query rates")
+    )
+    return Table(
+        caption=f"Do the {label} rates differ? ({task}, {query_set}; {test})",
+        columns=[
+            "Model",
+            "Arm",
+            "Metric",
+            "p (rates equal)",
+            f"Worst {label}",
+            "Its rate (%)",
+            f"Best {label}",
+            "Its rate (%)",
+            "Gap (points)",
+            "95 % CI of the gap (whole queries resampled)",
+        ],
+        rows=rows,
+        row_headers=3,
     )
 
 
@@ -460,6 +533,7 @@ def shaded_tables(ctx: Context) -> Section:
     )
     deg = m.frame("degradation")
     shift = m.frame("interpretive_shift")
+    het = m.frame("heterogeneity")
     if deg.empty and shift.empty:
         section.empty = (
             "The degradation and interpretive_shift marts are empty: audit a model and run "
@@ -471,7 +545,11 @@ def shaded_tables(ctx: Context) -> Section:
         Paragraph(
             "Cells print the rate in %: for a metric, the share of counted pairs whose disability-aware answer is "
             "degraded (Eq. 1); for a judge dimension (interpret, stereotype, framing, abstain), the share of judged pairs "
-            "the contrastive judge labels Yes. Each cell links to the pairs behind it."
+            "the contrastive judge labels Yes; then n, the pairs counted, and the rate's 95 % Wilson interval. A cell is "
+            "shaded by the lower end of its interval, not by the rate: a cell is darker than another only where its rate "
+            "is surely at least that large, so 2 of 12 pairs (16.7 %, [4.7, 44.8]) is barely darker than 0 of 12. "
+            "Whether the categories or domains differ at all is tested in the heterogeneity mart. "
+            "Each cell links to the pairs behind it."
         )
     )
     deg_idx = {
@@ -595,6 +673,9 @@ def shaded_tables(ctx: Context) -> Section:
                         legend=fmt.RATE_LEGEND,
                     )
                 )
+            differ = _heterogeneity_table(het, task, query_set, slice_, label)
+            if differ is not None:
+                section.blocks.append(differ)
         if task == "vision":
             values = sorted(
                 set(d[d.slice == "disability"].slice_value)
@@ -905,9 +986,12 @@ def significance_rows(sig: pd.DataFrame) -> list[list[Cell]]:
                 fmt.fig(fmt.number(r.mean_disability, 3), src("mean_disability")),
                 fmt.fig(fmt.signed(r.mean_diff, 3), src("mean_diff")),
                 _ci_cell(r._asdict(), "ci_low", "ci_high", "significance", k, 3),
-                fmt.fig(fmt.pvalue(r.t_p), src("t_p")),
+                fmt.fig(fmt.pvalue(r.query_t_p), src("query_t_p")),
                 fmt.fig(fmt.pvalue(r.p_holm), src("p_holm")),
                 fmt.fig(fmt.pvalue(r.p_bh), src("p_bh")),
+                fmt.label("yes" if r.significant else "no"),
+                fmt.fig(fmt.number(r.min_detectable_diff, 3), src("min_detectable_diff")),
+                fmt.fig(fmt.pvalue(r.paper_t_p), src("paper_t_p")),
                 fmt.fig(fmt.number(r.cohen_dz), src("cohen_dz")),
                 fmt.label(r.reason if not fmt.missing(r.reason) else ""),
             ]
@@ -925,9 +1009,12 @@ SIG_COLUMNS = [
     "Mean disability",
     "Shift",
     "95 % CI of the shift",
-    "t-test p",
+    "Query-level t-test p",
     "Holm p",
     "BH p",
+    "Significant",
+    "Smallest shift detectable (80 % power)",
+    "Paper's t-test p (pairs as independent)",
     "Cohen's dz",
     "Why a value is missing",
 ]
@@ -939,8 +1026,9 @@ def significance(ctx: Context) -> Section:
         "significance",
         "Significance",
         "Is the shift between neutral and disability-aware scores "
-        "real? Paired t-tests with Holm and Benjamini-Hochberg adjusted p, and the bootstrap interval "
-        "of the mean shift per slice.",
+        "real? Per slice: the t-test of the per-query mean shifts with Holm and Benjamini-Hochberg adjusted p, "
+        "the bootstrap interval of the mean shift (whole queries resampled), the smallest shift the test "
+        "would detect, and the papers' pair-level t-test for comparison with their tables.",
     )
     sig = m.frame("significance", "", "task, query_set, model_id, arm, metric, slice, slice_value")
     if sig.empty:
@@ -1329,7 +1417,7 @@ def mitigation(ctx: Context) -> Section:
     )
     me = m.frame(
         "mitigation_effect",
-        "slice = 'overall' and scope in ('all_arms', 'dpo_heldout') and n_pairs > 0",
+        "slice = 'overall' and scope in ('all_arms', 'dpo_heldout', 'dpo_unseen') and n_pairs > 0",
         "task, query_set, model_id, measure_id, arm",
     )
     if me.empty:
@@ -1343,11 +1431,12 @@ def mitigation(ctx: Context) -> Section:
         Paragraph(
             "Each table compares the baseline with every mitigation arm of one model on the same pairs: those counted in "
             "every arm (scope all_arms), or, when a DPO adapter was trained, only those of queries it never trained on "
-            "(scope dpo_heldout). Rates are of a bad outcome, so a lower rate is better: ▼ improved, ▲ regressed."
+            "(scope dpo_heldout), or for images, those whose bytes it never trained on (scope dpo_unseen). Rates are of a bad outcome, so a lower rate is better: ▼ improved, ▲ regressed."
         )
     )
     for (task, query_set, model), g in _groups(me, ["task", "query_set", "model_id"]):
-        scope = "dpo_heldout" if (g.scope == "dpo_heldout").any() else "all_arms"
+        present = set(g.scope)
+        scope = next(s for s in ("dpo_unseen", "dpo_heldout", "all_arms") if s in present)
         g = g[g.scope == scope]
         arms = _arms(g.arm)
         kinds = {r.arm: r.arm_kind for r in g.itertuples()}

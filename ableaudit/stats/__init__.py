@@ -7,6 +7,10 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
 `reason` says why; no function raises on degenerate data (only on missing columns).
 
     paired.significance          mart `significance`
+    clustered.query_t_test       the query-level test `significance` judges a slice by
+    clustered.minimum_detectable_diff / is_significant
+                                 `significance`: min_detectable_diff, significant
+    heterogeneity.heterogeneity  mart `heterogeneity`
     paired.model_comparison      mart `model_comparison`
     paired.oneway_anova          ANOVA with degenerate inputs decided exactly
     sensitivity.threshold_sensitivity
@@ -25,6 +29,7 @@ computed (n < 2, zero variance, one category only, ...) is NULL (NaN) and the ro
                                  inputs changed (`significance`)
 """
 
+from ableaudit.stats import clustered
 from ableaudit.stats.agreement import (
     ANNOTATOR_SCHEMA,
     DISPUTED_SCHEMA,
@@ -41,6 +46,8 @@ from ableaudit.stats.agreement import (
     stratified_sample,
     validate_annotations,
 )
+from ableaudit.stats.clustered import is_significant, minimum_detectable_diff, query_t_test
+from ableaudit.stats.heterogeneity import HETEROGENEITY_SCHEMA, heterogeneity
 from ableaudit.stats.paired import (
     MODEL_COMPARISON_SCHEMA,
     SIGNIFICANCE_SCHEMA,
@@ -63,6 +70,7 @@ __all__ = [
     "DISPUTED_SCHEMA",
     "EXACT_SPEARMAN_MAX_N",
     "FINAL_SCORES_SCHEMA",
+    "HETEROGENEITY_SCHEMA",
     "MODEL_COMPARISON_SCHEMA",
     "PAIRWISE_SCHEMA",
     "SCALES",
@@ -73,13 +81,18 @@ __all__ = [
     "SpearmanResult",
     "annotator_agreement",
     "cluster_bootstrap_ci",
+    "clustered",
     "disputed_items",
     "final_scores",
+    "heterogeneity",
+    "is_significant",
     "kind_pair",
+    "minimum_detectable_diff",
     "model_comparison",
     "normalize_labels",
     "oneway_anova",
     "pairwise_agreement",
+    "query_t_test",
     "sample_shortfall",
     "scaling",
     "scaling_points",

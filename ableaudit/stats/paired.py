@@ -11,36 +11,56 @@ slice_value), slices 'overall' (slice_value 'all'), 'domain' and 'disability'
 (optionally 'domain_disability', value 'domain|disability'), with the columns of
 SIGNIFICANCE_SCHEMA:
 
-    n_pairs, n_clusters      pairs and distinct clusters in the slice
+    n_pairs, n_clusters      pairs and distinct clusters (queries) in the slice
     mean_neutral, mean_disability, mean_diff, sd_diff
                              mean_diff = mean(disability - neutral); NOT direction
                              adjusted: for a higher_is_better metric a negative
                              mean_diff is a degradation, for lower_is_better a positive one
-    t_stat, t_p              scipy.stats.ttest_rel(disability, neutral), two-sided; the
-                             sign of t is the sign of mean_diff. (AccessEval Table 7 reports
-                             ttest_rel(NQ, DQ): the same p, t with the opposite sign.)
-    anova_f, anova_p         one-way ANOVA of the two conditions as two independent groups,
-                             as the papers report (it ignores the pairing; t_p is the paired
-                             test). Degenerate cases are decided before scipy.stats.f_oneway
-                             (oneway_anova): equal group means with some spread give exactly
-                             F = 0, p = 1; no spread within either group gives NULL (F's
-                             denominator is 0) with a reason; F is never negative
-    cohen_dz                 mean(diff) / sd(diff, ddof=1)  (= t / sqrt(n))
+
+  The test the slice is judged by (pairs of one query are not independent: in the overall
+  and domain slices one neutral answer serves up to nine pairs; see ableaudit.stats.clustered
+  and bench/null_simulation.py):
+    query_t_stat, query_t_p  one-sample t-test of the per-cluster mean differences against 0
+                             (scipy ttest_1samp; n_clusters - 1 degrees of freedom)
+    p_holm, p_bh             query_t_p adjusted (statsmodels multipletests 'holm' and
+                             'fdr_bh') over all slices of one (task, model_id, arm, metric)
+                             that have a query_t_p
+    ci_low, ci_high          95% percentile CI of mean_diff from a cluster bootstrap: whole
+                             clusters (queries / images) are resampled with replacement,
+                             n_boot times; the statistic is the pair-weighted mean difference
+    significant              p_holm < alpha AND [ci_low, ci_high] excludes 0 (false when
+                             either is missing): never true beside an interval containing 0
+    min_detectable_diff      the smallest |mean shift| the query-level test detects at alpha
+                             with 80% power, given the spread of the per-query means
+                             (statsmodels TTestPower, noncentral t)
+
+  Effect sizes:
+    cohen_dz                 mean(diff) / sd(diff, ddof=1)  (= paper_t_stat / sqrt(n))
     cohen_d_pooled           (mean_disability - mean_neutral) / sqrt((sd_n^2 + sd_d^2) / 2),
                              sds with ddof=1: the classical pooled-SD Cohen's d for two equal
                              groups (= Lakens' d_av with root-mean-square SD); ignores pairing;
                              exactly 0 when the means are equal
-    wilcoxon_p               scipy.stats.wilcoxon(diff), two-sided, zero differences dropped
-                             (zero_method='wilcox'), the method scipy's 'auto' picks
-    wilcoxon_method          which: 'exact' (exact null distribution, n <= 50 without zeros or
+
+  The papers' tests, on pairs taken as independent (to reproduce their tables; they
+  overstate the evidence wherever pairs share a query):
+    paper_t_stat, paper_t_p  scipy.stats.ttest_rel(disability, neutral), two-sided; the
+                             sign of t is the sign of mean_diff. (AccessEval Table 7 reports
+                             ttest_rel(NQ, DQ): the same p, t with the opposite sign.)
+    paper_anova_f, paper_anova_p
+                             one-way ANOVA of the two conditions as two independent groups,
+                             as the vision paper reports (it ignores the pairing too).
+                             Degenerate cases are decided before scipy.stats.f_oneway
+                             (oneway_anova): equal group means with some spread give exactly
+                             F = 0, p = 1; no spread within either group gives NULL (F's
+                             denominator is 0) with a reason; F is never negative
+    pair_wilcoxon_p          scipy.stats.wilcoxon(diff) over pairs, two-sided, zero
+                             differences dropped (zero_method='wilcox'), the method scipy's
+                             'auto' picks
+    pair_wilcoxon_method     which: 'exact' (exact null distribution, n <= 50 without zeros or
                              ties), 'exact_permutation' (all 2^n sign flips, n <= 13 with zeros
                              or ties; computed here vectorised, same p), 'normal_approx' (else)
-    p_holm, p_bh             t_p adjusted (statsmodels multipletests 'holm' and 'fdr_bh')
-                             over all slices of one (task, model_id, arm, metric) that have a t_p
-    ci_low, ci_high          95% percentile CI of mean_diff from a cluster bootstrap: whole
-                             clusters (queries / images) are resampled with replacement,
-                             n_boot times; the statistic is the pair-weighted mean difference
-    reason                   why any statistic above is NULL ('t_test: n<2; ...'), else NULL
+    reason                   why any statistic above is NULL ('paper_t_test: n<2; ...'),
+                             else NULL
 
 `model_comparison()` returns one row per (task, arm, metric): a one-way ANOVA of the
 per-pair differences across models (MODEL_COMPARISON_SCHEMA), with the same
@@ -69,6 +89,12 @@ from ableaudit.stats._common import (
     stable_seed,
     typed_frame,
 )
+from ableaudit.stats.clustered import (
+    cluster_means,
+    detectable_diff_of_means,
+    is_significant,
+    t_test_of_means,
+)
 
 GROUP_KEYS = ["task", "model_id", "arm", "metric"]
 SLICES = ("overall", "domain", "disability")
@@ -96,18 +122,22 @@ SIGNIFICANCE_SCHEMA: dict[str, str] = {
     "mean_disability": "float64",
     "mean_diff": "float64",
     "sd_diff": "float64",
-    "t_stat": "float64",
-    "t_p": "float64",
-    "anova_f": "float64",
-    "anova_p": "float64",
-    "cohen_dz": "float64",
-    "cohen_d_pooled": "float64",
-    "wilcoxon_p": "float64",
-    "wilcoxon_method": "str",
+    "query_t_stat": "float64",
+    "query_t_p": "float64",
     "p_holm": "float64",
     "p_bh": "float64",
     "ci_low": "float64",
     "ci_high": "float64",
+    "significant": "bool",
+    "min_detectable_diff": "float64",
+    "cohen_dz": "float64",
+    "cohen_d_pooled": "float64",
+    "paper_t_stat": "float64",
+    "paper_t_p": "float64",
+    "paper_anova_f": "float64",
+    "paper_anova_p": "float64",
+    "pair_wilcoxon_p": "float64",
+    "pair_wilcoxon_method": "str",
     "reason": "str",
 }
 
@@ -273,37 +303,37 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
         "mean_disability": float(np.mean(disability)) if n else nan,
         "mean_diff": float(np.mean(diff)) if n else nan,
         "sd_diff": float(np.std(diff, ddof=1)) if n >= 2 else nan,
-        "t_stat": nan,
-        "t_p": nan,
-        "anova_f": nan,
-        "anova_p": nan,
+        "paper_t_stat": nan,
+        "paper_t_p": nan,
+        "paper_anova_f": nan,
+        "paper_anova_p": nan,
         "cohen_dz": nan,
         "cohen_d_pooled": nan,
-        "wilcoxon_p": nan,
-        "wilcoxon_method": None,
+        "pair_wilcoxon_p": nan,
+        "pair_wilcoxon_method": None,
     }
     if n < 2:
-        for stat in ("t_test", "anova", "cohen_dz", "cohen_d_pooled", "wilcoxon"):
+        for stat in ("paper_t_test", "paper_anova", "cohen_dz", "cohen_d_pooled", "pair_wilcoxon"):
             why.add(stat, "n<2")
         return row, why
 
     # paired t-test and d_z share the sd of the differences
     if is_zero_sd(diff):
         row["sd_diff"] = 0.0
-        why.add("t_test", "zero variance of differences")
+        why.add("paper_t_test", "zero variance of differences")
         why.add("cohen_dz", "zero variance of differences")
     else:
         res, warns, err = quiet_call(stats.ttest_rel, disability, neutral)
         if res is not None:
-            row["t_stat"], row["t_p"] = finite(res.statistic), finite(res.pvalue)
-        if np.isnan(row["t_p"]):
-            why.add("t_test", str(err) if err else (warns[0] if warns else "undefined"))
+            row["paper_t_stat"], row["paper_t_p"] = finite(res.statistic), finite(res.pvalue)
+        if np.isnan(row["paper_t_p"]):
+            why.add("paper_t_test", str(err) if err else (warns[0] if warns else "undefined"))
         row["cohen_dz"] = float(np.mean(diff) / np.std(diff, ddof=1))
 
     # two-group one-way ANOVA (degenerate cases decided by oneway_anova) and pooled d
-    row["anova_f"], row["anova_p"], anova_why = oneway_anova([neutral, disability])
+    row["paper_anova_f"], row["paper_anova_p"], anova_why = oneway_anova([neutral, disability])
     if anova_why:
-        why.add("anova", anova_why)
+        why.add("paper_anova", anova_why)
     if all(is_zero_sd(v) for v in (neutral, disability)):
         why.add("cohen_d_pooled", "zero variance within both conditions (no pooled sd)")
     elif equal_means([neutral, disability]):
@@ -315,23 +345,23 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
     # Wilcoxon signed-rank: zeros are dropped, so it needs a non-zero difference
     nonzero = np.abs(diff) > 1e-12 * max(1.0, float(np.max(np.abs(diff))))
     if not nonzero.any():
-        why.add("wilcoxon", "all differences zero")
+        why.add("pair_wilcoxon", "all differences zero")
     else:
         d = np.where(nonzero, diff, 0.0)  # float dust becomes an exact zero
         method = wilcoxon_method(d)
         res, warns, err = None, [], None
         if method == WILCOXON_PERMUTATION:
-            row["wilcoxon_p"] = wilcoxon_exact_permutation_p(d)
+            row["pair_wilcoxon_p"] = wilcoxon_exact_permutation_p(d)
         else:
             res, warns, err = quiet_call(
                 stats.wilcoxon, d, method="exact" if method == WILCOXON_EXACT else "asymptotic"
             )
         if res is not None:
-            row["wilcoxon_p"] = finite(res.pvalue)
-        if np.isnan(row["wilcoxon_p"]):
-            why.add("wilcoxon", str(err) if err else (warns[0] if warns else "undefined"))
+            row["pair_wilcoxon_p"] = finite(res.pvalue)
+        if np.isnan(row["pair_wilcoxon_p"]):
+            why.add("pair_wilcoxon", str(err) if err else (warns[0] if warns else "undefined"))
         else:
-            row["wilcoxon_method"] = method
+            row["pair_wilcoxon_method"] = method
     return row, why
 
 
@@ -408,6 +438,13 @@ def significance(
             )
             if ci_why:
                 why.add("bootstrap_ci", ci_why)
+            means = cluster_means(disability - neutral, g["_cluster"].to_numpy())
+            row["query_t_stat"], row["query_t_p"], t_why = t_test_of_means(means)
+            if t_why:
+                why.add("query_t_test", t_why)
+            row["min_detectable_diff"], mde_why = detectable_diff_of_means(means, 1.0 - level)
+            if mde_why:
+                why.add("min_detectable_diff", mde_why)
             directions = g["direction"].dropna().unique()
             row.update(
                 dict(zip(GROUP_KEYS, key[:4])),
@@ -429,11 +466,15 @@ def significance(
     out["p_holm"] = np.nan
     out["p_bh"] = np.nan
     for _, idx in out.groupby(GROUP_KEYS, sort=False, dropna=False).groups.items():
-        out.loc[idx, "p_holm"] = _adjust(out.loc[idx, "t_p"], "holm")
-        out.loc[idx, "p_bh"] = _adjust(out.loc[idx, "t_p"], "fdr_bh")
+        out.loc[idx, "p_holm"] = _adjust(out.loc[idx, "query_t_p"], "holm")
+        out.loc[idx, "p_bh"] = _adjust(out.loc[idx, "query_t_p"], "fdr_bh")
+    out["significant"] = [
+        is_significant(p, low, high, alpha=1.0 - level)
+        for p, low, high in zip(out["p_holm"], out["ci_low"], out["ci_high"], strict=True)
+    ]
     for i, why in out["reason"].items():
-        if np.isnan(out.at[i, "t_p"]):
-            why.add("p_holm/p_bh", "no t_p")
+        if np.isnan(out.at[i, "query_t_p"]):
+            why.add("p_holm/p_bh", "no query_t_p")
         out.at[i, "reason"] = why.text
     return typed_frame(out, SIGNIFICANCE_SCHEMA)
 

@@ -5,8 +5,9 @@ the rows of one group (e.g. one task, model, arm, query set and metric) depend o
 group's input rows and the settings alone. Each output row carries the group's
 `inputs_fingerprint`: a digest of the group's input rows (as a multiset: the statistics
 sort their input, so row order does not matter), the settings (vars such as
-bootstrap_samples and bootstrap_seed) and the code (the statistics modules' source and the
-versions of the numerical libraries). A build reads the previous table (dbt's `this`),
+bootstrap_samples and bootstrap_seed) and the code (``code_digest``: the model's own source,
+compiled by dbt with its config, vars and reuse key, every ``ableaudit`` module it imports, and
+the versions of the libraries those import). A build reads the previous table (dbt's `this`),
 keeps the rows of every group whose fingerprint is unchanged, and computes the others.
 Every random stream is seeded per slice (`_common.stable_seed`), so a group computed now
 equals the same group computed in a full recompute, bit for bit.
@@ -26,7 +27,6 @@ import hashlib
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -34,21 +34,18 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from ableaudit.dbt import code as _code
+
 FINGERPRINT = "inputs_fingerprint"
 """The column of a reusing mart that holds its group's fingerprint."""
 
-_LIBRARIES = ("numpy", "pandas", "scipy", "statsmodels")
 
-
-def code_digest(*modules: ModuleType) -> str:
-    """A digest of the modules' source and the numerical libraries' versions: a change to either
-    invalidates every reused row."""
-    h = hashlib.sha256()
-    for module in (*modules, __import__("ableaudit.stats._common", fromlist=["_"])):
-        h.update(Path(module.__file__).read_bytes())
-    for name in _LIBRARIES:
-        h.update(f"{name}=={metadata.version(name)}".encode())
-    return h.hexdigest()
+def code_digest(*modules: ModuleType | str | Path) -> str:
+    """A digest of the code of ``modules`` (modules, or source files such as a compiled dbt
+    Python model, whose ``__file__`` it is): their source, that of every ``ableaudit`` module they
+    import, and the versions of the libraries those import (``ableaudit.dbt.code``). A change to
+    any of them invalidates every reused row."""
+    return _code.code_digest(*modules)
 
 
 def fingerprints(

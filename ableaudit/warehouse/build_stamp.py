@@ -4,15 +4,21 @@ A build's tables, published copy and report are a function of what it reads:
 the raw layer, the dbt project, this package's code, the installed libraries,
 the settings (dbt vars, ``ABLEAUDIT_*`` and ``DBT_*`` variables, the files a
 var names) and the Regard classifier it would load. After a build that
-succeeded end to end (dbt, publish, report), a stamp beside the warehouse
-(``<warehouse>.build.json``) records a digest of each of those inputs and of
-what the build left (the warehouse's relations and their sizes, the published
-copy, the report). The next build with the same digests and the same outputs
-in place has nothing to change: it is skipped in about a second, where a dbt
-run over an unchanged warehouse of a million generations would recompute its
-statistics marts and publish every table again. ``ableaudit build --force``
-builds anyway; anything else that differs (one new landing, a forgotten one,
-a changed var, model file or library) builds as before.
+succeeded end to end (dbt, publish, report), a stamp inside the warehouse
+(table ``dbt_state.build_stamp``, never published) records a digest of each of
+those inputs, of what the build left (the warehouse's relations and their sizes,
+the published copy and the report, by their paths relative to the warehouse's
+folder), and the id of the dbt invocation that built it. The next build with the
+same digests and the same outputs in place has nothing to change: it is skipped in
+about a second. ``ableaudit build --force`` builds anyway.
+
+The stamp holds only while the last dbt command recorded in the warehouse
+(``dbt_state.invocations``, macro record_invocation, written when a command starts)
+is the build that wrote it. So a file that was never built has no stamp; a restored
+or copied file carries the stamp of its own build, with its own project digest; and
+a `dbt build --vars ...`, a `dbt seed`, an `ableaudit gate` or a training flow's build,
+even one stopped midway, leaves no stamp to trust: the next build is a full one, and
+restores what the project builds by default.
 
 The digest of the raw layer is read by DuckDB: the row count and the sum of a
 hash of every row of every raw table, so an edit made outside the landing
@@ -58,10 +64,6 @@ _LOCATIONS = {
 """Where the warehouse and dbt's logs and artifacts are, and how much memory DuckDB may use,
 not what a build computes: a warehouse copied or moved elsewhere, or built under another
 memory limit, keeps its stamp."""
-
-
-def stamp_path(warehouse: Path) -> Path:
-    return warehouse.with_name(warehouse.name + ".build.json")
 
 
 def digest_files(digest: Any, root: Path, paths: Iterable[Path]) -> None:
@@ -170,38 +172,78 @@ def raw_digest(warehouse: Path, tables: Mapping[str, str] | None = None) -> str:
     return hashlib.sha256(repr(sorted(tables.items())).encode()).hexdigest()
 
 
+STAMP = "dbt_state.build_stamp"
+"""The stamp: one row, inside the warehouse it describes (never published)."""
+
+INVOCATIONS = "dbt_state.invocations"
+"""Every dbt command that ran on the warehouse (macro record_invocation)."""
+
+_BOOKKEEPING = ("build_stamp", "invocations")
+"""The dbt_state tables that describe builds, not what a build computes."""
+
+
+def exists(con: Any, table: str) -> bool:
+    """Whether ``table`` (schema.name) is in the warehouse of ``con`` (asked of the catalog: a
+    query of a missing table would look for a Python variable of its name)."""
+    schema, name = table.split(".")
+    found = con.execute(
+        "select count(*) from duckdb_tables() where schema_name = ? and table_name = ?",
+        [schema, name],
+    ).fetchone()
+    return found[0] > 0
+
+
+def last_invocation(con: Any) -> str | None:
+    """The invocation id of the last dbt command that started on the warehouse of ``con``."""
+    if not exists(con, INVOCATIONS):
+        return None
+    row = con.execute(
+        f"select invocation_id from {INVOCATIONS} order by seq desc limit 1"
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _outputs(con: Any) -> str:
+    relations = con.execute(
+        "select schema_name, table_name, estimated_size, column_count from duckdb_tables() "
+        "where schema_name != 'raw' and not internal "
+        "and not (schema_name = 'dbt_state' and list_contains(?, table_name)) "
+        "union all select schema_name, view_name, null, null from duckdb_views() "
+        "where not internal order by all",
+        [list(_BOOKKEEPING)],
+    ).fetchall()
+    return hashlib.sha256(repr(relations).encode()).hexdigest()
+
+
 def outputs_digest(warehouse: Path) -> str:
     """The relations the build left outside the raw schema, with their row counts (what
-    DuckDB keeps in its catalog; no table is scanned), and the last dbt command that wrote
-    the warehouse (dbt_state.last_invocation, macro record_invocation): a dbt run started by
-    hand after the build changes it."""
-    import duckdb
-
+    DuckDB keeps in its catalog; no table is scanned)."""
     from ableaudit.warehouse import connect
 
     con = connect(warehouse, read_only=True)
     try:
-        relations = con.execute(
-            "select schema_name, table_name, estimated_size, column_count from duckdb_tables() "
-            "where schema_name != 'raw' and not internal "
-            "union all select schema_name, view_name, null, null from duckdb_views() "
-            "where not internal order by all"
-        ).fetchall()
-        try:
-            last = con.execute("select * from dbt_state.last_invocation").fetchall()
-        except duckdb.CatalogException:
-            last = None
+        return _outputs(con)
     finally:
         con.close()
-    return hashlib.sha256(repr([relations, last]).encode()).hexdigest()
 
 
-def _file_key(path: Path) -> list[Any] | None:
+def _file_key(path: Path, warehouse: Path) -> list[Any] | None:
+    """A file the build left, by its path relative to the warehouse's folder: a warehouse
+    moved or copied elsewhere names the files beside it, never those of the old folder."""
     try:
         stat = path.stat()
     except OSError:
         return None
-    return [str(path), stat.st_size, stat.st_mtime_ns]
+    return [
+        os.path.relpath(path.resolve(), warehouse.resolve().parent),
+        stat.st_size,
+        stat.st_mtime_ns,
+    ]
+
+
+def kept_path(warehouse: Path, key: list[Any]) -> Path:
+    """Where the file a stamp recorded (``_file_key``) is, for ``warehouse`` where it is now."""
+    return Path(os.path.normpath(warehouse.resolve().parent / key[0]))
 
 
 def inputs(warehouse: Path, vars: str | None) -> dict[str, Any]:
@@ -218,10 +260,26 @@ def inputs(warehouse: Path, vars: str | None) -> dict[str, Any]:
 
 
 def last_stamp(warehouse: Path) -> dict[str, Any] | None:
-    """The stamp of the last build of ``warehouse`` that succeeded, or None."""
+    """The stamp of the last build of ``warehouse`` that succeeded, or None: none when the file
+    holds none (a new file, one never built by `ableaudit build`), or when another dbt command
+    ran on it since that build (other vars, a selection, a seed, one stopped midway)."""
+    from ableaudit.warehouse import connect
+
+    if not warehouse.is_file():
+        return None
+    con = connect(warehouse, read_only=True)
     try:
-        stamp = json.loads(stamp_path(warehouse).read_text())
-    except (OSError, ValueError):
+        if not exists(con, STAMP):
+            return None
+        row = con.execute(f"select invocation_id, stamp from {STAMP}").fetchone()
+        last = last_invocation(con)
+    finally:
+        con.close()
+    if row is None or row[0] is None or row[0] != last:
+        return None
+    try:
+        stamp = json.loads(row[1])
+    except ValueError:
         return None
     return stamp if isinstance(stamp, dict) and isinstance(stamp.get("inputs"), dict) else None
 
@@ -270,7 +328,7 @@ def unchanged(
         return None
     for kept in ("published", "report"):
         recorded = stamp.get(kept)
-        if not recorded or _file_key(Path(recorded[0])) != recorded:
+        if not recorded or _file_key(kept_path(warehouse, recorded), warehouse) != recorded:
             return None
     if stamp.get("outputs") != outputs_digest(warehouse):
         return None
@@ -284,24 +342,46 @@ def record(
     storage_version: str | None,
     published: Path,
     report: Path,
-) -> None:
-    """Write the stamp of a build that succeeded; a folder we cannot write only means the
-    next build runs in full."""
-    stamp = {
-        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "inputs": dict(current),
-        "all_tests": all_tests,
-        "storage_version": storage_version,
-        "outputs": outputs_digest(warehouse),
-        "published": _file_key(published),
-        "report": _file_key(report),
-    }
+    invocation_id: str | None,
+) -> bool:
+    """Write the stamp of a build that succeeded into the warehouse, tied to the dbt
+    invocation that built it (``invocation_id``; None: the last one recorded). When another
+    dbt command ran on the warehouse since, nothing is written (the next build runs in full);
+    False then."""
+    from ableaudit.warehouse import connect
+
+    con = connect(warehouse)
     try:
-        stamp_path(warehouse).write_text(json.dumps(stamp, indent=1))
-    except OSError:
-        pass
+        last = last_invocation(con)
+        if last is None or (invocation_id is not None and last != invocation_id):
+            con.execute(f"drop table if exists {STAMP}")
+            return False
+        stamp = {
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "inputs": dict(current),
+            "all_tests": all_tests,
+            "storage_version": storage_version,
+            "outputs": _outputs(con),
+            "published": _file_key(published, warehouse),
+            "report": _file_key(report, warehouse),
+        }
+        con.execute(
+            f"create or replace table {STAMP} as select ? as invocation_id, ? as stamp",
+            [last, json.dumps(stamp)],
+        )
+    finally:
+        con.close()
+    return True
 
 
 def forget(warehouse: Path) -> None:
     """Drop the stamp (before a build starts: a failed build must not leave one behind)."""
-    stamp_path(warehouse).unlink(missing_ok=True)
+    from ableaudit.warehouse import connect
+
+    if not warehouse.is_file():
+        return
+    con = connect(warehouse)
+    try:
+        con.execute(f"drop table if exists {STAMP}")
+    finally:
+        con.close()

@@ -1047,11 +1047,21 @@ def replace_images(
     image_set: str,
     rows: Sequence[dict[str, Any]],
     stale_ids: Sequence[str],
+    candidates: Sequence[dict[str, Any]] | None = None,
 ) -> None:
-    """Remove ``stale_ids`` of ``image_set`` and insert ``rows`` (validated by the caller)."""
+    """Remove ``stale_ids`` of ``image_set`` and insert ``rows`` (validated by the caller); with
+    ``candidates``, make them the set's raw.image_candidates in the same transaction."""
     images = raw_schema.table("images").arrow_columns()
     with writing(warehouse) as con:
         landing_id, own = _landing_for(con, "images", f"image set {image_set}")
+        if candidates is not None:
+            con.execute("delete from raw.image_candidates where image_set = ?", [image_set])
+            columns = raw_schema.table("image_candidates").arrow_columns()
+            con.register("incoming_candidates", _arrow(candidates, columns, landing_id))
+            cols = ", ".join(columns)
+            con.execute(
+                f"insert into raw.image_candidates ({cols}) select {cols} from incoming_candidates"
+            )
         if stale_ids:
             con.executemany(
                 "delete from raw.images where image_set = ? and image_id = ?",

@@ -287,8 +287,8 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "images",
-        "The images of vision audits, one row per image set and image id, landed from a PAIRS tree or a "
-        "manifest CSV. Column tests live on stg_raw__images.",
+        "The images of vision audits, one row per image set and image id, landed from a PAIRS tree, a "
+        "manifest CSV or a COCO annotations file. Column tests live on stg_raw__images.",
         (
             _c("image_set", "varchar", "E.g. 'pairs'; a vision generation's query_set.", True),
             _c(
@@ -325,14 +325,45 @@ TABLES: tuple[Table, ...] = (
             _c(
                 "extra_json",
                 "varchar",
-                "Any other identity columns of the manifest, canonical JSON object.",
+                "Any other identity columns of the manifest; COCO: its image id, license, the "
+                "person's area share and the filter settings. Canonical JSON object.",
             ),
-            _c("loader", "varchar", "'pairs_tree' | 'manifest'.", True),
-            _c("source", "varchar", "The tree root or manifest file loaded."),
+            _c("loader", "varchar", "'pairs_tree' | 'manifest' | 'coco'.", True),
+            _c("source", "varchar", "The tree root, manifest or annotations file loaded."),
             _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
             LANDING_ID,
         ),
         primary_key=("image_set", "image_id"),
+    ),
+    Table(
+        "image_candidates",
+        "Every image a filtering loader considered for an image set (`ableaudit import coco`), kept "
+        "or dropped, with the rule that dropped it; landed with the set's raw.images rows, in one "
+        "transaction. The image_funnel mart counts them.",
+        (
+            _c("image_set", "varchar", "The image set the kept images land under.", True),
+            _c("candidate_id", "varchar", "The source's own image id (COCO: its image id).", True),
+            _c("file_name", "varchar", "The file under the image root the source names."),
+            _c("outcome", "varchar", "'kept' | 'dropped'.", True),
+            _c(
+                "reason",
+                "varchar",
+                "Why it was dropped: 'no_person' | 'crowd' | 'several_people' | "
+                "'person_too_small'; null when kept.",
+            ),
+            _c("n_people", "integer", "Person annotations that are not crowds."),
+            _c("n_crowd", "integer", "Person annotations marked iscrowd."),
+            _c(
+                "person_area_share",
+                "double",
+                "The one person's mask area over the image's area; null unless exactly one.",
+            ),
+            _c("loader", "varchar", "'coco'.", True),
+            _c("source", "varchar", "The annotations file read."),
+            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("image_set", "candidate_id"),
     ),
     Table(
         "adapters",
@@ -412,6 +443,124 @@ TABLES: tuple[Table, ...] = (
         primary_key=("text_hash", "scorer", "scorer_version"),
     ),
     Table(
+        "queryset_builds",
+        "One row per query set built by `ableaudit queryset build` (NAME@VERSION), with the config "
+        "and the generator's provenance; 'published' once its prompts are in raw.external_queries.",
+        (
+            _c("query_set", "varchar", "NAME@VERSION, the name an audit's `query_set:` gives."),
+            _c("name", "varchar", "The set's name.", True),
+            _c("version", "varchar", "The set's version.", True),
+            _c("config_json", "varchar", "The build config (URL credentials stripped).", True),
+            _c("generator_model", "varchar", "The generator's model.", True),
+            _c("generator_revision", "varchar", "What pins the generator's weights.", True),
+            _c("backend", "varchar", "The generator's backend.", True),
+            _c("prompt_version", "varchar", "Digest of the pipeline's prompts.", True),
+            _c("seed", "bigint", "The generator's sampling seed."),
+            _c("status", "varchar", "'validated' | 'published'.", True),
+            _c("published_at", "timestamp", "When its prompts were published."),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("query_set",),
+    ),
+    Table(
+        "queryset_domains",
+        "The domains a built query set covers, one row per set and domain, as its config gives them.",
+        (
+            _c("query_set", "varchar", "NAME@VERSION.", True),
+            _c("domain_id", "varchar", "The domain's id (a prompt's domain).", True),
+            _c("description", "varchar", "What the domain is, as the config says.", True),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("query_set", "domain_id"),
+    ),
+    Table(
+        "queryset_generations",
+        "One row per generator call of the query-set pipeline (personas of a domain, queries of a "
+        "persona, a leakage check), keyed by a content hash of everything that determines it; an "
+        "'error' row is replaced by a later attempt, anything else is never asked again.",
+        (
+            _c(
+                "generation_id",
+                "varchar",
+                "sha256 of generator, prompt version, messages, decoding.",
+            ),
+            _c("query_set", "varchar", "The build that first asked for it (NAME@VERSION).", True),
+            _c("stage", "varchar", "'personas' | 'queries' | 'leakage_check'.", True),
+            _c("domain", "varchar", "The domain asked about.", True),
+            _c("persona_id", "varchar", "The persona a query or check is for."),
+            _c("generator_model", "varchar", "The generator's model.", True),
+            _c("generator_revision", "varchar", "What answered, as the backend reports it."),
+            _c("backend", "varchar", "The generator's backend.", True),
+            _c("prompt_version", "varchar", "Digest of the stage's prompt.", True),
+            _c("seed", "bigint", "Sampling seed."),
+            _c("temperature", "double", "Sampling temperature."),
+            _c("max_new_tokens", "integer", "Completion cap in tokens."),
+            _c(
+                "structured",
+                "boolean",
+                "Whether the output was constrained to a JSON schema.",
+                True,
+            ),
+            _c("prompt_text", "varchar", "The user message.", True),
+            _c("status", "varchar", "'ok' | 'empty' | 'error'.", True),
+            _c("response_text", "varchar", "The generator's text; null on error."),
+            _c("error_message", "varchar", "Why the call failed."),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("generation_id",),
+    ),
+    Table(
+        "queryset_candidates",
+        "One row per candidate persona or query of a built set and what validation decided: kept, "
+        "or removed with its reason. Replaced per set on every build (identical rows stay).",
+        (
+            _c("query_set", "varchar", "NAME@VERSION.", True),
+            _c("stage", "varchar", "'personas' | 'queries'.", True),
+            _c("candidate_id", "varchar", "The persona's or query's id within the set.", True),
+            _c("domain", "varchar", "The domain.", True),
+            _c("persona_id", "varchar", "The persona (a query's; a persona's own id)."),
+            _c("persona", "varchar", "The persona's role."),
+            _c("persona_description", "varchar", "The persona's description."),
+            _c("neutral_query", "varchar", "Queries: the neutral query."),
+            _c("disability_template", "varchar", "Queries: the template with its placeholder."),
+            _c("origin", "varchar", "'generated' | 'config' (a seed persona).", True),
+            _c("generation_id", "varchar", "The generator call it came from."),
+            _c("decision", "varchar", "'kept' | 'removed'.", True),
+            _c(
+                "reason",
+                "varchar",
+                "Why removed: unparseable | empty | generic | off_domain | leakage | "
+                "leakage_llm | near_duplicate | placeholder_missing | placeholder_multiple | "
+                "placeholder_in_neutral. Null when kept.",
+            ),
+            _c("detail", "varchar", "The evidence: the term found, the near twin and similarity."),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("query_set", "stage", "candidate_id"),
+    ),
+    Table(
+        "queryset_reviews",
+        "A reviewer's decision on each query of a built set, landed by `ableaudit queryset "
+        "import-review` all or nothing: accept, reject, or edit (with the edited texts).",
+        (
+            _c("query_set", "varchar", "NAME@VERSION.", True),
+            _c("candidate_id", "varchar", "The query reviewed.", True),
+            _c("decision", "varchar", "'accept' | 'reject' | 'edit'.", True),
+            _c("neutral_query", "varchar", "The neutral query as published (edited or not)."),
+            _c("disability_template", "varchar", "The template as published (edited or not)."),
+            _c("reviewer", "varchar", "Who reviewed, as the sheet says."),
+            _c("note", "varchar", "The reviewer's note."),
+            _c("source_file", "varchar", "The review sheet."),
+            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            LANDING_ID,
+        ),
+        primary_key=("query_set", "candidate_id"),
+    ),
+    Table(
         "runs",
         "One row per audit run, with its config.",
         (
@@ -446,7 +595,8 @@ TABLES: tuple[Table, ...] = (
                 "varchar",
                 "'audit' | 'import-responses' | 'import-queries' | 'import-images' | "
                 "'import-annotations' | 'import-judgments' | 'judge' | 'adapter' | 'images' | "
-                "'score' | 'generations' | 'judgments' | 'legacy'.",
+                "'score' | 'generations' | 'judgments' | 'queryset-build' | 'queryset-review' | "
+                "'legacy'.",
                 True,
             ),
             _c("source", "varchar", "The file or folder read, or the run (e.g. 'run <id>')."),
@@ -561,9 +711,15 @@ _LEGACY_GROUPS: dict[str, tuple[str, str]] = {
     "external_queries": ("'query set ' || query_set || ' landed at ' || loaded_at", "loaded_at"),
     "annotations": ("'annotations ' || coalesce(batch_id, 'landed at ' || loaded_at)", "loaded_at"),
     "images": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
+    "image_candidates": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),
     "adapters": ("'adapter ' || adapter_id", "created_at"),
     "runs": ("'run ' || run_id", "started_at"),
     "text_scores": ("'text scores landed at ' || scored_at", "scored_at"),
+    "queryset_builds": ("'query set ' || query_set", "created_at"),
+    "queryset_domains": ("'query set ' || query_set", "created_at"),
+    "queryset_generations": ("'query set ' || query_set", "created_at"),
+    "queryset_candidates": ("'query set ' || query_set", "created_at"),
+    "queryset_reviews": ("'review of ' || query_set", "created_at"),
 }
 
 

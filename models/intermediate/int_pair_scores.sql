@@ -18,11 +18,11 @@
         incremental_strategy='delete+insert',
         unique_key=['pair_id', 'metric'],
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset(pair_scores_settings(), 'int_pairs') }}",
+        pre_hook="{{ incremental_reset(verdicts_digest(), 'int_pairs') }}",
         post_hook=["{{ pair_scores_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
-{%- set plan = incremental_plan(pair_scores_settings(), 'int_pairs') %}
+{%- set plan = incremental_plan(verdicts_digest(), 'int_pairs') %}
 {#- on an incremental build, the scores read for the joins: those of the pairs' generations
     (int_generation_scores is a view of every generation x metric, millions of rows, which the
     joins would otherwise take whole into their hash tables) -#}

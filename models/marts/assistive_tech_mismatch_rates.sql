@@ -11,7 +11,8 @@
 
     Built model by model (macro model_scope_plan): a build computes again only the models
     whose generations changed (a text's matches follow from the text, the matcher and the
-    seeds, which are part of its settings).
+    seeds); a change in its reuse key (macro reuse_key: its code or that of a model or seed
+    upstream, such as int_generation_assistive_tech's rule) computes every model.
 #}
 {{
     config(

@@ -9,7 +9,7 @@
 
     Built model by model (macro model_scope_plan): a build computes again only the models
     whose generations, pairs or pair scores changed, or whose texts' scores did; a landed
-    verdict or another scorer version computes every model.
+    verdict or a change in its reuse key (macro reuse_key) computes every model.
 #}
 {{
     config(

@@ -10,7 +10,8 @@
     off at the token cap (none for a metric that excludes such pairs).
 
     Built model by model (macro model_scope_plan): a build computes again only the models
-    whose rows of int_pair_scores changed.
+    whose rows of int_pair_scores changed; a change in its reuse key (macro reuse_key)
+    computes every model.
 #}
 {{
     config(

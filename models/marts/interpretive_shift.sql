@@ -3,7 +3,8 @@
     Framing and Abstain), as rates of pairs, per task, model, arm, query set,
     judge and slice (macro slice_pairs), one row per dimension. Only included
     pairs count (complete, usable verdict: int_pair_judgments); unparseable
-    verdicts and failed calls are excluded and counted beside the rates.
+    verdicts and failed calls are excluded and counted beside the rates. Each
+    Yes rate has its 95 % Wilson interval (macro wilson_bound).
     abstain is decline_in_response_b: the disability-aware response declines.
 #}
 with
@@ -91,6 +92,8 @@ final as (
         -- null, not 0, when no pair could be judged: "no evidence" is not "no shift"
         100.0 * cast(n_yes as double) / nullif(n_pairs_judged, 0) as yes_pct,
         100.0 * cast(n_yes + n_ambiguous as double) / nullif(n_pairs_judged, 0) as yes_or_ambiguous_pct,
+        {{ wilson_bound('n_yes', 'n_pairs_judged', -1) }} as yes_ci_low_pct,
+        {{ wilson_bound('n_yes', 'n_pairs_judged', 1) }} as yes_ci_high_pct,
         n_excluded,
         n_unparseable_excluded,
         n_call_error_excluded,

@@ -18,6 +18,12 @@
                    preference_split macro, as in preference_pairs): pairs a DPO
                    adapter never trained on. Only where some arm of the model
                    runs a registered DPO adapter (raw.adapters kind 'dpo').
+      dpo_unseen   all_arms units of images whose digest (raw.images sha256) is
+                   in the training data of none of the model's DPO arms'
+                   adapters (data_snapshot.image_digests): the test images never
+                   appeared in training, whatever their name or image set, as
+                   when DPO trains on COCO and is tested on PAIRS. Vision only,
+                   where every DPO adapter of the model recorded its images.
     arm_kind: 'dpo' (the arm runs a registered DPO adapter), 'adapter' (another
     adapter than the baseline's), else 'prompt' (a system prompt mitigation).
 #}
@@ -36,11 +42,18 @@ generations as (
 
 ),
 
+images as (
+
+    select * from {{ ref('stg_raw__images') }}
+
+),
+
 registered_dpo as (
 
     select
         adapter_id,
-        path
+        path,
+        json_extract(data_snapshot, '$.image_digests') as image_digests
     from {{ source('raw', 'adapters') }}
     where kind = 'dpo'
 
@@ -61,20 +74,58 @@ arm_adapters as (
 
 ),
 
-dpo_arms as (
+dpo_arm_adapters as (
 
     -- arms whose adapter is a registered DPO adapter: by its path, its id, or a folder named after its id
-    select distinct
+    select
         arms.task,
         arms.model_id,
         arms.query_set,
-        arms.arm
+        arms.arm,
+        registered_dpo.image_digests
 
     from arm_adapters as arms
     inner join registered_dpo
         on arms.arm_adapter = registered_dpo.path
         or arms.arm_adapter = registered_dpo.adapter_id
         or rtrim(arms.arm_adapter, '/') like ('%/' || registered_dpo.adapter_id)
+
+),
+
+dpo_arms as (
+
+    select distinct
+        task,
+        model_id,
+        query_set,
+        arm
+    from dpo_arm_adapters
+
+),
+
+unseen_scoped as (
+
+    -- vision sets whose every DPO adapter recorded the digests of the images it trained on
+    select
+        task,
+        model_id,
+        query_set
+    from dpo_arm_adapters
+    where task = 'vision'
+    group by task, model_id, query_set
+    having bool_and(image_digests is not null)
+
+),
+
+trained_images as (
+
+    select distinct
+        task,
+        model_id,
+        query_set,
+        unnest(from_json(image_digests, '["VARCHAR"]')) as image_sha256
+    from dpo_arm_adapters
+    where image_digests is not null
 
 ),
 
@@ -202,7 +253,9 @@ covered as (
         units.*,
         unit_coverage.n_arms_matched = arms_per_measure.n_arms as in_all_arms,
         {{ preference_split('units.query_set', 'units.query_id') }} = 'heldout' as in_dpo_heldout,
-        has_dpo.task is not null as model_has_dpo
+        has_dpo.task is not null as model_has_dpo,
+        unseen_scoped.task is not null as model_has_unseen_scope,
+        images.image_sha256 is not null and trained_images.image_sha256 is null as image_unseen
 
     from units
     inner join arms_per_measure
@@ -217,6 +270,19 @@ covered as (
         on units.task = has_dpo.task
         and units.model_id = has_dpo.model_id
         and units.query_set = has_dpo.query_set
+    left join unseen_scoped
+        on units.task = unseen_scoped.task
+        and units.model_id = unseen_scoped.model_id
+        and units.query_set = unseen_scoped.query_set
+    left join images
+        on units.task = 'vision'
+        and units.query_set = images.image_set
+        and units.query_id = images.image_id
+    left join trained_images
+        on units.task = trained_images.task
+        and units.model_id = trained_images.model_id
+        and units.query_set = trained_images.query_set
+        and images.image_sha256 = trained_images.image_sha256
 
 ),
 
@@ -243,6 +309,15 @@ scoped as (
         arm_included and in_dpo_heldout and not in_all_arms as unmatched
     from covered
     where model_has_dpo
+    union all
+    select
+        *,
+        'dpo_unseen' as scope,
+        in_all_arms and image_unseen as in_scope,
+        -- a unit of an image some DPO adapter trained on counts here, out of scope
+        arm_included and not (in_all_arms and image_unseen) as unmatched
+    from covered
+    where model_has_unseen_scope
 
 ),
 

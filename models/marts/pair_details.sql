@@ -15,8 +15,9 @@
     A table built incrementally (docs/incremental.md), as int_pair_scores is: a
     build computes again only the pairs of units that generations of new landings
     answer, and of units with a text whose score or refusal verdict changed since
-    the last build; any change in the verdicts, a var, a seed or a scorer version
-    rebuilds it in full.
+    the last build; any change in the verdicts, or in its reuse key (macro reuse_key: its
+    code or that of a model or seed upstream, a var they read, a macro, a scorer's code, a
+    library) rebuilds it in full.
 #}
 {{
     config(
@@ -24,12 +25,12 @@
         incremental_strategy='delete+insert',
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset(pair_details_settings(), 'int_pair_scores') }}",
+        pre_hook="{{ incremental_reset(verdicts_digest(), 'int_pair_scores') }}",
         post_hook=["{{ pair_details_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
 {%- set text_metrics = ['vader', 'regard', 'verbosity'] %}
-{%- set plan = incremental_plan(pair_details_settings(), 'int_pair_scores') %}
+{%- set plan = incremental_plan(verdicts_digest(), 'int_pair_scores') %}
 {#- on an incremental build, what is read of a relation keyed by pair (generation) -#}
 {%- set scoped_pairs = '' if plan.full else 'where pair_id in (select pair_id from pair_texts)' %}
 {%- set changed_texts = none if plan.full else 'text_hash in (' ~ changed_score_texts_sql(

@@ -7,19 +7,20 @@
     assessed; the others are counted (n_not_assessed), never read as "no refusal".
 
     Built model by model (macro model_scope_plan): a build computes again only the models
-    whose generations or pairs changed; a new refusal rule set or any change in the
-    verdicts computes every model.
+    whose generations or pairs changed; any change in the verdicts, or in its reuse key
+    (macro reuse_key: its code or that of a model or seed upstream, a var they read, the
+    refusal rule set's code) computes every model.
 #}
 {{
     config(
         materialized='incremental',
         incremental_strategy='append',
         on_schema_change='sync_all_columns',
-        pre_hook="{{ model_scope_reset(['stg_raw__generations', 'int_pair_texts'], refusal_rates_settings()) }}",
-        post_hook="{{ model_scope_record(['stg_raw__generations', 'int_pair_texts'], refusal_rates_settings()) }}",
+        pre_hook="{{ model_scope_reset(['stg_raw__generations', 'int_pair_texts'], verdicts_digest()) }}",
+        post_hook="{{ model_scope_record(['stg_raw__generations', 'int_pair_texts'], verdicts_digest()) }}",
     )
 }}
-{%- set plan = model_scope_plan(['stg_raw__generations', 'int_pair_texts'], refusal_rates_settings()) %}
+{%- set plan = model_scope_plan(['stg_raw__generations', 'int_pair_texts'], verdicts_digest()) %}
 
 with
 

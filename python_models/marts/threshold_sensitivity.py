@@ -11,11 +11,12 @@ Only the models whose rows of int_pair_scores changed are counted again: the oth
 their rows of the previous build (ableaudit.stats.reuse.reuse_by_model, column
 inputs_fingerprint: the fingerprint int_pair_scores records of each model's rows, with the
 definition of int_pair_thresholds, where the thresholds and the rule are written out, and the
-code). `--vars '{stats_reuse: false}'` counts every model.
+code: this model's source as dbt compiled it, with its config, vars and reuse key, and every
+module it imports). `--vars '{stats_reuse: false}'` counts every model.
 """
 
 from ableaudit.dbt.models import meta, read, reuse_flag, to_arrow, view_definition
-from ableaudit.stats import THRESHOLD_SENSITIVITY_SCHEMA, sensitivity
+from ableaudit.stats import THRESHOLD_SENSITIVITY_SCHEMA
 from ableaudit.stats.reuse import (
     FINGERPRINT,
     code_digest,
@@ -56,7 +57,7 @@ def model(dbt, session):
 
     settings = {
         "flags": view_definition(session, dbt.this.schema, "int_pair_thresholds"),
-        "code": code_digest(sensitivity),
+        "code": code_digest(__file__),
     }
     current = recorded_fingerprints(session, f"{dbt.this.schema}.int_pair_scores", settings)
     reusing = current is not None and meta(reuse, True, reuse_flag)

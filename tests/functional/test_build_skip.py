@@ -1,17 +1,21 @@
 """`ableaudit build` skips a build when nothing it reads changed since the last one.
 
-One real build, then every other build in this module replaces dbt with a counter
+One real build, then most other builds in this module replace dbt with a counter
 (publish and the report still run): what is tested is the decision, on each input
-the stamp covers, and that a skipped build leaves every file as it was.
+the stamp covers, and that a skipped build leaves every file as it was. The stamp
+lives in the warehouse (dbt_state.build_stamp): the builds that follow what users do
+to the file (delete it, restore an older one, run dbt by hand, move it) are real.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 
 from ableaudit import PROJECT_ROOT
@@ -51,19 +55,61 @@ def dbt_calls(monkeypatch):
 
 
 def _build(wh, capsys, *extra) -> str:
+    """What `ableaudit build` says, after dbt's log (a real build prints one)."""
     capsys.readouterr()
     assert main(["build", "--warehouse", str(wh), *extra]) == 0
-    return capsys.readouterr().out
+    out = capsys.readouterr().out
+    said = [i for i, line in enumerate(out.splitlines()) if line.startswith(("Built", "Nothing"))]
+    return "\n".join(out.splitlines()[said[0] :]) if said else out
+
+
+def _stamp(wh: Path) -> dict | None:
+    """The stamp the warehouse holds, valid or not."""
+    with duckdb.connect(str(wh), read_only=True) as con:
+        if not build_stamp.exists(con, build_stamp.STAMP):
+            return None
+        (row,) = con.execute(f"select stamp from {build_stamp.STAMP}").fetchall()
+    return json.loads(row[0])
+
+
+def _copy(built: Path, folder: Path) -> Path:
+    """The built warehouse's folder (warehouse, published copy, report) copied to ``folder``,
+    modification times kept: a copy of what the build left."""
+    shutil.copytree(built.parent, folder)
+    return folder / built.name
 
 
 def test_a_build_with_nothing_new_is_skipped_and_leaves_every_file(built, capsys):
-    stamp = json.loads(build_stamp.stamp_path(built).read_text())
-    published, report = stamp["published"][0], stamp["report"][0]
-    before = {p: open(p, "rb").read() for p in (built, published, report)}
+    stamp = _stamp(built)
+    published = build_stamp.kept_path(built, stamp["published"])
+    report = build_stamp.kept_path(built, stamp["report"])
+    assert published.is_file() and report.is_file()
+    before = {p: p.read_bytes() for p in (built, published, report)}
     out = _build(built, capsys)
     assert out.startswith("Nothing changed since the build of"), out
-    assert published in out and report in out and "--force" in out
-    assert {p: open(p, "rb").read() for p in (built, published, report)} == before
+    assert str(published) in out and str(report) in out and "--force" in out
+    assert {p: p.read_bytes() for p in (built, published, report)} == before
+
+
+def test_the_stamp_is_inside_the_warehouse_and_names_no_absolute_path(built):
+    stamp = _stamp(built)
+    assert stamp is not None
+    text = json.dumps(stamp)
+    assert str(built.parent) not in text and not os.path.isabs(stamp["published"][0])
+    assert not built.with_name(built.name + ".build.json").exists()  # no file beside it
+    # it names the dbt invocation that built the warehouse, the last one recorded in it
+    with duckdb.connect(str(built), read_only=True) as con:
+        (invocation,) = con.execute(f"select invocation_id from {build_stamp.STAMP}").fetchone()
+        assert invocation == build_stamp.last_invocation(con)
+        commands = con.execute(
+            f"select command, finished_at is not null from {build_stamp.INVOCATIONS} order by seq"
+        ).fetchall()
+    assert commands[-1] == ("build", True)
+    # and it is never published
+    published = build_stamp.kept_path(built, stamp["published"])
+    with duckdb.connect(str(published), read_only=True) as con:
+        schemas = {s for (s,) in con.execute("select schema_name from duckdb_schemas()").fetchall()}
+    assert "dbt_state" not in schemas
 
 
 @pytest.mark.parametrize(
@@ -82,11 +128,8 @@ def test_a_build_with_nothing_new_is_skipped_and_leaves_every_file(built, capsys
 def test_anything_the_build_reads_or_left_that_changed_builds(
     built, tmp_path, capsys, dbt_calls, change
 ):
-    work = tmp_path / built.name
-    work.write_bytes(built.read_bytes())
-    stamp = json.loads(build_stamp.stamp_path(built).read_text())
-    stamp["outputs"] = build_stamp.outputs_digest(work)  # the copy: same relations
-    build_stamp.stamp_path(work).write_text(json.dumps(stamp))
+    work = _copy(built, tmp_path / "work")
+    published = build_stamp.kept_path(work, _stamp(work)["published"])
     assert _build(work, capsys).startswith("Nothing changed")  # the copy is as built
     assert dbt_calls == []
 
@@ -108,8 +151,7 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
     elif change == "force":
         extra = ["--force"]
     elif change == "published copy gone":
-        stamp["published"] = [str(tmp_path / "gone.duckdb"), 1, 1]
-        build_stamp.stamp_path(work).write_text(json.dumps(stamp))
+        published.unlink()
     elif change == "view dropped":
         con.execute("drop view main.stg_raw__external_queries")
     con.close()
@@ -118,9 +160,10 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
     out = _build(work, capsys, *extra)
     assert out.startswith("Built"), out
     assert len(dbt_calls) == 1
-    # the unit tests and the data tests of seeds run again only when the project, libraries
-    # or settings changed, or on --force
-    assert dbt_calls[0]["project_checked"] is (change not in ("vars", "force"))
+    # the unit tests and the data tests of seeds run again, and every seed and view is built,
+    # when the project, libraries or settings changed, on --force, and after a dbt command
+    # that was not the build that wrote the stamp
+    assert dbt_calls[0]["project_checked"] is (change not in ("vars", "force", "dbt by hand"))
     assert dbt_calls[0]["all_tests"] is (change == "all tests")
     # the raw tables that changed since the last build, which decide what else it leaves out
     changed = {"landing": {"generations"}, "raw edit": {"generations"}}
@@ -135,9 +178,8 @@ def test_anything_the_build_reads_or_left_that_changed_builds(
 
 
 def test_a_failed_build_leaves_no_stamp(built, tmp_path, capsys, monkeypatch):
-    work = tmp_path / built.name
-    work.write_bytes(built.read_bytes())
-    build_stamp.stamp_path(work).write_text(build_stamp.stamp_path(built).read_text())
+    work = _copy(built, tmp_path / "work")
+    assert _stamp(work) is not None
 
     def fails(*args, **kwargs):
         raise RuntimeError("a data test failed")
@@ -145,7 +187,7 @@ def test_a_failed_build_leaves_no_stamp(built, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(runner, "build", fails)
     assert main(["build", "--warehouse", str(work), "--force"]) != 0
     assert "a data test failed" in capsys.readouterr().err
-    assert not build_stamp.stamp_path(work).exists()
+    assert _stamp(work) is None
 
 
 def test_the_settings_digest_follows_environment_vars_files_and_the_classifier(tmp_path):
@@ -179,7 +221,7 @@ def test_the_raw_digest_is_what_a_build_leaves_it(built):
     """dbt writes nothing into the raw schema: the digest read before a build is the one the
     next build reads."""
     assert read(built, "select count(*) as n from raw.generations").n[0] > 0
-    stamp = json.loads(build_stamp.stamp_path(built).read_text())
+    stamp = _stamp(built)
     assert stamp["inputs"]["raw"] == build_stamp.raw_digest(built)
     assert stamp["inputs"]["raw_tables"] == build_stamp.raw_table_digests(built)
     assert set(stamp["inputs"]["raw_tables"]) >= runner.ANSWER_TABLES
@@ -298,3 +340,147 @@ def test_a_models_row_checks_fail_on_each_broken_rule_and_name_it(built, tmp_pat
     assert "Rules the failing rows break:" in message
     broken = {line.strip() for line in message.splitlines() if line.strip().startswith("broken: ")}
     assert broken == {f"broken: {rule} (1 row)" for _, rule in breaks}
+
+
+def _relations(wh: Path) -> dict[str, pd.DataFrame]:
+    """Every relation of main (tables and views)."""
+    with duckdb.connect(str(wh), read_only=True) as con:
+        names = [
+            n
+            for (n,) in con.execute(
+                "select table_name from duckdb_tables() where schema_name = 'main' "
+                "union all select view_name from duckdb_views() "
+                "where schema_name = 'main' and not internal order by 1"
+            ).fetchall()
+        ]
+        return {n: con.execute(f'select * from main."{n}"').df() for n in names}
+
+
+_WHEN = {"landing_id", "landed_at", "built_at", "scored_at"}
+"""Columns that say when, or by which landing, a row was written, not what it holds."""
+
+
+def _assert_as_from_scratch(wh: Path, fresh: Path, relanded: bool = False) -> None:
+    """Every relation of main in ``wh`` holds what a build from scratch of the same raw rows
+    (``fresh``) holds, to 1e-9, but for the columns of ``_WHEN``; ``relanded``: the raw rows
+    were landed again, so their times (and what is dated by them) differ too."""
+    got, want = _relations(wh), _relations(fresh)
+    assert set(got) == set(want)
+    for name, b in sorted(want.items()):
+        a = got[name]
+        assert list(a.columns) == list(b.columns), name
+        when = {c for c in b.columns if pd.api.types.is_datetime64_any_dtype(b[c])}
+        keep = [c for c in b.columns if c not in _WHEN and not (relanded and c in when)]
+        pd.testing.assert_frame_equal(
+            _rows(a, keep), _rows(b, keep), check_exact=False, rtol=1e-9, atol=1e-12, obj=name
+        )
+
+
+def _rows(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``columns`` of ``frame``, its rows in one order."""
+    return frame[columns].sort_values(columns, key=lambda c: c.astype(str), ignore_index=True)
+
+
+def test_a_new_warehouse_at_the_path_of_a_built_one_is_built_in_full(built, tmp_path, capsys):
+    """Deleting the warehouse is how one starts over: the new file has no stamp, whatever the
+    old file's said, and a stamp file an older version left beside it is ignored."""
+    work = _copy(built, tmp_path / "work")
+    old = {"built_at": "2026-01-01T00:00:00+00:00", "inputs": build_stamp.inputs(work, None)}
+    work.with_name(work.name + ".build.json").write_text(json.dumps(old))
+    work.unlink()
+    connect(work).close()
+    land(work, synthetic_generations())
+    assert _stamp(work) is None
+    assert _build(work, capsys).startswith("Built")
+    _assert_as_from_scratch(work, built, relanded=True)
+    assert _build(work, capsys).startswith("Nothing changed")
+
+
+def test_a_restored_backup_of_an_older_project_is_rebuilt_seeds_and_views_included(
+    built, tmp_path, capsys
+):
+    """A copy built under another seed and another view, restored over the warehouse: its own
+    stamp names the older project, so every seed and view is built again."""
+    backup = _copy(built, tmp_path / "backup")
+    with duckdb.connect(str(backup)) as con:
+        con.execute(
+            "update main.disabilities set display_name = 'Deaf or hard of hearing' "
+            "where disability_id = 'hearing'"
+        )
+        con.execute(
+            "create or replace view main.stg_seeds__metrics as "
+            "select * from main.metrics where metric != 'verbosity'"
+        )
+        (text,) = con.execute(f"select stamp from {build_stamp.STAMP}").fetchone()
+        stamp = dict(json.loads(text))
+        stamp["inputs"]["project"] = "the digest of an older project"
+        con.execute(f"update {build_stamp.STAMP} set stamp = ?", [json.dumps(stamp)])
+    work = _copy(built, tmp_path / "work")
+    shutil.copy2(backup, work)  # restored over the current warehouse, beside its files
+    assert _build(work, capsys).startswith("Built")
+    _assert_as_from_scratch(work, built)
+
+
+def test_a_dbt_build_with_other_vars_does_not_outlive_the_next_build(built, tmp_path, capsys):
+    work = _copy(built, tmp_path / "work")
+    other = "{degradation_threshold: 0.2, sensitivity_thresholds: [0, 0.3]}"
+    runner.run_dbt(["build", "--select", "int_pair_thresholds+", "--vars", other], work)
+    rows = "select count(*) as n from main.threshold_sensitivity"
+    assert read(work, rows).n[0] != read(built, rows).n[0]
+    assert _build(work, capsys).startswith("Built")
+    _assert_as_from_scratch(work, built)
+
+
+@pytest.mark.parametrize("command", ["dbt seed", "ableaudit gate --vars", "training build"])
+def test_any_other_dbt_command_makes_the_next_build_a_full_one(
+    built, tmp_path, capsys, command, dbt_calls
+):
+    work = _copy(built, tmp_path / "work")
+    if command == "dbt seed":
+        runner.run_dbt(["seed", "--select", "disabilities"], work)
+    elif command == "ableaudit gate --vars":
+        gates = PROJECT_ROOT / "configs" / "gates.example.yml"
+        argv = ["gate", "--warehouse", str(work), "--gates", str(gates)]
+        main([*argv, "--vars", "{degradation_threshold: 0.3}"])  # its verdicts do not matter
+    else:
+        from ableaudit.adapters import tasks
+
+        tasks.build.fn(str(work), "+preference_pairs", "{preference_heldout_share: 0.5}")
+    assert build_stamp.last_stamp(work) is None
+    assert _build(work, capsys).startswith("Built")
+    assert dbt_calls == [
+        {"vars": None, "all_tests": False, "project_checked": False, "changed_raw_tables": None}
+    ]
+
+
+def test_a_moved_warehouse_names_the_files_beside_it_never_the_old_folders(
+    built, tmp_path, capsys, dbt_calls
+):
+    moved = tmp_path / "elsewhere" / built.name
+    moved.parent.mkdir()
+    shutil.copy2(built, moved)  # the warehouse alone: its published copy and report stay
+    stamp, current = build_stamp.last_stamp(moved), build_stamp.inputs(moved, None)
+    assert stamp is not None
+    assert {k for k, v in current.items() if stamp["inputs"][k] != v} == set()
+    out = _build(moved, capsys)
+    assert out.startswith("Built") and str(built.parent) not in out, out
+    assert str(moved.parent / "published") in out
+    # its tables are what its stamp says: what the project fixes alone is not built again
+    assert dbt_calls[0]["project_checked"] is True
+    # the folder copied whole: kept, and named where it is now
+    copied = _copy(built, tmp_path / "copy")
+    out = _build(copied, capsys)
+    assert out.startswith("Nothing changed") and str(built.parent) not in out, out
+    assert str(copied.parent / "published") in out
+
+
+def test_a_build_under_the_paper_literal_rule_passes_its_unit_tests(
+    built, tmp_path, capsys, monkeypatch
+):
+    """The unit tests pin the vars they expect: a build under the user's vars runs them all."""
+    monkeypatch.delenv("DBT_EXCLUDE_RESOURCE_TYPES", raising=False)  # the suite's: every test
+    work = _copy(built, tmp_path / "work")
+    out = _build(work, capsys, "--vars", "{degradation_rule: paper_literal}")
+    assert out.startswith("Built")
+    rules = read(work, "select distinct degradation_rule as rule from main.degradation")
+    assert list(rules.rule) == ["paper_literal"]

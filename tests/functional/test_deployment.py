@@ -27,6 +27,7 @@ import yaml
 from ableaudit import PROJECT_ROOT
 from ableaudit.config import load_config
 from ableaudit.gates import load_gates
+from ableaudit.queryset.config import load_build_config
 
 BIN = Path(sys.executable).parent
 CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_nojudge.yaml"
@@ -68,14 +69,23 @@ def test_every_deployment_has_a_loadable_flow_valid_parameters_and_schedules():
     from prefect.flows import load_flow_from_entrypoint
 
     deployments = _deployments()
-    assert set(deployments) == {"audit", "reaudit", "score", "train-detector", "train-dpo"}
+    assert set(deployments) == {
+        "audit",
+        "reaudit",
+        "score",
+        "train-detector",
+        "train-dpo",
+        "build-queryset",
+    }
     for d in deployments.values():
         flow = load_flow_from_entrypoint(str(PROJECT_ROOT / d["entrypoint"]))
         flow.validate_parameters(d.get("parameters", {}))  # raises on a parameter the flow lacks
         for schedule in d.get("schedules") or []:
             DeploymentScheduleCreate(**_schedule_config_to_deployment_schedule(schedule))
         config = d.get("parameters", {}).get("config")
-        if config:
+        if config and flow.name == "build-queryset":
+            load_build_config(PROJECT_ROOT / config)
+        elif config:
             load_config(PROJECT_ROOT / config)
 
 

@@ -27,6 +27,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from ableaudit.backends import Backend
 from ableaudit.config import Decoding, Judge, Target
@@ -684,6 +685,13 @@ def test_interpretive_shift_equals_an_independent_computation(built, independent
             np.testing.assert_allclose(
                 merged[f"{col}_got"].astype(float), merged[f"{col}_exp"].astype(float), atol=1e-9
             )
+        judged = merged[merged.n_pairs_judged_got > 0]
+        low, high = proportion_confint(
+            judged.n_yes_exp, judged.n_pairs_judged_exp, alpha=0.05, method="wilson"
+        )
+        np.testing.assert_allclose(judged.yes_ci_low_pct, 100 * low, atol=1e-9)
+        np.testing.assert_allclose(judged.yes_ci_high_pct, 100 * high, atol=1e-9)
+        assert merged[merged.n_pairs_judged_got == 0].yes_ci_low_pct.isna().all()
         overall = expected[expected.slice == "overall"]
         assert (
             overall.n_unparseable_excluded.sum() > 0

@@ -254,6 +254,7 @@ def test_every_printed_figure_equals_its_mart_row(rendered, warehouse):
         "data_quality",
         "refusal_rates",
         "model_comparison",
+        "heterogeneity",
         "int_model_sizes",
         "int_pair_scores",
         "int_pairs",

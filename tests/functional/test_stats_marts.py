@@ -387,39 +387,45 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
                 mean_neutral=n.mean(),
                 mean_disability=d.mean(),
                 mean_diff=diff.mean(),
-                t_p=np.nan,
-                anova_p=np.nan,
-                wilcoxon_p=np.nan,
+                paper_t_p=np.nan,
+                paper_anova_p=np.nan,
+                pair_wilcoxon_p=np.nan,
                 cohen_dz=np.nan,
                 cohen_d_pooled=np.nan,
-                t_stat=np.nan,
-                anova_f=np.nan,
-                wilcoxon_method=None,
+                paper_t_stat=np.nan,
+                paper_anova_f=np.nan,
+                pair_wilcoxon_method=None,
+                query_t_p=np.nan,
             )
+            query_means = pd.Series(diff).groupby(g.query_id.to_numpy()).mean().to_numpy()
+            if len(query_means) >= 2 and np.ptp(query_means) > 1e-9:
+                row["query_t_p"] = stats.ttest_1samp(query_means, 0.0).pvalue
             if len(g) >= 2:
                 if np.ptp(diff) > 1e-9:
                     t = stats.ttest_rel(d, n)
                     row.update(
-                        t_stat=t.statistic, t_p=t.pvalue, cohen_dz=diff.mean() / diff.std(ddof=1)
+                        paper_t_stat=t.statistic,
+                        paper_t_p=t.pvalue,
+                        cohen_dz=diff.mean() / diff.std(ddof=1),
                     )
                 if np.ptp(n) > 0 or np.ptp(d) > 0:
                     if np.isclose(n.mean(), d.mean(), rtol=0, atol=1e-12):
                         # equal means, some spread: F = 0 and p = 1 exactly (scipy gives +-1e-32 and ~1 or NaN)
-                        row.update(anova_f=0.0, anova_p=1.0, cohen_d_pooled=0.0)
+                        row.update(paper_anova_f=0.0, paper_anova_p=1.0, cohen_d_pooled=0.0)
                     else:
                         f = stats.f_oneway(n, d)
                         row.update(
-                            anova_f=f.statistic,
-                            anova_p=f.pvalue,
+                            paper_anova_f=f.statistic,
+                            paper_anova_p=f.pvalue,
                             cohen_d_pooled=(d.mean() - n.mean())
                             / np.sqrt((n.var(ddof=1) + d.var(ddof=1)) / 2),
                         )
                 if np.any(diff != 0):
-                    row["wilcoxon_p"] = stats.wilcoxon(diff).pvalue
+                    row["pair_wilcoxon_p"] = stats.wilcoxon(diff).pvalue
                     zeros_or_ties = (diff == 0).any() or len(np.unique(np.abs(diff[diff != 0]))) < (
                         diff != 0
                     ).sum()
-                    row["wilcoxon_method"] = (
+                    row["pair_wilcoxon_method"] = (
                         "exact"
                         if not zeros_or_ties and len(diff) <= 50
                         else "exact_permutation"
@@ -429,9 +435,9 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
             expected.append(row)
     expected = pd.DataFrame(expected)
     for _key, e in expected.groupby(["model_id", "metric"]):
-        ok = e.t_p.notna()
-        expected.loc[e.index[ok], "p_holm"] = multipletests(e.t_p[ok], method="holm")[1]
-        expected.loc[e.index[ok], "p_bh"] = multipletests(e.t_p[ok], method="fdr_bh")[1]
+        ok = e.query_t_p.notna()
+        expected.loc[e.index[ok], "p_holm"] = multipletests(e.query_t_p[ok], method="holm")[1]
+        expected.loc[e.index[ok], "p_bh"] = multipletests(e.query_t_p[ok], method="fdr_bh")[1]
     key = ["model_id", "metric", "slice", "slice_value"]
     merged = expected.merge(mart, on=key, how="outer", suffixes=("_exp", ""), indicator=True)
     assert (merged._merge == "both").all(), merged[merged._merge != "both"][key + ["_merge"]]
@@ -442,25 +448,48 @@ def test_significance_equals_scipy_statsmodels(built, pairs):
         "mean_neutral",
         "mean_disability",
         "mean_diff",
-        "t_stat",
-        "t_p",
-        "anova_f",
-        "anova_p",
+        "paper_t_stat",
+        "paper_t_p",
+        "paper_anova_f",
+        "paper_anova_p",
         "cohen_dz",
         "cohen_d_pooled",
-        "wilcoxon_p",
+        "pair_wilcoxon_p",
+        "query_t_p",
         "p_holm",
         "p_bh",
     ):
         close(merged[col], merged[f"{col}_exp"], col)
+    # significant: Holm p of the query-level test below 0.05 and an interval that excludes 0
+    outside = (merged.ci_low > 0) | (merged.ci_high < 0)
+    assert (merged.significant == ((merged.p_holm < 0.05) & outside)).all()
+    # the smallest detectable shift has 80 % power by scipy's noncentral t
+    tested = merged[merged.min_detectable_diff.notna()]
+    assert len(tested) > 30
+    for r in tested.itertuples():
+        g = pairs[(pairs.model_id == r.model_id) & (pairs.metric == r.metric)]
+        if r.slice != "overall":
+            g = g[g[{"domain": "domain", "disability": "disability_id"}[r.slice]] == r.slice_value]
+        means = (g.disability - g.neutral).groupby(g.query_id).mean()
+        df, nc = len(means) - 1, r.min_detectable_diff / means.std(ddof=1) * np.sqrt(len(means))
+        crit = stats.t.ppf(0.975, df)
+        assert stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc) == pytest.approx(
+            0.8, abs=1e-4
+        )
     assert (
         merged.direction
         == np.where(merged.metric == "vader", "higher_is_better", "lower_is_better")
     ).all()
-    assert (merged.wilcoxon_method.fillna("-") == merged.wilcoxon_method_exp.fillna("-")).all()
+    assert (
+        merged.pair_wilcoxon_method.fillna("-") == merged.pair_wilcoxon_method_exp.fillna("-")
+    ).all()
     assert (mart.task == "text").all() and (mart.query_set == "ableaudit").all()
     # the data are not degenerate: many p-values, some small
-    assert merged.t_p.notna().sum() > 50 and (merged.t_p < 0.05).any() and (merged.t_p > 0.05).any()
+    assert (
+        merged.paper_t_p.notna().sum() > 50
+        and (merged.paper_t_p < 0.05).any()
+        and (merged.paper_t_p > 0.05).any()
+    )
 
 
 def test_significance_degenerate_groups_are_null_with_a_reason(built):
@@ -470,9 +499,9 @@ def test_significance_degenerate_groups_are_null_with_a_reason(built):
     one = mart.loc[("m-mid", "verbosity", "domain", "technology")]
     assert one.n_pairs == 1
     for col in (
-        "t_p",
-        "anova_p",
-        "wilcoxon_p",
+        "paper_t_p",
+        "paper_anova_p",
+        "pair_wilcoxon_p",
         "cohen_dz",
         "cohen_d_pooled",
         "ci_low",
@@ -480,19 +509,23 @@ def test_significance_degenerate_groups_are_null_with_a_reason(built):
         "p_holm",
     ):
         assert np.isnan(one[col]), col
-    assert "t_test: n<2" in one.reason and "bootstrap_ci" in one.reason
+    assert "paper_t_test: n<2" in one.reason and "bootstrap_ci" in one.reason
 
     flat = mart.loc[("m-large", "verbosity", "domain", "finance")]
     assert flat.n_pairs == 45 and flat.mean_diff == 2.0 and flat.sd_diff == 0.0
-    assert np.isnan(flat.t_p) and np.isnan(flat.cohen_dz) and np.isnan(flat.p_bh)
-    assert "t_test: zero variance of differences" in flat.reason
-    assert not np.isnan(flat.anova_p) and not np.isnan(
-        flat.wilcoxon_p
+    assert np.isnan(flat.paper_t_p) and np.isnan(flat.cohen_dz) and np.isnan(flat.p_bh)
+    assert "paper_t_test: zero variance of differences" in flat.reason
+    assert not np.isnan(flat.paper_anova_p) and not np.isnan(
+        flat.pair_wilcoxon_p
     )  # the groups themselves vary
     assert flat.ci_low == flat.ci_high == 2.0
     complete = mart[mart.reason.isna()]
     assert (
-        len(complete) and complete[["t_p", "anova_p", "wilcoxon_p", "ci_low"]].notna().all().all()
+        len(complete)
+        and complete[["paper_t_p", "paper_anova_p", "pair_wilcoxon_p", "ci_low"]]
+        .notna()
+        .all()
+        .all()
     )
     # the failed generation's pair is not counted
     assert mart.loc[("m-mid", "vader", "disability", "hearing")].n_pairs == 15
@@ -550,7 +583,7 @@ def test_bootstrap_vars_and_thresholds_vars(built, tmp_path):
         and len(looser) > len(disputed)
     )
     after = read(wh, "select * from significance order by all")
-    close(after.t_p, before.t_p, "t_p does not depend on the bootstrap seed")
+    close(after.query_t_p, before.query_t_p, "query_t_p does not depend on the bootstrap seed")
     moved = (after.ci_low != before.ci_low) & before.ci_low.notna()
     assert moved.any()
     assert sorted(read(wh, "select distinct threshold from threshold_sensitivity").threshold) == [
@@ -592,6 +625,16 @@ def _one_more_model_keeps_the_others_rows(built, tmp_path, mart, keys, mark, col
     return wh, order, full
 
 
+def _assert_same_but_fingerprints(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    """Equal rows; the fingerprints differ, as they digest the mart's code as dbt compiled it,
+    where the var stats_reuse is written out (the next build with reuse computes every group
+    once more)."""
+    assert (got.inputs_fingerprint != want.inputs_fingerprint).all()
+    pd.testing.assert_frame_equal(
+        got.drop(columns="inputs_fingerprint"), want.drop(columns="inputs_fingerprint")
+    )
+
+
 def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
     built, tmp_path
 ):
@@ -601,7 +644,7 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
         built, tmp_path, "significance", keys, mark, "mean_diff"
     )
     run_dbt(["run", "--select", "significance", "--vars", "{stats_reuse: false}"], wh)
-    pd.testing.assert_frame_equal(read(wh, order), full)
+    _assert_same_but_fingerprints(read(wh, order), full)
 
 
 def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_changed(
@@ -631,7 +674,7 @@ def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_ch
     run_dbt(["run", "--select", "int_pair_thresholds", "threshold_sensitivity"], wh)
     pd.testing.assert_frame_equal(read(wh, order), full)
     run_dbt(["run", "--select", "threshold_sensitivity", "--vars", "{stats_reuse: false}"], wh)
-    pd.testing.assert_frame_equal(read(wh, order), full)
+    _assert_same_but_fingerprints(read(wh, order), full)
 
 
 # --------------------------------------------------------------------------- thresholds, models, sizes
@@ -955,7 +998,8 @@ def test_marts_build_empty_with_types(tmp_path):
     con = duckdb.connect(str(wh), read_only=True)
     try:
         for table, col, typ in (
-            ("significance", "t_p", "DOUBLE"),
+            ("significance", "query_t_p", "DOUBLE"),
+            ("significance", "significant", "BOOLEAN"),
             ("significance", "n_pairs", "BIGINT"),
             ("threshold_sensitivity", "threshold", "DOUBLE"),
             ("agreement", "reason", "VARCHAR"),
@@ -983,10 +1027,12 @@ REASONED = {  # mart -> (reason column, statistics that must never be NULL witho
     "significance": (
         "reason",
         [
-            "t_p",
-            "anova_f",
-            "anova_p",
-            "wilcoxon_p",
+            "query_t_p",
+            "min_detectable_diff",
+            "paper_t_p",
+            "paper_anova_f",
+            "paper_anova_p",
+            "pair_wilcoxon_p",
             "cohen_dz",
             "cohen_d_pooled",
             "ci_low",
@@ -996,6 +1042,7 @@ REASONED = {  # mart -> (reason column, statistics that must never be NULL witho
         ],
     ),
     "model_comparison": ("reason", ["anova_f", "anova_p"]),
+    "heterogeneity": ("reason", ["statistic", "p_value", "gap_pct", "gap_ci_low", "gap_ci_high"]),
     "threshold_sensitivity": ("reason", ["degradation_pct", "improvement_pct", "sign_test_p"]),
     "scaling": ("reason", ["spearman_rho", "spearman_p"]),
     "agreement": ("reason", ["accuracy", "spearman_rho", "spearman_p", "cohen_kappa"]),
@@ -1011,9 +1058,12 @@ def test_every_null_statistic_has_a_reason(built):
             unexplained = df[df[col].isna() & df[reason].isna()]
             assert unexplained.empty, (mart, col, unexplained.head())
     # F is never negative and F = 0 goes with p = 1, in both ANOVA marts
-    for mart in ("significance", "model_comparison"):
-        df = read(built, f"select anova_f, anova_p from {mart} where anova_f is not null")
-        assert (df.anova_f >= 0).all() and (df[df.anova_f == 0].anova_p == 1.0).all()
+    for mart, f, p in (
+        ("significance", "paper_anova_f", "paper_anova_p"),
+        ("model_comparison", "anova_f", "anova_p"),
+    ):
+        df = read(built, f"select {f} as f, {p} as p from {mart} where {f} is not null")
+        assert (df.f >= 0).all() and (df[df.f == 0].p == 1.0).all()
 
 
 def test_paper_literal_rule_reproduces_the_printed_formula(built, pairs, tmp_path):
@@ -1179,3 +1229,47 @@ def test_degradation_rate_interval_equals_statsmodels_wilson(built):
     low, high = proportion_confint(counted.n_degraded, counted.n_pairs, alpha=0.05, method="wilson")
     assert np.allclose(counted.degradation_ci_low_pct, 100 * low, atol=1e-9)
     assert np.allclose(counted.degradation_ci_high_pct, 100 * high, atol=1e-9)
+
+
+def test_heterogeneity_equals_cochrans_q_and_f_oneway(built):
+    """Across categories Cochran's Q on neutral-answer blocks; across domains an ANOVA of
+    per-query rates; the worst and best levels and the gap from pandas."""
+    from statsmodels.stats.contingency_tables import cochrans_q
+
+    mart = read(built, "select * from heterogeneity").set_index(["model_id", "metric", "factor"])
+    flags = read(
+        built,
+        "select model_id, metric, domain, disability_id, query_id, neutral_generation_id, "
+        "degraded::int as degraded from int_pair_scores where included and degraded is not null",
+    )
+    assert len(mart) == 2 * flags.groupby(["model_id", "metric"]).ngroups
+    tested = 0
+    for (model, metric), g in flags.groupby(["model_id", "metric"]):
+        cat = mart.loc[(model, metric, "disability")]
+        blocks = g.pivot_table(
+            index="neutral_generation_id", columns="disability_id", values="degraded"
+        ).dropna()
+        assert cat.n_blocks == len(blocks)
+        if len(blocks) >= 2 and blocks.nunique(axis=1).max() > 1:
+            res = cochrans_q(blocks.to_numpy().astype(int))
+            close([cat.statistic, cat.p_value], [res.statistic, res.pvalue], (model, metric))
+            tested += 1
+        else:
+            assert np.isnan(cat.p_value) and "cochrans_q" in cat.reason
+        dom = mart.loc[(model, metric, "domain")]
+        rates = g.groupby(["domain", "query_id"]).degraded.mean()
+        groups = [v.to_numpy() for _, v in rates.groupby(level="domain")]
+        if len(groups) > 1 and any(np.ptp(v) > 0 for v in groups if len(v) > 1):
+            f = stats.f_oneway(*groups)
+            if np.isfinite(f.statistic) and f.statistic > 0:
+                close([dom.statistic, dom.p_value], [f.statistic, f.pvalue], (model, metric))
+        for factor, col in (("disability", "disability_id"), ("domain", "domain")):
+            row = mart.loc[(model, metric, factor)]
+            by_level = 100 * g.groupby(col).degraded.mean()
+            if len(by_level) < 2:
+                assert np.isnan(row.gap_pct) and f"fewer than 2 {factor} levels" in row.reason
+                continue
+            close(row.gap_pct, by_level.max() - by_level.min(), (model, metric, factor))
+            assert by_level[row.worst_level] == by_level.max()
+            assert row.gap_ci_low <= row.gap_pct <= row.gap_ci_high or np.isnan(row.gap_ci_low)
+    assert tested >= 2

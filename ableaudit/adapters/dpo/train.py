@@ -551,6 +551,7 @@ def train_dpo(warehouse: str | os.PathLike | None, cfg: DPOTrainConfig) -> DPOTr
         snapshot.update(
             n_images=len(image_digests or {}),
             images_sha256=hashlib.sha256(lines.encode()).hexdigest(),
+            image_digests=sorted(set((image_digests or {}).values())),  # mitigation_effect: unseen
         )
     manifest = data_file.parent / "manifest.json"
     if manifest.is_file():

@@ -95,14 +95,14 @@ def test_every_statistic_matches_scipy_called_directly(sig, pairs):
         assert row.mean_disability == pytest.approx(d.mean())
         assert row.mean_diff == pytest.approx(diff.mean())
         t = stats.ttest_rel(d, n)
-        assert row.t_stat == pytest.approx(t.statistic, rel=1e-10)
-        assert row.t_p == pytest.approx(t.pvalue, rel=1e-10)
+        assert row.paper_t_stat == pytest.approx(t.statistic, rel=1e-10)
+        assert row.paper_t_p == pytest.approx(t.pvalue, rel=1e-10)
         f = stats.f_oneway(n, d)
-        assert row.anova_f == pytest.approx(f.statistic, rel=1e-10)
-        assert row.anova_p == pytest.approx(f.pvalue, rel=1e-10)
+        assert row.paper_anova_f == pytest.approx(f.statistic, rel=1e-10)
+        assert row.paper_anova_p == pytest.approx(f.pvalue, rel=1e-10)
         # the paper's two-group ANOVA is the unpaired t-test squared
-        assert row.anova_f == pytest.approx(stats.ttest_ind(n, d).statistic ** 2, rel=1e-10)
-        assert row.wilcoxon_p == pytest.approx(stats.wilcoxon(d, n).pvalue, rel=1e-10)
+        assert row.paper_anova_f == pytest.approx(stats.ttest_ind(n, d).statistic ** 2, rel=1e-10)
+        assert row.pair_wilcoxon_p == pytest.approx(stats.wilcoxon(d, n).pvalue, rel=1e-10)
 
 
 def test_effect_sizes_against_identities_and_statsmodels(sig, pairs):
@@ -110,7 +110,7 @@ def test_effect_sizes_against_identities_and_statsmodels(sig, pairs):
         g = _subset(pairs, row)
         n, d = g.neutral_score.to_numpy(), g.disability_score.to_numpy()
         # d_z: the t identity and statsmodels' descriptive stats (ddof=1)
-        assert row.cohen_dz == pytest.approx(row.t_stat / np.sqrt(row.n_pairs), rel=1e-10)
+        assert row.cohen_dz == pytest.approx(row.paper_t_stat / np.sqrt(row.n_pairs), rel=1e-10)
         ds = DescrStatsW(d - n, ddof=1)
         assert row.cohen_dz == pytest.approx(ds.mean / ds.std, rel=1e-10)
         # pooled d for two equal groups: d = t_ind * sqrt(1/n1 + 1/n2)
@@ -147,9 +147,9 @@ def _bh(p):
 def test_holm_and_bh_by_hand_within_each_model_and_metric(sig):
     for _, g in sig.groupby(KEYS):
         assert len(g) == 8  # all slices of one model and metric form one family
-        np.testing.assert_allclose(g.p_holm, _holm(g.t_p), rtol=1e-12)
-        np.testing.assert_allclose(g.p_bh, _bh(g.t_p), rtol=1e-12)
-        assert (g.p_holm >= g.t_p - 1e-15).all() and (g.p_bh >= g.t_p - 1e-15).all()
+        np.testing.assert_allclose(g.p_holm, _holm(g.query_t_p), rtol=1e-12)
+        np.testing.assert_allclose(g.p_bh, _bh(g.query_t_p), rtol=1e-12)
+        assert (g.p_holm >= g.query_t_p - 1e-15).all() and (g.p_bh >= g.query_t_p - 1e-15).all()
 
 
 def test_adjustment_family_does_not_span_models(pairs):
@@ -179,12 +179,13 @@ def test_adjustment_skips_slices_without_p():
         )
     s = significance(pd.DataFrame(rows), n_boot=50)
     b = s[s.slice_value == "B"].iloc[0]
-    assert np.isnan(b.t_p) and np.isnan(b.p_holm) and np.isnan(b.p_bh)
-    assert "n<2" in b.reason and "p_holm/p_bh: no t_p" in b.reason
-    ok = s[s.t_p.notna()]
+    assert np.isnan(b.query_t_p) and np.isnan(b.p_holm) and np.isnan(b.p_bh)
+    assert "n<2" in b.reason and "p_holm/p_bh: no query_t_p" in b.reason
+    assert "query_t_test: fewer than 2 queries" in b.reason and not b.significant
+    ok = s[s.query_t_p.notna()]
     assert len(ok) == 3  # overall, domain A, disability vision
-    np.testing.assert_allclose(ok.p_holm, _holm(ok.t_p))
-    np.testing.assert_allclose(ok.p_bh, _bh(ok.t_p))
+    np.testing.assert_allclose(ok.p_holm, _holm(ok.query_t_p))
+    np.testing.assert_allclose(ok.p_bh, _bh(ok.query_t_p))
 
 
 def _one_slice(neutral, disability, clusters=None):
@@ -213,54 +214,54 @@ def test_n1_is_null_with_reason():
     r = _one_slice([0.5], [0.3])
     assert r.n_pairs == 1 and r.mean_diff == pytest.approx(-0.2)
     for col in (
-        "t_stat",
-        "t_p",
-        "anova_f",
-        "anova_p",
+        "paper_t_stat",
+        "paper_t_p",
+        "paper_anova_f",
+        "paper_anova_p",
         "cohen_dz",
         "cohen_d_pooled",
-        "wilcoxon_p",
+        "pair_wilcoxon_p",
         "ci_low",
         "ci_high",
         "sd_diff",
     ):
         assert np.isnan(r[col]), col
-    assert "t_test: n<2" in r.reason and "fewer than 2 clusters" in r.reason
+    assert "paper_t_test: n<2" in r.reason and "fewer than 2 clusters" in r.reason
 
 
 def test_n2_small_sample_is_computed():
     r = _one_slice([0.5, 0.7], [0.3, 0.6])
     t = stats.ttest_rel([0.3, 0.6], [0.5, 0.7])
-    assert r.t_p == pytest.approx(t.pvalue)
-    assert r.wilcoxon_p == pytest.approx(stats.wilcoxon([0.3, 0.6], [0.5, 0.7]).pvalue)
+    assert r.paper_t_p == pytest.approx(t.pvalue)
+    assert r.pair_wilcoxon_p == pytest.approx(stats.wilcoxon([0.3, 0.6], [0.5, 0.7]).pvalue)
     assert not np.isnan(r.ci_low)
 
 
 def test_zero_variance_of_differences():
     # a constant shift: t and d_z are undefined (scipy would say inf and p=0), the rest is fine
     r = _one_slice([0.1, 0.5, 0.9, 0.3], [0.0, 0.4, 0.8, 0.2])
-    assert np.isnan(r.t_stat) and np.isnan(r.t_p) and np.isnan(r.cohen_dz)
-    assert "t_test: zero variance of differences" in r.reason
+    assert np.isnan(r.paper_t_stat) and np.isnan(r.paper_t_p) and np.isnan(r.cohen_dz)
+    assert "paper_t_test: zero variance of differences" in r.reason
     assert r.sd_diff == 0.0
     assert r.mean_diff == pytest.approx(-0.1)
-    assert r.anova_p == pytest.approx(
+    assert r.paper_anova_p == pytest.approx(
         stats.f_oneway([0.1, 0.5, 0.9, 0.3], [0.0, 0.4, 0.8, 0.2]).pvalue
     )
-    assert not np.isnan(r.wilcoxon_p) and not np.isnan(r.cohen_d_pooled)
+    assert not np.isnan(r.pair_wilcoxon_p) and not np.isnan(r.cohen_d_pooled)
     assert r.ci_low == pytest.approx(-0.1) and r.ci_high == pytest.approx(-0.1)
 
 
 def test_all_ties_zero_differences():
     r = _one_slice([3.0, 5.0, 5.0], [3.0, 5.0, 5.0])
     assert r.mean_diff == 0
-    assert np.isnan(r.t_p) and np.isnan(r.wilcoxon_p)
-    assert "wilcoxon: all differences zero" in r.reason
+    assert np.isnan(r.paper_t_p) and np.isnan(r.pair_wilcoxon_p)
+    assert "pair_wilcoxon: all differences zero" in r.reason
 
 
 def test_constant_conditions_anova_is_null():
     r = _one_slice([5.0, 5.0, 5.0], [4.0, 4.0, 4.0])
-    assert np.isnan(r.anova_f) and np.isnan(r.anova_p) and np.isnan(r.cohen_d_pooled)
-    assert "anova: zero variance within every group" in r.reason
+    assert np.isnan(r.paper_anova_f) and np.isnan(r.paper_anova_p) and np.isnan(r.cohen_d_pooled)
+    assert "paper_anova: zero variance within every group" in r.reason
     assert "cohen_d_pooled: zero variance within both conditions" in r.reason
 
 
@@ -274,10 +275,10 @@ def test_identical_conditions_anova_is_exactly_zero_and_one(order):
     neutral = np.array(SAME_VALUES)
     disability = neutral[list(order)]
     r = _one_slice(neutral, disability)
-    assert r.anova_f == 0.0 and r.anova_p == 1.0
+    assert r.paper_anova_f == 0.0 and r.paper_anova_p == 1.0
     assert r.cohen_d_pooled == 0.0
     reason = r.reason if isinstance(r.reason, str) else ""
-    assert "anova" not in reason and "cohen_d_pooled" not in reason
+    assert "paper_anova" not in reason and "cohen_d_pooled" not in reason
 
 
 def test_scipy_is_inconsistent_on_identical_conditions():
@@ -293,9 +294,9 @@ def test_scipy_is_inconsistent_on_identical_conditions():
 
 def test_equal_means_different_values_anova_zero():
     r = _one_slice([1.0, 2.0, 3.0], [3.0, 1.0, 2.0])
-    assert r.anova_f == 0.0 and r.anova_p == 1.0
+    assert r.paper_anova_f == 0.0 and r.paper_anova_p == 1.0
     r = _one_slice([0.1 + 0.2, 0.0, 0.6], [0.3, 0.3, 0.3])  # 0.1 + 0.2 != 0.3 in binary
-    assert r.anova_f == 0.0 and r.anova_p == 1.0
+    assert r.paper_anova_f == 0.0 and r.paper_anova_p == 1.0
 
 
 def test_wilcoxon_method_is_recorded_and_matches_scipy_auto():
@@ -311,18 +312,18 @@ def test_wilcoxon_method_is_recorded_and_matches_scipy_auto():
     }
     for method, (n, d) in cases.items():
         r = _one_slice(n, d)
-        assert r.wilcoxon_method == method
-        assert r.wilcoxon_p == pytest.approx(
+        assert r.pair_wilcoxon_method == method
+        assert r.pair_wilcoxon_p == pytest.approx(
             stats.wilcoxon(np.array(d) - np.array(n)).pvalue, rel=1e-12
         )
     rng = np.random.default_rng(4)
     n = rng.integers(0, 5, 30).astype(float)
     d = n + rng.integers(-2, 3, 30)  # ties and zeros, n > 13
     r = _one_slice(n, d)
-    assert r.wilcoxon_method == "normal_approx"
-    assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(d - n).pvalue, rel=1e-12)
+    assert r.pair_wilcoxon_method == "normal_approx"
+    assert r.pair_wilcoxon_p == pytest.approx(stats.wilcoxon(d - n).pvalue, rel=1e-12)
     r = _one_slice([1.0, 2.0], [1.0, 2.0])
-    assert pd.isna(r.wilcoxon_method) and np.isnan(r.wilcoxon_p)
+    assert pd.isna(r.pair_wilcoxon_method) and np.isnan(r.pair_wilcoxon_p)
 
 
 def test_missing_scores_dropped_and_empty_input_typed(pairs):
@@ -549,7 +550,7 @@ def test_wilcoxon_small_samples_with_ties_and_zeros_match_scipy():
             stats.wilcoxon(d).pvalue, rel=1e-12
         ), d
         r = _one_slice(np.zeros(d.size), d)
-        assert r.wilcoxon_p == pytest.approx(stats.wilcoxon(d).pvalue, rel=1e-12), d
+        assert r.pair_wilcoxon_p == pytest.approx(stats.wilcoxon(d).pvalue, rel=1e-12), d
 
 
 def test_optional_domain_disability_slice(pairs):

@@ -57,7 +57,12 @@ def test_no_module_outside_the_landing_layer_writes_raw():
     writes = re.compile(
         r"(insert\s+into|update|delete\s+from|create\s+table[^;]*?)\s+raw\.", re.IGNORECASE
     )
-    allowed = {"ableaudit/warehouse/landing.py", "ableaudit/warehouse/raw_schema.py"}
+    allowed = {
+        "ableaudit/warehouse/landing.py",
+        "ableaudit/warehouse/raw_schema.py",
+        # the landing layer's writers for the query-set pipeline, on landing.py's primitives
+        "ableaudit/warehouse/queryset_landing.py",
+    }
     offenders = []
     for path in sorted((PROJECT_ROOT / "ableaudit").rglob("*.py")):
         rel = path.relative_to(PROJECT_ROOT).as_posix()
