@@ -150,7 +150,11 @@ def test_stored_configs_never_reach_the_copy(warehouse, tmp_path):
             "and withheld_columns is not null",
         )
     )
-    assert withheld == {"runs": "config_json", "adapters": "params_json"}
+    assert withheld == {
+        "runs": "config_json",
+        "adapters": "params_json",
+        "queryset_builds": "config_json",
+    }
 
 
 def test_storage_version_from_argument_environment_and_cli(warehouse, tmp_path, monkeypatch):
