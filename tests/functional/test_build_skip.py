@@ -40,7 +40,9 @@ def built(tmp_path_factory):
 def dbt_calls(monkeypatch):
     calls = []
 
-    def build(wh, vars=None, all_tests=False, project_checked=False, changed_raw_tables=None):
+    def build(
+        wh, vars=None, all_tests=False, project_checked=False, changed_raw_tables=None, ungated=False
+    ):
         calls.append(
             {
                 "vars": vars,
