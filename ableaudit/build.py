@@ -115,11 +115,11 @@ def build_selected(
     from ableaudit.warehouse import build_stamp, warehouse_path
 
     wh = warehouse_path(warehouse)
-    stamped = build_stamp.stamped_invocation(wh) if vars is None and wh.is_file() else None
-    if stamped is not None and not build_stamp.project_checks_passed(
-        build_stamp.last_stamp(wh), build_stamp.project_inputs(None)
-    ):
-        stamped = None
+    stamp = build_stamp.last_stamp(wh) if vars is None else None
+    same = stamp is not None and build_stamp.project_checks_passed(
+        stamp, build_stamp.project_inputs(None)
+    )
+    stamped = build_stamp.stamped_invocation(wh) if same else None
     if stamped is None:
         build_stamp.forget(wh)
     extra = ["--vars", vars] if vars else []
