@@ -16,9 +16,12 @@ The stamp holds only while the last dbt command recorded in the warehouse
 (``dbt_state.invocations``, macro record_invocation, written when a command starts)
 is the build that wrote it. So a file that was never built has no stamp; a restored
 or copied file carries the stamp of its own build, with its own project digest; and
-a `dbt build --vars ...`, a `dbt seed`, an `ableaudit gate` or a training flow's build,
-even one stopped midway, leaves no stamp to trust: the next build is a full one, and
-restores what the project builds by default.
+a `dbt build --vars ...`, a `dbt seed`, an `ableaudit gate` or a training flow's build
+with other vars, even one stopped midway, leaves no stamp to trust: the next build is a
+full one, and restores what the project builds by default. A build of part of the
+warehouse with the project's vars under the stamped build's project, libraries and
+settings (ableaudit.build.build_selected: the judges', the prompts') carries the stamp
+over when it succeeds (``carry``).
 
 The digest of the raw layer is read by DuckDB: the row count and the sum of a
 hash of every row of every raw table, so an edit made outside the landing

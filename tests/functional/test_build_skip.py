@@ -61,6 +61,7 @@ def dbt_calls(monkeypatch):
                 "all_tests": all_tests,
                 "project_checked": project_checked,
                 "changed_raw_tables": changed_raw_tables,
+                "ungated": ungated,
             }
         )
 
@@ -424,7 +425,13 @@ def test_any_other_dbt_command_makes_the_next_build_a_full_one(
     assert build_stamp.last_stamp(work) is None
     assert _build(work, capsys).startswith("Built")
     assert dbt_calls == [
-        {"vars": None, "all_tests": False, "project_checked": False, "changed_raw_tables": None}
+        {
+            "vars": None,
+            "all_tests": False,
+            "project_checked": False,
+            "changed_raw_tables": None,
+            "ungated": False,
+        }
     ]
 
 
@@ -505,6 +512,26 @@ def test_a_part_built_under_other_settings_than_the_stamps_drops_it(
     monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp_path / "another-missing-model"))
     build_subjects(work)
     assert _stamp(work) is None and build_stamp.last_stamp(work) is None
+
+
+def test_a_build_without_the_gate_tests_never_lets_a_build_be_skipped(built, tmp_path, dbt_calls):
+    """The audit flow's build with a gates file leaves out the gate_rule tests (its release
+    gate reads gate_results after the publish): its stamp narrows the next build with the
+    same vars, never skips it."""
+    from ableaudit.build import build_and_publish
+    from ableaudit.gates.command import build_vars
+
+    work = _copy(built, tmp_path / "work")
+    vars = build_vars(PROJECT_ROOT / "configs" / "gates.example.yml")
+    assert not build_and_publish(work, vars, ungated=True).skipped
+    assert _stamp(work)["gate_tests"] is False and build_stamp.last_stamp(work) is not None
+    assert not build_and_publish(work, vars, ungated=True).skipped
+    assert not build_and_publish(work, vars).skipped
+    assert [(c["ungated"], c["project_checked"]) for c in dbt_calls] == [
+        (True, False),
+        (True, False),
+        (False, True),
+    ]
 
 
 def test_a_moved_warehouse_names_the_files_beside_it_never_the_old_folders(
