@@ -1,8 +1,13 @@
 """The build: dbt, publish, report and the stamp, in one function that `ableaudit build`, the
-landing commands (`import ...`, `forget`) and the audit flow call."""
+landing commands (`import ...`, `forget`) and the audit flow call (``build_and_publish``);
+and every other dbt command of the package, on part of the warehouse or with other vars
+(``build_selected``), which says what it did to the stamp (docs/incremental.md, "What each
+command does to the stamp")."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +31,7 @@ def build_and_publish(
     storage_version: str | None = None,
     all_tests: bool = False,
     force: bool = False,
+    ungated: bool = False,
 ) -> Built:
     """What `ableaudit build` runs: one `dbt build` (seeds included), publish, report, stamp.
 
@@ -39,7 +45,9 @@ def build_and_publish(
     when only the raw tables a landing of answers writes changed, so are the nodes that read
     none of them (``answers_landed_build``). Without such a stamp every node is built. When
     nothing the build reads changed (raw layer, project, code, libraries, settings) and what
-    it left is in place, the build is skipped, unless ``force``."""
+    it left is in place, the build is skipped, unless ``force``. ``ungated`` (the audit flow
+    with a gates file, whose release gate reads gate_results after the publish) leaves out the
+    gate_rule tests and every narrowing, and its stamp never lets a build be skipped."""
     from ableaudit.dbt import runner
     from ableaudit.report import render_report
     from ableaudit.warehouse import build_stamp
@@ -50,10 +58,10 @@ def build_and_publish(
     stamp = build_stamp.last_stamp(wh) if current is not None and not force else None
     last = (
         None
-        if stamp is None
+        if stamp is None or ungated
         else build_stamp.unchanged(wh, stamp, current, all_tests, storage_version)
     )
-    project_checked = build_stamp.project_checks_passed(stamp, current or {})
+    project_checked = not ungated and build_stamp.project_checks_passed(stamp, current or {})
     if last is not None:
         kept = Built(
             build_stamp.kept_path(wh, last["published"]),
@@ -69,12 +77,53 @@ def build_and_publish(
     build_stamp.forget(wh)
     changed = build_stamp.changed_raw_tables(stamp, current) if project_checked else None
     invocation = runner.build(
-        wh, vars, all_tests=all_tests, project_checked=project_checked, changed_raw_tables=changed
+        wh,
+        vars,
+        all_tests=all_tests,
+        project_checked=project_checked,
+        changed_raw_tables=changed,
+        ungated=ungated,
     )
     out = publish(wh, storage_version=storage_version)
     report = render_report(out)
     if current is None:  # a first build: it created the warehouse and read nothing landed
         current = build_stamp.inputs(wh, vars)
-    build_stamp.record(wh, current, all_tests, storage_version, out, report.index, invocation)
+    build_stamp.record(
+        wh, current, all_tests, storage_version, out, report.index, invocation, not ungated
+    )
     print(f"Built {wh}\nPublished {out}\nReport {report.index}")
     return Built(Path(out), Path(report.index), skipped=False)
+
+
+def build_selected(
+    warehouse: str | os.PathLike | None,
+    select: Sequence[str],
+    vars: str | None = None,
+    command: str = "build",
+) -> str:
+    """``dbt <command> --select <select...>`` (with ``--vars vars``) on part of the warehouse:
+    what the judges, the prompts, `ableaudit gate` and the training flows build before they
+    read it. Returns the dbt invocation id.
+
+    With the project's vars (``vars`` None) under the project, libraries and settings of the
+    build whose stamp holds, the nodes it builds are what that build's settings make of the
+    raw rows: the stamp is carried over to this command when it succeeds, and the next
+    `ableaudit build` leaves out what it would (a failed command leaves it invalid). With other
+    vars, or settings that differ from the stamp's, the stamp is dropped before dbt starts: the
+    next `ableaudit build` builds every node and brings back what the project's vars make."""
+    from ableaudit.dbt import runner
+    from ableaudit.warehouse import build_stamp, warehouse_path
+
+    wh = warehouse_path(warehouse)
+    stamp = build_stamp.last_stamp(wh) if vars is None else None
+    same = stamp is not None and build_stamp.project_checks_passed(
+        stamp, build_stamp.project_inputs(None)
+    )
+    stamped = build_stamp.stamped_invocation(wh) if same else None
+    if stamped is None:
+        build_stamp.forget(wh)
+    extra = ["--vars", vars] if vars else []
+    invocation = runner.run_dbt([command, "--select", *select, *extra], wh)
+    if stamped is not None:
+        build_stamp.carry(wh, stamped, invocation)
+    return invocation

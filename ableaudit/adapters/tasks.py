@@ -7,16 +7,16 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from ableaudit.dbt.runner import run_dbt
+from ableaudit.build import build_selected
 from ableaudit.warehouse.publish import publish
 
 
 @task(name="dbt-build", cache_policy=NO_CACHE)
 def build(warehouse: str, select: str, dbt_vars: str | None = None) -> None:
     """Load the seeds and build ``select`` (a dbt selector) with optional ``--vars``, in one
-    invocation (as ``ableaudit.dbt.prompts.ensure_prompts``: dbt starts once)."""
-    extra = ["--vars", dbt_vars] if dbt_vars else []
-    run_dbt(["build", "--select", "resource_type:seed", select, *extra], warehouse)
+    invocation (as ``ableaudit.dbt.prompts.ensure_prompts``: dbt starts once). With
+    ``dbt_vars`` the build's stamp is dropped (ableaudit.build.build_selected)."""
+    build_selected(warehouse, ["resource_type:seed", select], dbt_vars)
 
 
 @task(name="train-detector", cache_policy=NO_CACHE)
@@ -39,16 +39,7 @@ def train_detector(warehouse: str, cfg: Any) -> dict[str, Any]:
 @task(name="run-detector", cache_policy=NO_CACHE)
 def run_detector(warehouse: str, adapter_id: str) -> None:
     """Score every pair with the adapter: detector_verdicts and everything after it."""
-    run_dbt(
-        [
-            "build",
-            "--select",
-            "detector_verdicts+",
-            "--vars",
-            f"{{detector_adapter: '{adapter_id}'}}",
-        ],
-        warehouse,
-    )
+    build_selected(warehouse, ["detector_verdicts+"], f"{{detector_adapter: '{adapter_id}'}}")
 
 
 @task(name="publish", cache_policy=NO_CACHE)

@@ -162,8 +162,10 @@ def audit(
     succeeded is published and a scheduler still sees the run as failed
     (``AuditIncomplete``, naming the kinds of error and how to retry). The first Ctrl-C or
     SIGTERM stops it once the answers that finished have landed (``AuditInterrupted``; the
-    run is 'interrupted'); see ``ableaudit.audit.stopping``. The last log lines say where
-    the warehouse, the published copy, its Parquet folder and the report are.
+    run is 'interrupted'); see ``ableaudit.audit.stopping``. The run ends (its status
+    written) before the build, which is `ableaudit build`'s (``ableaudit.build``): its stamp
+    lets the next `ableaudit build` skip. The last log lines say where the warehouse, the
+    published copy, its Parquet folder and the report are.
     """
     config_path = tasks.resolve_config_path(config)
     redaction.install_log_redaction()  # a flow run a worker started passes no command line
@@ -177,6 +179,7 @@ def audit(
     start_run(wh, run_id, cfg)
     summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
     status = "failed"
+    finished = False
     logger = get_run_logger()
     step, planned = "preparation", []
     try:
@@ -210,8 +213,14 @@ def audit(
             if cfg.build if build is None else build:
                 step = "build"
                 stopping.check()
-                summary["published"] = tasks.build_warehouse(wh, str(gates) if gates else None)
-                summary["report"] = tasks.render_report(summary["published"])
+                # the run ends before its build, which reads it as it stays: the build's
+                # stamp then holds until something else changes (docs/incremental.md)
+                status = "failed" if run_failures(wh, run_id) else "completed"
+                finish_run(wh, run_id, status)
+                finished = True
+                built = tasks.build_warehouse(wh, str(gates) if gates else None)
+                summary["published"] = built["published"]
+                summary["report"] = tasks.link_report(built["report"], built["published"])
                 if gates is not None:
                     summary["gate_blocking"] = tasks.release_gate(wh)
             summary["alert"] = alerts.after_audit(wh, run_id, cfg, summary)
@@ -232,7 +241,8 @@ def audit(
         status = "interrupted"
         raise
     finally:
-        finish_run(wh, run_id, status)
+        if not finished:
+            finish_run(wh, run_id, status)
         _log_results(summary, status)
     return summary
 

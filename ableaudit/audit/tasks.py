@@ -18,9 +18,7 @@ from ableaudit.audit.generating import generate_target
 from ableaudit.audit.planning import TargetPlan, audit_task, select_prompts
 from ableaudit.backends.base import BackendError, GenerationCancelled
 from ableaudit.config import AuditConfig, ConfigError, Judge, Target
-from ableaudit.dbt.runner import run_dbt
 from ableaudit.records import PlannedGeneration
-from ableaudit.warehouse.publish import publish
 
 RETRY_DELAYS = [2, 10, 30]
 
@@ -150,18 +148,21 @@ def judge_chunk(judge: Judge, items: list, run_id: str) -> dict[str, Any]:
 
 
 @task(name="build-warehouse", cache_policy=NO_CACHE)
-def build_warehouse(warehouse: str, gates_file: str | None = None) -> str:
-    """Build (one dbt call, seeds included, the default selection of data tests) and publish.
-    With a gates file, gate_results holds its verdicts; the gate tests are left to
-    ``release_gate`` so that a blocked release is still published."""
-    if gates_file is None:
-        run_dbt(["build"], warehouse)
-    else:
+def build_warehouse(warehouse: str, gates_file: str | None = None) -> dict[str, str]:
+    """What `ableaudit build` runs (ableaudit.build.build_and_publish: dbt, publish, report and
+    the stamp that lets the next build leave out what this one left as it would be built):
+    the paths of the published copy and of the report's index page. With a gates file,
+    gate_results holds its verdicts; the gate tests are left to ``release_gate`` so that a
+    blocked release is still published."""
+    from ableaudit.build import build_and_publish
+
+    vars = None
+    if gates_file is not None:
         from ableaudit.gates.command import build_vars
 
-        extra = ["--vars", build_vars(gates_file)]
-        run_dbt(["build", "--selector", "default_build_ungated", *extra], warehouse)
-    return str(publish(warehouse))
+        vars = build_vars(gates_file)
+    built = build_and_publish(Path(warehouse), vars, ungated=gates_file is not None)
+    return {"published": str(built.published), "report": str(built.report)}
 
 
 @task(name="release-gate", cache_policy=NO_CACHE)
@@ -179,23 +180,29 @@ def release_gate(warehouse: str) -> list[str]:
 @task(name="render-report", cache_policy=NO_CACHE)
 def render_report(published: str) -> str:
     """Render the HTML report beside the published copy, and link it on the flow run (a Prefect artifact)."""
+    from ableaudit.report import render_report as render
+
+    return link_report.fn(str(render(published).index), published)
+
+
+@task(name="link-report", cache_policy=NO_CACHE)
+def link_report(index: str, published: str) -> str:
+    """Link the report (its index page) on the flow run (a Prefect artifact); its path."""
     from prefect.artifacts import create_link_artifact
 
     from ableaudit.redaction import redact
-    from ableaudit.report import render_report as render
 
-    report = render(published)
     create_link_artifact(  # an artifact is stored in Prefect's database: it passes redaction
-        link=redact(report.index.as_uri()),
+        link=redact(Path(index).as_uri()),
         link_text=redact(f"report of {Path(published).name}"),
         key="audit-report",
         description=redact(
-            f"The accessible HTML report ({len(report.pages)} pages, offline), read from "
-            f"{report.source}. Open it from disk in a browser."
+            f"The accessible HTML report (offline), read from {published}. "
+            "Open it from disk in a browser."
         ),
     )
-    get_run_logger().info("report: %s", report.index)
-    return str(report.index)
+    get_run_logger().info("report: %s", index)
+    return index
 
 
 def resolve_config_path(config: str | Path) -> Path:

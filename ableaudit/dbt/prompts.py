@@ -71,7 +71,7 @@ def ensure_prompts(
 ) -> bool:
     """Load the seeds and build ``table`` and what it reads, unless the stamp says the
     warehouse holds it as built from the same inputs. Returns whether dbt ran."""
-    from ableaudit.dbt.runner import run_dbt
+    from ableaudit.build import build_selected
 
     warehouse = Path(warehouse)
     path = stamp_path(warehouse)
@@ -86,7 +86,7 @@ def ensure_prompts(
         return False
     # every seed, and the table with what it reads, in one invocation: dbt's own start (the
     # manifest read and written, the adapter opened) is paid once, not twice
-    run_dbt(["build", "--select", "resource_type:seed", f"+{table}"], warehouse)
+    build_selected(warehouse, ["resource_type:seed", f"+{table}"])
     stamp[table] = {"inputs": inputs, "outputs": prompt_outputs(warehouse, table)}
     try:
         path.write_text(json.dumps(stamp))

@@ -225,6 +225,10 @@ ANSWERS_LANDED_SELECTOR = "answers_landed_build"
 """The selector of selectors.yml that builds what ``LANDED_ROWS_SELECTOR`` does, less the nodes
 that read none of ``ANSWER_TABLES``."""
 
+UNGATED_SELECTOR = "default_build_ungated"
+"""The selector of selectors.yml that builds what the default one does, less the gate_rule
+tests: the audit flow's build, whose release gate reads gate_results after the publish."""
+
 ANSWER_TABLES = frozenset(
     {"generations", "generation_errors", "generation_history", "landings", "runs"}
 )
@@ -238,6 +242,7 @@ def build(
     all_tests: bool = False,
     project_checked: bool = False,
     changed_raw_tables: frozenset[str] | None = None,
+    ungated: bool = False,
 ) -> str:
     """Load the seeds, build and test every model, in one ``dbt build``: the default selection
     of data tests, or every test with ``all_tests``. ``project_checked`` (the project,
@@ -246,9 +251,12 @@ def build(
     seeds, views and models that read no landed row, which that build left as they would be
     built again; with ``changed_raw_tables`` (the raw tables that differ from what that build
     read) among ``ANSWER_TABLES``, it also leaves out the nodes that read none of those. Neither
-    has an effect with ``all_tests``. Returns the dbt invocation id."""
+    has an effect with ``all_tests``. ``ungated`` builds ``UNGATED_SELECTOR`` (nothing left
+    out). Returns the dbt invocation id."""
     extra = ["--vars", vars] if vars else []
-    if all_tests:
+    if ungated:
+        extra += ["--selector", UNGATED_SELECTOR]
+    elif all_tests:
         extra += ["--selector", ALL_TESTS_SELECTOR]
     elif project_checked and changed_raw_tables is not None and changed_raw_tables <= ANSWER_TABLES:
         extra += ["--selector", ANSWERS_LANDED_SELECTOR]

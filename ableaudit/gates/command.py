@@ -33,12 +33,10 @@ def compute_verdicts(
 ) -> None:
     """Check the gates file, then rebuild the per-run models and gate_results with it (dbt run:
     the verdicts are read, not enforced, here)."""
-    from ableaudit.dbt.runner import run_dbt
+    from ableaudit.build import build_selected
 
     load_gates(gates_file)
-    run_dbt(
-        ["run", "--select", GATE_MODELS, "--vars", build_vars(gates_file, extra_vars)], warehouse
-    )
+    build_selected(warehouse, [GATE_MODELS], build_vars(gates_file, extra_vars), command="run")
 
 
 def _cell(x: object, width: int) -> str:

@@ -187,9 +187,9 @@ def build_subjects(warehouse: str | Path) -> None:
     (docs/incremental.md): a generation landed after this build is paired at the next one,
     so build them again after landing and before selecting what to judge.
     """
-    from ableaudit.dbt.runner import run_dbt
+    from ableaudit.build import build_selected
 
-    run_dbt(["build", "--select", SUBJECT_MODELS], warehouse)
+    build_selected(warehouse, [SUBJECT_MODELS])
 
 
 def _open(warehouse: str | Path) -> ibis.BaseBackend:

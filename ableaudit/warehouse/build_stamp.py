@@ -16,9 +16,12 @@ The stamp holds only while the last dbt command recorded in the warehouse
 (``dbt_state.invocations``, macro record_invocation, written when a command starts)
 is the build that wrote it. So a file that was never built has no stamp; a restored
 or copied file carries the stamp of its own build, with its own project digest; and
-a `dbt build --vars ...`, a `dbt seed`, an `ableaudit gate` or a training flow's build,
-even one stopped midway, leaves no stamp to trust: the next build is a full one, and
-restores what the project builds by default.
+a `dbt build --vars ...`, a `dbt seed`, an `ableaudit gate` or a training flow's build
+with other vars, even one stopped midway, leaves no stamp to trust: the next build is a
+full one, and restores what the project builds by default. A build of part of the
+warehouse with the project's vars under the stamped build's project, libraries and
+settings (ableaudit.build.build_selected: the judges', the prompts') carries the stamp
+over when it succeeds (``carry``).
 
 The digest of the raw layer is read by DuckDB: the row count and the sum of a
 hash of every row of every raw table, so an edit made outside the landing
@@ -246,14 +249,22 @@ def kept_path(warehouse: Path, key: list[Any]) -> Path:
     return Path(os.path.normpath(warehouse.resolve().parent / key[0]))
 
 
+def project_inputs(vars: str | None) -> dict[str, Any]:
+    """The digests of ``PROJECT_CHECK_INPUTS`` for a build with ``vars``: every input but the
+    raw layer."""
+    return {
+        "project": project_digest(),
+        "libraries": libraries_digest(),
+        "settings": settings_digest(vars),
+    }
+
+
 def inputs(warehouse: Path, vars: str | None) -> dict[str, Any]:
     """The digest of each input of a build of ``warehouse`` with ``vars``, and of each raw
     table (``raw_tables``)."""
     tables = raw_table_digests(warehouse)
     return {
-        "project": project_digest(),
-        "libraries": libraries_digest(),
-        "settings": settings_digest(vars),
+        **project_inputs(vars),
         "raw": raw_digest(warehouse, tables),
         "raw_tables": tables,
     }
@@ -324,6 +335,8 @@ def unchanged(
         return None
     if all_tests and not stamp.get("all_tests"):
         return None
+    if not stamp.get("gate_tests", True):
+        return None
     if stamp.get("storage_version") != storage_version:
         return None
     for kept in ("published", "report"):
@@ -343,11 +356,14 @@ def record(
     published: Path,
     report: Path,
     invocation_id: str | None,
+    gate_tests: bool = True,
 ) -> bool:
     """Write the stamp of a build that succeeded into the warehouse, tied to the dbt
     invocation that built it (``invocation_id``; None: the last one recorded). When another
     dbt command ran on the warehouse since, nothing is written (the next build runs in full);
-    False then."""
+    False then. ``gate_tests`` False: the build left out the gate_rule tests (the audit
+    flow's, whose release gate reads gate_results after the publish), so no build is ever
+    skipped on its stamp."""
     from ableaudit.warehouse import connect
 
     con = connect(warehouse)
@@ -360,6 +376,7 @@ def record(
             "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "inputs": dict(current),
             "all_tests": all_tests,
+            "gate_tests": gate_tests,
             "storage_version": storage_version,
             "outputs": _outputs(con),
             "published": _file_key(published, warehouse),
@@ -372,6 +389,49 @@ def record(
     finally:
         con.close()
     return True
+
+
+def carry(warehouse: Path, stamped: str, invocation_id: str) -> bool:
+    """Tie the stamp of the build ``stamped`` (its invocation id) to ``invocation_id``, a dbt
+    command that ran next on the project, libraries and settings of that build and succeeded
+    (the caller checks them): the nodes it built are what that build's settings make of the
+    raw rows, so what the stamp says of the others still holds. Nothing is written when the
+    warehouse holds another stamp, or when another dbt command ran between the two; False
+    then."""
+    from ableaudit.warehouse import connect
+
+    con = connect(warehouse)
+    try:
+        if not exists(con, STAMP) or not exists(con, INVOCATIONS):
+            return False
+        last = [
+            i
+            for (i,) in con.execute(
+                f"select invocation_id from {INVOCATIONS} order by seq desc limit 2"
+            ).fetchall()
+        ]
+        if last != [invocation_id, stamped]:
+            return False
+        moved = con.execute(
+            f"update {STAMP} set invocation_id = ? where invocation_id = ? returning 1",
+            [invocation_id, stamped],
+        ).fetchall()
+    finally:
+        con.close()
+    return bool(moved)
+
+
+def stamped_invocation(warehouse: Path) -> str | None:
+    """The invocation id of the build whose stamp holds now (``last_stamp``), or None."""
+    from ableaudit.warehouse import connect
+
+    if last_stamp(warehouse) is None:
+        return None
+    con = connect(warehouse, read_only=True)
+    try:
+        return last_invocation(con)
+    finally:
+        con.close()
 
 
 def forget(warehouse: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.audit.flow import audit as audit_flow
+from tests.fixtures.from_scratch import assert_as_from_scratch, raw_copy
 from tests.fixtures.independent import degradation_vader
 from tests.fixtures.warehouse import read as _read
 
@@ -111,6 +113,24 @@ def test_published_copy_is_readable_without_project_code(audited):
         [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
     )
     assert int(out.stdout.strip()) > 0
+
+
+def test_a_build_after_the_audit_is_skipped_and_its_tables_are_as_from_scratch(
+    audited, tmp_path, capsys
+):
+    """The audit's build wrote the stamp of what it read (its run ended before it): the next
+    `ableaudit build` keeps it all, and every relation equals a build from scratch."""
+    from ableaudit.cli import main
+
+    folder = tmp_path / "copy"
+    shutil.copytree(audited["warehouse"].parent, folder)  # modification times kept
+    wh = folder / audited["warehouse"].name
+    capsys.readouterr()
+    assert main(["build", "--warehouse", str(wh)]) == 0
+    assert "Nothing changed since the build of" in capsys.readouterr().out
+    fresh = raw_copy(wh, tmp_path / "fresh" / "ableaudit.duckdb")
+    assert main(["build", "--warehouse", str(fresh)]) == 0
+    assert_as_from_scratch(wh, fresh)
 
 
 def test_rerun_generates_nothing_new(audited):

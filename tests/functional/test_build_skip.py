@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 from pathlib import Path
 
 import duckdb
-import pandas as pd
 import pytest
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.cli import main
 from ableaudit.dbt import runner
 from ableaudit.warehouse import build_stamp, connect
-from tests.fixtures.warehouse import land, read, synthetic_generations
+from tests.fixtures.from_scratch import assert_as_from_scratch
+from tests.fixtures.warehouse import (
+    generation_id,
+    land,
+    read,
+    response,
+    synthetic_generations,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
@@ -40,13 +47,21 @@ def built(tmp_path_factory):
 def dbt_calls(monkeypatch):
     calls = []
 
-    def build(wh, vars=None, all_tests=False, project_checked=False, changed_raw_tables=None):
+    def build(
+        wh,
+        vars=None,
+        all_tests=False,
+        project_checked=False,
+        changed_raw_tables=None,
+        ungated=False,
+    ):
         calls.append(
             {
                 "vars": vars,
                 "all_tests": all_tests,
                 "project_checked": project_checked,
                 "changed_raw_tables": changed_raw_tables,
+                "ungated": ungated,
             }
         )
 
@@ -342,45 +357,6 @@ def test_a_models_row_checks_fail_on_each_broken_rule_and_name_it(built, tmp_pat
     assert broken == {f"broken: {rule} (1 row)" for _, rule in breaks}
 
 
-def _relations(wh: Path) -> dict[str, pd.DataFrame]:
-    """Every relation of main (tables and views)."""
-    with duckdb.connect(str(wh), read_only=True) as con:
-        names = [
-            n
-            for (n,) in con.execute(
-                "select table_name from duckdb_tables() where schema_name = 'main' "
-                "union all select view_name from duckdb_views() "
-                "where schema_name = 'main' and not internal order by 1"
-            ).fetchall()
-        ]
-        return {n: con.execute(f'select * from main."{n}"').df() for n in names}
-
-
-_WHEN = {"landing_id", "landed_at", "built_at", "scored_at"}
-"""Columns that say when, or by which landing, a row was written, not what it holds."""
-
-
-def _assert_as_from_scratch(wh: Path, fresh: Path, relanded: bool = False) -> None:
-    """Every relation of main in ``wh`` holds what a build from scratch of the same raw rows
-    (``fresh``) holds, to 1e-9, but for the columns of ``_WHEN``; ``relanded``: the raw rows
-    were landed again, so their times (and what is dated by them) differ too."""
-    got, want = _relations(wh), _relations(fresh)
-    assert set(got) == set(want)
-    for name, b in sorted(want.items()):
-        a = got[name]
-        assert list(a.columns) == list(b.columns), name
-        when = {c for c in b.columns if pd.api.types.is_datetime64_any_dtype(b[c])}
-        keep = [c for c in b.columns if c not in _WHEN and not (relanded and c in when)]
-        pd.testing.assert_frame_equal(
-            _rows(a, keep), _rows(b, keep), check_exact=False, rtol=1e-9, atol=1e-12, obj=name
-        )
-
-
-def _rows(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``columns`` of ``frame``, its rows in one order."""
-    return frame[columns].sort_values(columns, key=lambda c: c.astype(str), ignore_index=True)
-
-
 def test_a_new_warehouse_at_the_path_of_a_built_one_is_built_in_full(built, tmp_path, capsys):
     """Deleting the warehouse is how one starts over: the new file has no stamp, whatever the
     old file's said, and a stamp file an older version left beside it is ignored."""
@@ -392,7 +368,7 @@ def test_a_new_warehouse_at_the_path_of_a_built_one_is_built_in_full(built, tmp_
     land(work, synthetic_generations())
     assert _stamp(work) is None
     assert _build(work, capsys).startswith("Built")
-    _assert_as_from_scratch(work, built, relanded=True)
+    assert_as_from_scratch(work, built, relanded=True)
     assert _build(work, capsys).startswith("Nothing changed")
 
 
@@ -418,7 +394,7 @@ def test_a_restored_backup_of_an_older_project_is_rebuilt_seeds_and_views_includ
     work = _copy(built, tmp_path / "work")
     shutil.copy2(backup, work)  # restored over the current warehouse, beside its files
     assert _build(work, capsys).startswith("Built")
-    _assert_as_from_scratch(work, built)
+    assert_as_from_scratch(work, built)
 
 
 def test_a_dbt_build_with_other_vars_does_not_outlive_the_next_build(built, tmp_path, capsys):
@@ -428,7 +404,7 @@ def test_a_dbt_build_with_other_vars_does_not_outlive_the_next_build(built, tmp_
     rows = "select count(*) as n from main.threshold_sensitivity"
     assert read(work, rows).n[0] != read(built, rows).n[0]
     assert _build(work, capsys).startswith("Built")
-    _assert_as_from_scratch(work, built)
+    assert_as_from_scratch(work, built)
 
 
 @pytest.mark.parametrize("command", ["dbt seed", "ableaudit gate --vars", "training build"])
@@ -449,7 +425,112 @@ def test_any_other_dbt_command_makes_the_next_build_a_full_one(
     assert build_stamp.last_stamp(work) is None
     assert _build(work, capsys).startswith("Built")
     assert dbt_calls == [
-        {"vars": None, "all_tests": False, "project_checked": False, "changed_raw_tables": None}
+        {
+            "vars": None,
+            "all_tests": False,
+            "project_checked": False,
+            "changed_raw_tables": None,
+            "ungated": False,
+        }
+    ]
+
+
+def _second_run(rows: list[dict]) -> list[dict]:
+    """Each model's answers again, in a run of its own, with other texts: a run to compare."""
+    rng = random.Random(1)
+    again = []
+    for r in rows:
+        parts = (r["model_id"], r["arm"], r["query_id"], r["disability_id"], 2)
+        text = response(rng) if r["status"] == "ok" else r["response_text"]
+        again.append(
+            {**r, "run_id": f"{r['run_id']}-2", "generation_id": generation_id(*parts)}
+            | {"response_text": text}
+        )
+    return again
+
+
+def test_a_gate_with_other_vars_does_not_outlive_the_next_build(tmp_path, capsys):
+    """`ableaudit gate --vars` rebuilds the per-run models with its vars on a warehouse of two
+    runs; the next plain build brings back what the project's vars make of them, as the
+    build from scratch of the same raw rows does."""
+    fresh = tmp_path / "fresh" / "ableaudit.duckdb"
+    fresh.parent.mkdir()
+    connect(fresh).close()
+    first = synthetic_generations()
+    land(fresh, first)
+    land(fresh, _second_run(first))
+    assert main(["build", "--warehouse", str(fresh)]) == 0
+    for table in ("int_run_pair_flags", "run_rates", "run_comparison"):
+        assert len(read(fresh, f"select * from main.{table}")), table
+    work = _copy(fresh, tmp_path / "work")
+    gates = PROJECT_ROOT / "configs" / "gates.example.yml"
+    argv = ["gate", "--warehouse", str(work), "--gates", str(gates)]
+    main([*argv, "--vars", "{degradation_threshold: 0.3}"])  # its verdicts do not matter
+    flagged = "select count(*) filter (flagged) as n from main.int_run_pair_flags"
+    assert read(work, flagged).n[0] != read(fresh, flagged).n[0]
+    assert build_stamp.last_stamp(work) is None
+    assert _build(work, capsys).startswith("Built")
+    assert_as_from_scratch(work, fresh)
+
+
+@pytest.mark.parametrize("command", ["judges' subjects", "prompts", "training build"])
+def test_a_build_of_part_of_the_warehouse_with_the_projects_vars_keeps_the_stamp(
+    built, tmp_path, capsys, command
+):
+    """What the judges, the prompts and the training flows build first, with the project's
+    vars, is what the stamped build made of the same raw rows: the next build is skipped."""
+    work = _copy(built, tmp_path / "work")
+    stamped = build_stamp.last_stamp(work)
+    if command == "judges' subjects":
+        from ableaudit.judges.runner import build_subjects
+
+        build_subjects(work)
+    elif command == "prompts":
+        from ableaudit.dbt.prompts import ensure_prompts
+
+        assert ensure_prompts(work)  # no prompts stamp beside the copy: dbt runs
+    else:
+        from ableaudit.adapters import tasks
+
+        tasks.build.fn(str(work), "+int_pair_judgments")
+    with duckdb.connect(str(work), read_only=True) as con:
+        last = build_stamp.last_invocation(con)
+    assert build_stamp.stamped_invocation(work) == last  # the command's, carried over
+    assert build_stamp.last_stamp(work) == stamped
+    assert _build(work, capsys).startswith("Nothing changed")
+    assert_as_from_scratch(work, built)
+
+
+def test_a_part_built_under_other_settings_than_the_stamps_drops_it(
+    built, tmp_path, capsys, monkeypatch
+):
+    """The project's vars under another setting (here the Regard classifier) than the stamped
+    build's: the nodes built are not what the stamp says, so it is dropped."""
+    from ableaudit.judges.runner import build_subjects
+
+    work = _copy(built, tmp_path / "work")
+    monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(tmp_path / "another-missing-model"))
+    build_subjects(work)
+    assert _stamp(work) is None and build_stamp.last_stamp(work) is None
+
+
+def test_a_build_without_the_gate_tests_never_lets_a_build_be_skipped(built, tmp_path, dbt_calls):
+    """The audit flow's build with a gates file leaves out the gate_rule tests (its release
+    gate reads gate_results after the publish): its stamp narrows the next build with the
+    same vars, never skips it."""
+    from ableaudit.build import build_and_publish
+    from ableaudit.gates.command import build_vars
+
+    work = _copy(built, tmp_path / "work")
+    vars = build_vars(PROJECT_ROOT / "configs" / "gates.example.yml")
+    assert not build_and_publish(work, vars, ungated=True).skipped
+    assert _stamp(work)["gate_tests"] is False and build_stamp.last_stamp(work) is not None
+    assert not build_and_publish(work, vars, ungated=True).skipped
+    assert not build_and_publish(work, vars).skipped
+    assert [(c["ungated"], c["project_checked"]) for c in dbt_calls] == [
+        (True, False),
+        (True, False),
+        (False, True),
     ]
 
 
