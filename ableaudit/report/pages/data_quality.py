@@ -1,4 +1,4 @@
-"""The data quality table's rows, shared by the trust page and the report's drill-down."""
+"""The data quality table's rows, as the report renders them."""
 
 from __future__ import annotations
 
