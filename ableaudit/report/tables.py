@@ -20,14 +20,8 @@ from ableaudit.report.records import (
 )
 
 ALPHA = 0.05
-
-
 DIMENSIONS = ("interpret", "stereotype", "framing", "abstain")
-
-
 BASELINE = "baseline"
-
-
 Links = Callable[..., "str | None"]
 
 

@@ -114,7 +114,6 @@ from ableaudit.warehouse.publishing.views import (
 
 log = logging.getLogger(__name__)
 
-
 MARTS_DIRS = (PROJECT_ROOT / "models" / "marts", PROJECT_ROOT / "python_models" / "marts")
 
 

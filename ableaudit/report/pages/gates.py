@@ -12,8 +12,6 @@ from ableaudit.report.records import (
 from ableaudit.report.tables import Context, ci_cell, key_of
 
 GATE_KEY = ["rule_id", "task", "model_id", "arm", "query_set", "run_id", "scope"]
-
-
 _GATE_ORDER = {"fail": 0, "inconclusive": 1, "pass": 2}
 
 

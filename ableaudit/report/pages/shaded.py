@@ -104,8 +104,6 @@ _RATE_CI = {
     "degradation": ("degradation_ci_low_pct", "degradation_ci_high_pct"),
     "interpretive_shift": ("yes_ci_low_pct", "yes_ci_high_pct"),
 }
-
-
 _RATE_N = {"degradation": "n_pairs", "interpretive_shift": "n_pairs_judged"}
 
 

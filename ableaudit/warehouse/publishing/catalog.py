@@ -9,14 +9,11 @@ import duckdb
 import pyarrow as pa
 
 STORAGE_VERSION_ENV = "ABLEAUDIT_PUBLISH_STORAGE_VERSION"
-
-
 # The oldest storage format every DuckDB client from 1.1 on reads in full, for
 # every type the marts use (measured with DuckDB 1.1.3, 1.2.2, 1.3.2, 1.4.4 and
 # 1.5.6; see docs/bi.md). Older labels (v0.10.0, v1.0.0) write the same storage
 # number, but DuckDB 1.0 fails on list columns whose lists are all empty.
 DEFAULT_STORAGE_VERSION = "v1.1.0"
-
 
 # Columns that hold a stored config: never published, in any relation.
 # raw.runs.config_json is the audit config of a run; raw.adapters.params_json
@@ -25,24 +22,14 @@ WITHHELD_COLUMNS: frozenset[str] = frozenset({"config_json", "params_json"})
 
 
 MANIFEST_SCHEMA = "publish"
-
-
 MANIFEST_TABLE = "relations"
-
-
 GROUPS_TABLE = "relation_groups"
-
-
 FILES_TABLE = "parquet_files"
-
-
 DEFINITIONS_TABLE = "view_definitions"
-
 
 # The column whose values split a relation into the groups a publish compares and replaces
 # whole: a model's rows change together when it lands or is built again.
 GROUP_COLUMN = "model_id"
-
 
 # Not published: the catalogs, and dbt_state, the bookkeeping of incremental builds
 # (docs/incremental.md), which means nothing outside the warehouse it describes.

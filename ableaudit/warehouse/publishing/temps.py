@@ -13,11 +13,7 @@ log = logging.getLogger(__name__)
 
 
 _TMP_COPY = re.compile(r"^\.(?P<stem>.+)\.(?P<pid>\d+)\.tmp\.duckdb(?:\.wal)?$")
-
-
 _TMP_PARQUET = re.compile(r"^\.(?P<stem>.+)\.(?P<pid>\d+)\.tmp\.parquet$")
-
-
 # Process start times are kept to a fraction of a second; a file written by the
 # live process holding a pid is never older than that process by more than this.
 _START_SLACK_S = 1.0

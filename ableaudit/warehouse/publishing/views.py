@@ -26,7 +26,6 @@ come from the rows of that value alone in each input that has the column (macro
 it). A publish hashes such a view only for the groups whose rows changed in its inputs, not
 whole: each of these views computes again, at every read, a row per generation or pair."""
 
-
 # Functions whose value differs between two reads of the same rows: a view that calls one is
 # hashed whole.
 _VOLATILE_FUNCTIONS = frozenset(
