@@ -69,6 +69,9 @@ MANIFEST_PATH_ALIASES = ("path", "file_path", "file", "rel_path", "image_path")
 MANIFEST_OPTIONAL = ("category",)
 
 
+# --------------------------------------------------------------------------- loaders
+
+
 def find_pairs_root(root: str | Path) -> Path:
     """The folder holding the PAIRS category folders: ``root`` itself, or ``root/data`` (the repository layout)."""
     base = Path(root).expanduser()
@@ -294,6 +297,9 @@ def load_manifest_csv(
     if not records:
         raise ImageSetError(f"image manifest {mpath} lists no image")
     return LoadedImages(image_set=image_set, root=base, records=records)
+
+
+# --------------------------------------------------------------------------- landing
 
 
 @dataclass

@@ -74,6 +74,9 @@ class ImportReport:
     raw.generation_history."""
 
 
+# --------------------------------------------------------------------------- reading
+
+
 def read_table(path: str | Path) -> list[dict[str, Any]]:
     """CSV, JSONL/NDJSON or Parquet as one dict per row (CSV cells as text; types checked below)."""
     return [row for _, row in read_numbered(path)]
@@ -154,6 +157,9 @@ class Problems:
             f"{path}: {len(self.rows())} row(s) cannot be imported; nothing was landed:\n"
             + files.listed(lines)
         )
+
+
+# --------------------------------------------------------------------------- validation
 
 
 def validate_rows(
@@ -416,6 +422,9 @@ def refuse_changed(
         + "\nRe-run with --replace to supersede the landed texts (the old rows are kept in "
         "raw.generation_history), or fix the file if the landed texts are right."
     )
+
+
+# --------------------------------------------------------------------------- the import
 
 
 def _disability_lookup(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
