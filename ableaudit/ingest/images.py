@@ -53,13 +53,14 @@ from ableaudit.ingest.image_records import (
     check_set_name,
     raise_problems,
 )
+from ableaudit.media import PAIRS_CATEGORIES as PAIRS_CATEGORIES
 from ableaudit.media import (
     ImageSetError,
     resolve_under,
 )
+from ableaudit.media import find_pairs_root as find_pairs_root
 from ableaudit.warehouse import raw_schema
 
-PAIRS_CATEGORIES = ("occupations", "status", "potential_crime")
 PAIRS_RACES = ("black", "white")
 PAIRS_GENDERS = ("man", "woman")
 PAIRS_NAME_RE = re.compile(r"^(?P<race>[A-Za-z]+)_(?P<gender>[A-Za-z]+)(?P<n>[0-9]*)\.png$")
@@ -70,24 +71,6 @@ MANIFEST_OPTIONAL = ("category",)
 
 
 # --------------------------------------------------------------------------- loaders
-
-
-def find_pairs_root(root: str | Path) -> Path:
-    """The folder holding the PAIRS category folders: ``root`` itself, or ``root/data`` (the repository layout)."""
-    base = Path(root).expanduser()
-    if not base.is_dir():
-        raise ImageSetError(
-            f"PAIRS root {str(root)!r} is not a folder; point image_root at the folder holding "
-            f"{', '.join(PAIRS_CATEGORIES)} (the PAIRS repository's data/ folder)"
-        )
-    if any((base / c).is_dir() for c in PAIRS_CATEGORIES):
-        return base.resolve()
-    if any((base / "data" / c).is_dir() for c in PAIRS_CATEGORIES):
-        return (base / "data").resolve()
-    raise ImageSetError(
-        f"no PAIRS category folder ({', '.join(PAIRS_CATEGORIES)}) under {base} or {base / 'data'}; "
-        "point image_root at the PAIRS data/ folder"
-    )
 
 
 def parse_pairs_name(

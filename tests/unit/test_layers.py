@@ -39,7 +39,7 @@ KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
         "config checks a target's backend name and options against the registry"
     ),
     ("ableaudit.config", "ableaudit.ingest.images"): (
-        "config finds the PAIRS root with ingest.images.find_pairs_root"
+        "config imports find_pairs_root through ingest.images; import it from ableaudit.media"
     ),
     ("ableaudit.warehouse.landing", "ableaudit.adapters.registry"): (
         "landing catches the adapters' RegistryError; the error belongs beside landing"
