@@ -59,6 +59,28 @@ MAX_IMAGE_BYTES_ENV = "ABLEAUDIT_MAX_IMAGE_BYTES"
 without --max-image-bytes, and the images a vision audit loads and sends."""
 
 
+PAIRS_CATEGORIES = ("occupations", "status", "potential_crime")
+"""The category folders of a PAIRS tree."""
+
+
+def find_pairs_root(root: str | Path) -> Path:
+    """The folder holding the PAIRS category folders: ``root`` itself, or ``root/data`` (the repository layout)."""
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        raise ImageSetError(
+            f"PAIRS root {str(root)!r} is not a folder; point image_root at the folder holding "
+            f"{', '.join(PAIRS_CATEGORIES)} (the PAIRS repository's data/ folder)"
+        )
+    if any((base / c).is_dir() for c in PAIRS_CATEGORIES):
+        return base.resolve()
+    if any((base / "data" / c).is_dir() for c in PAIRS_CATEGORIES):
+        return (base / "data").resolve()
+    raise ImageSetError(
+        f"no PAIRS category folder ({', '.join(PAIRS_CATEGORIES)}) under {base} or {base / 'data'}; "
+        "point image_root at the PAIRS data/ folder"
+    )
+
+
 class ImageTooLarge(ImageSetError):
     """An image file over the byte cap; never read."""
 

@@ -8,7 +8,7 @@
 #   2. bench/scorers.py --part encoders: texts/s of a Regard-sized (roberta-base) and a
 #      detector-sized (all-MiniLM-L6-v2 + LoRA) random-init encoder, bf16, a few thousand texts,
 #      batched by token length against batches in the given order.
-#   3. ableaudit.adapters.dpo.train: TRL DPO with a LoRA on a random-init Qwen2.5-0.5B, 20 steps, with
+#   3. bench/dpo_train.py: TRL DPO with a LoRA on a random-init Qwen2.5-0.5B, 20 steps, with
 #      load/train seconds, steps/s and peak GPU memory: DPO at a real model size.
 # Before, on a machine with the network: `bash bench/gpu_wheels.sh` (wheels the GPU image lacks, in
 # .whl/); copy .whl/ along and run `bash bench/gpu_checks.sh` there. A CPU dry run of the same script
@@ -59,9 +59,9 @@ echo "== bench/scorers.py --part encoders --device $DEVICE $ENC_ARGS" | tee "$OU
 timeout "${ENC_TIMEOUT:-80}" "$PY" bench/scorers.py --part encoders --device "$DEVICE" $ENC_ARGS \
   --json "$OUT/encoders.json" 2>&1 | tee -a "$OUT/encoders.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed=$((failed + 1))
-echo "== python -m ableaudit.adapters.dpo.train --device $DEVICE $DPO_ARGS" | tee "$OUT/dpo.txt"
+echo "== bench/dpo_train.py --device $DEVICE $DPO_ARGS" | tee "$OUT/dpo.txt"
 # shellcheck disable=SC2086
-timeout "${DPO_TIMEOUT:-120}" "$PY" -m ableaudit.adapters.dpo.train --device "$DEVICE" $DPO_ARGS 2>&1 | tee -a "$OUT/dpo.txt"
+timeout "${DPO_TIMEOUT:-120}" "$PY" bench/dpo_train.py --device "$DEVICE" $DPO_ARGS 2>&1 | tee -a "$OUT/dpo.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed=$((failed + 1))
 rm -rf "$work"
 # every figure in one JSON: each step's own JSON, and the DPO step's timings line

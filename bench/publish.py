@@ -42,7 +42,7 @@ def timed_publish(warehouse: Path, out: Path) -> dict:
     from ableaudit.warehouse import publish as publishing
 
     relations = []
-    copy = publishing._copy_relation
+    copy = publishing.copy_relation
 
     def timed(con, catalog, schema, name, kind, *rest):
         wall, cpu = time.perf_counter(), time.process_time()
@@ -59,12 +59,12 @@ def timed_publish(warehouse: Path, out: Path) -> dict:
         )
         return published
 
-    publishing._copy_relation = timed
+    publishing.copy_relation = timed
     wall, cpu = time.perf_counter(), time.process_time()
     try:
         target = publishing.publish(warehouse, out)
     finally:
-        publishing._copy_relation = copy
+        publishing.copy_relation = copy
     total_wall, total_cpu = time.perf_counter() - wall, time.process_time() - cpu
     copied = sum(r["wall_s"] for r in relations)
     return {

@@ -75,7 +75,7 @@ class Backend(ABC):
     generates ``part_rows`` at a time."""
     supports_json_schema: ClassVar[bool] = False
     """It can constrain a completion to a JSON schema (judges' structured output); without it a request
-    with ``json_schema`` fails (``refuse_json_schema``) rather than come back unconstrained."""
+    with ``json_schema`` fails (``registry.refuse_json_schema``) rather than come back unconstrained."""
     json_schema_by_default: ClassVar[bool] = False
     """A judge's ``structured_output: auto`` turns structured output on: the engine is known to honour it
     (an OpenAI-compatible server may lack it, so there it is the user's call)."""
@@ -212,18 +212,6 @@ def results_in_batches(
                 f"backend {name} returned {len(results)} results for {len(chunk)} requests"
             )
         yield checked(results)
-
-
-def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
-    """Raise (failing that request) when a request asks for structured output this backend cannot give."""
-    from .registry import backends_where
-
-    if req.json_schema is not None:
-        able = backends_where(lambda cls: cls.supports_json_schema)
-        raise ValueError(
-            f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
-            f"{', '.join(able)} (or set the judge's structured_output: off)"
-        )
 
 
 def response_format(schema: dict) -> dict[str, Any]:

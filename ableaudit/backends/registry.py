@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .base import Backend, BackendError
+from .base import Backend, BackendError, GenerationRequest
 
 if TYPE_CHECKING:
     from ..config import Target
@@ -175,3 +175,13 @@ def cancel_backends() -> int:
     for b in live:
         b.cancel()
     return len(live)
+
+
+def refuse_json_schema(req: GenerationRequest, backend: str) -> None:
+    """Raise (failing that request) when a request asks for structured output this backend cannot give."""
+    if req.json_schema is not None:
+        able = backends_where(lambda cls: cls.supports_json_schema)
+        raise ValueError(
+            f"backend {backend} cannot constrain output to a JSON schema; structured output needs backend "
+            f"{', '.join(able)} (or set the judge's structured_output: off)"
+        )

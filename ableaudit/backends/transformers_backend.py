@@ -55,8 +55,8 @@ from .base import (
     GenerationRequest,
     GenerationResult,
     Stopwatch,
-    refuse_json_schema,
 )
+from .registry import refuse_json_schema
 
 if TYPE_CHECKING:
     from ..config import Target

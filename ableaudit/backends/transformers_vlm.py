@@ -58,8 +58,8 @@ from .base import (
     GenerationRequest,
     GenerationResult,
     Stopwatch,
-    refuse_json_schema,
 )
+from .registry import refuse_json_schema
 from .transformers_backend import HFGenerationMixin
 
 if TYPE_CHECKING:

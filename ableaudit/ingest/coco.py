@@ -37,12 +37,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ableaudit.ingest.images import (
+from ableaudit.ingest.image_records import (
     ImageRecord,
     LoadedImages,
-    _check_image_file,
-    _check_set_name,
-    _raise,
+    check_image_file,
+    check_set_name,
+    raise_problems,
 )
 from ableaudit.media import ImageSetError, resolve_under
 
@@ -281,7 +281,7 @@ def load_coco(
     The returned set's ``candidates`` are the rows of raw.image_candidates; its records those of
     raw.images. Every problem of the file and of the kept images' files is listed in one error.
     """
-    _check_set_name(image_set)
+    check_set_name(image_set)
     settings = settings or CocoFilter()
     path = Path(annotations).expanduser()
     data = _read(path)
@@ -296,7 +296,9 @@ def load_coco(
     images = _index_images(data, problems)
     known, people = _person_ids(data, settings, problems)
     _attach_annotations(data, images, known, people, problems)
-    _raise(problems, f"COCO annotations {path}", "correct the records listed; nothing was landed")
+    raise_problems(
+        problems, f"COCO annotations {path}", "correct the records listed; nothing was landed"
+    )
     licenses = _licenses(data)
     source = str(path.resolve())
     candidates, records = [], []
@@ -309,7 +311,7 @@ def load_coco(
             )
             if record is not None:
                 records.append(record)
-    _raise(
+    raise_problems(
         problems,
         f"COCO images under {base}",
         f"put the kept images' files under {base} (the folder the annotations' file_name values "
@@ -346,7 +348,7 @@ def _record(
     if not full.is_file():
         problems.append(f"{name}: the folder {base} has no file {im['file_name']}")
         return None
-    checked = _check_image_file(full, name, problems, max_bytes)
+    checked = check_image_file(full, name, problems, max_bytes)
     if checked is None:
         return None
     sha, w, h = checked

@@ -37,28 +37,30 @@ backend uses Pillow when it is installed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ableaudit.ingest import files
+from ableaudit.ingest.image_records import (
+    IMAGE_COLUMNS,
+    ImageRecord,
+    LoadedImages,
+    check_image_file,
+    check_set_name,
+    raise_problems,
+)
+from ableaudit.media import PAIRS_CATEGORIES as PAIRS_CATEGORIES
 from ableaudit.media import (
-    MAX_IMAGE_BYTES_ENV,
     ImageSetError,
-    ImageTooLarge,
-    image_format,
-    image_size,
-    image_size_problem,
-    read_image_file,
     resolve_under,
 )
+from ableaudit.media import find_pairs_root as find_pairs_root
 from ableaudit.warehouse import raw_schema
 
-PAIRS_CATEGORIES = ("occupations", "status", "potential_crime")
 PAIRS_RACES = ("black", "white")
 PAIRS_GENDERS = ("man", "woman")
 PAIRS_NAME_RE = re.compile(r"^(?P<race>[A-Za-z]+)_(?P<gender>[A-Za-z]+)(?P<n>[0-9]*)\.png$")
@@ -67,109 +69,8 @@ MANIFEST_REQUIRED = ("image_id", "path", "scenario", "gender", "race")
 MANIFEST_PATH_ALIASES = ("path", "file_path", "file", "rel_path", "image_path")
 MANIFEST_OPTIONAL = ("category",)
 
-IMAGE_COLUMNS = tuple(c.name for c in raw_schema.table("images").landed())
-
-
-@dataclass(frozen=True)
-class ImageRecord:
-    image_set: str
-    image_id: str
-    rel_path: str
-    sha256: str
-    width: int | None
-    height: int | None
-    scenario: str
-    category: str
-    gender: str
-    race: str
-    extra_json: str | None
-    loader: str
-    source: str | None
-
-    def as_row(self) -> dict[str, Any]:
-        return {c: getattr(self, c) for c in IMAGE_COLUMNS}
-
-
-@dataclass
-class LoadedImages:
-    image_set: str
-    root: Path
-    records: list[ImageRecord]
-    skipped: list[str] = field(
-        default_factory=list
-    )  # hidden files and folders, named for the report
-    candidates: list[dict[str, Any]] | None = None
-    """Rows of raw.image_candidates: every image a filtering loader (COCO) considered."""
-
-    def summary(self) -> str:
-        by_cat: dict[str, int] = {}
-        for r in self.records:
-            by_cat[r.category] = by_cat.get(r.category, 0) + 1
-        cats = ", ".join(f"{k}: {v}" for k, v in sorted(by_cat.items()))
-        skipped = f"; skipped {len(self.skipped)} hidden entries" if self.skipped else ""
-        return f"image set {self.image_set!r}: {len(self.records)} images under {self.root} ({cats}){skipped}"
-
 
 # --------------------------------------------------------------------------- loaders
-
-
-def _check_image_file(
-    full: Path, rel: str, problems: list[str], max_bytes: int | None = None
-) -> tuple[str, int | None, int | None] | None:
-    try:
-        data = read_image_file(full, max_bytes)
-    except ImageTooLarge as e:
-        problems.append(
-            f"{rel}: {e}; shrink or re-encode the image, or raise the cap with "
-            f"`--max-image-bytes {max(e.size, e.cap * 2)}` (audits: the environment variable "
-            f"{MAX_IMAGE_BYTES_ENV})"
-        )
-        return None
-    except OSError as e:
-        problems.append(f"{rel}: cannot be read ({e})")
-        return None
-    if image_format(data) is None:
-        problems.append(f"{rel}: not a PNG, JPEG, GIF or WebP image (checked the file signature)")
-        return None
-    refused = image_size_problem(data)
-    if refused is not None:
-        problems.append(f"{rel}: {refused}")
-        return None
-    w, h = image_size(data)
-    return hashlib.sha256(data).hexdigest(), w, h
-
-
-def _raise(problems: Sequence[str], what: str, fix: str) -> None:
-    if problems:
-        raise ImageSetError(
-            f"{what}: {len(problems)} problem(s), nothing loaded:\n{files.listed(problems)}\n"
-            f"Fix: {fix}"
-        )
-
-
-def _check_set_name(image_set: str) -> None:
-    if not image_set or not re.fullmatch(r"[A-Za-z0-9_.-]+", image_set):
-        raise ImageSetError(
-            f"image_set {image_set!r} must be a non-empty name of letters, digits, '_', '-' or '.'"
-        )
-
-
-def find_pairs_root(root: str | Path) -> Path:
-    """The folder holding the PAIRS category folders: ``root`` itself, or ``root/data`` (the repository layout)."""
-    base = Path(root).expanduser()
-    if not base.is_dir():
-        raise ImageSetError(
-            f"PAIRS root {str(root)!r} is not a folder; point image_root at the folder holding "
-            f"{', '.join(PAIRS_CATEGORIES)} (the PAIRS repository's data/ folder)"
-        )
-    if any((base / c).is_dir() for c in PAIRS_CATEGORIES):
-        return base.resolve()
-    if any((base / "data" / c).is_dir() for c in PAIRS_CATEGORIES):
-        return (base / "data").resolve()
-    raise ImageSetError(
-        f"no PAIRS category folder ({', '.join(PAIRS_CATEGORIES)}) under {base} or {base / 'data'}; "
-        "point image_root at the PAIRS data/ folder"
-    )
 
 
 def parse_pairs_name(
@@ -202,7 +103,7 @@ def load_pairs_tree(
     Hidden files and folders (``.DS_Store``, ``.git``) are skipped and listed in
     ``skipped``; every other unexpected entry is a problem.
     """
-    _check_set_name(image_set)
+    check_set_name(image_set)
     base = find_pairs_root(root)
     problems: list[str] = []
     records: list[ImageRecord] = []
@@ -251,7 +152,7 @@ def load_pairs_tree(
                 except ImageSetError as e:
                     problems.append(f"{rel_guess}: {e}")
                     continue
-                checked = _check_image_file(full, rel, problems, max_bytes)
+                checked = check_image_file(full, rel, problems, max_bytes)
                 if checked is None:
                     continue
                 sha, w, h = checked
@@ -273,7 +174,7 @@ def load_pairs_tree(
                         source=str(base),
                     )
                 )
-    _raise(
+    raise_problems(
         problems,
         f"PAIRS tree {base}",
         "rename or remove the files listed (names are <race>_<gender>[n].png, race in "
@@ -294,7 +195,7 @@ def load_manifest_csv(
     path: str | Path, image_root: str | Path, image_set: str, *, max_bytes: int | None = None
 ) -> LoadedImages:
     """An image set described by a CSV manifest (columns in the module docstring); paths under ``image_root``."""
-    _check_set_name(image_set)
+    check_set_name(image_set)
     mpath = Path(path).expanduser()
     if not mpath.is_file():
         raise ImageSetError(
@@ -348,7 +249,7 @@ def load_manifest_csv(
         if not full.is_file():
             problems.append(f"line {lineno}: {row[path_col]!r} is not a file under {base}")
             continue
-        checked = _check_image_file(full, f"line {lineno}: {rel}", problems, max_bytes)
+        checked = check_image_file(full, f"line {lineno}: {rel}", problems, max_bytes)
         if checked is None:
             continue
         sha, w, h = checked
@@ -370,7 +271,7 @@ def load_manifest_csv(
                 source=str(mpath.resolve()),
             )
         )
-    _raise(
+    raise_problems(
         problems,
         f"image manifest {mpath}",
         "correct the rows listed; paths are relative to image_root "

@@ -30,8 +30,8 @@ from typing import Any
 
 from ableaudit.ingest import files
 from ableaudit.ingest.responses import require_columns
+from ableaudit.judges.items import contrastive_subject, judgment_key, rubric_subject
 from ableaudit.judges.parsing import parse_verdict
-from ableaudit.judges.runner import contrastive_subject, judgment_key, rubric_subject
 from ableaudit.keys import content_key
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import LandingReport, land_judgments

@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ableaudit.ingest import files
+from ableaudit.ingest import response_fields as fields
 
 BATCH_ROWS = 65_536
 """Rows per record batch: what the import holds in memory at once, besides DuckDB's own."""
@@ -265,8 +266,6 @@ def normalise(
     """One batch in the ``NORMALISED`` schema; ``ok`` is false on a row any rule of
     ``validate_rows`` would refuse but the key twice in the file (``disabilities`` and
     ``prompts`` as ``validate_rows`` takes them)."""
-    from ableaudit.ingest import responses as r
-
     n = batch.num_rows
     names = set(batch.schema.names)
     if "response_text" in names and _textual(batch.schema.field("response_text").type):
@@ -278,7 +277,7 @@ def normalise(
         return batch.column(name) if name in names else None
 
     def name(default: str | None, what: str) -> Callable[[Any], tuple | None]:
-        parse = _fails(lambda v: r.parse_name(v, default, what), r.FieldError)
+        parse = _fails(lambda v: fields.parse_name(v, default, what), fields.FieldError)
         return lambda v: None if (s := parse(v)) is None else (s, json_text(s))
 
     s, j = pa.string(), pa.string()
@@ -287,22 +286,22 @@ def normalise(
     query_set, _, ok_qs = per_value(
         col("query_set"), n, name(default_query_set, "query set"), [s, j]
     )
-    task_of = _fails(r.parse_task, r.FieldError)
+    task_of = _fails(fields.parse_task, fields.FieldError)
     task, task_json, ok_task = per_value(
         col("task"), n, lambda v: None if (t := task_of(v)) is None else (t, json_text(t)), [s, j]
     )
 
     def temperature_of(v: Any) -> tuple | None:
         try:
-            t = r.parse_temperature(v)
-        except r.FieldError:
+            t = fields.parse_temperature(v)
+        except fields.FieldError:
             return None
         return (t, json_text(t))
 
     temperature, temperature_json, ok_temp = per_value(
         col("temperature"), n, temperature_of, [pa.float64(), j]
     )
-    sample_of = _fails(r.parse_sample_index, r.FieldError)
+    sample_of = _fails(fields.parse_sample_index, fields.FieldError)
     sample_index, ok_sample = per_value(
         col("sample_index"),
         n,
@@ -320,7 +319,7 @@ def normalise(
     disability_id, condition, ok_dis = per_value(col("disability"), n, disability_of, [s, s])
 
     def given(v: Any) -> tuple:
-        return (None,) if r._blank(v) else (str(v).strip().lower(),)
+        return (None,) if fields.is_blank(v) else (str(v).strip().lower(),)
 
     condition_given, _ = per_value(col("condition"), n, given, [s])
     domain_given, _ = per_value(col("domain"), n, given, [s])

@@ -20,7 +20,6 @@ because both would then count as pairs of that unit.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +29,28 @@ import duckdb
 import pyarrow as pa
 
 from ableaudit.ingest import files, response_batches
+from ableaudit.ingest.response_fields import INT32_MAX as INT32_MAX
+from ableaudit.ingest.response_fields import TASKS as TASKS
+from ableaudit.ingest.response_fields import (
+    FieldError,
+    is_blank,
+    parse_name,
+    parse_response_text,
+    parse_sample_index,
+    parse_task,
+    parse_temperature,
+)
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import land_imported_generations, land_response_batches
 
 REQUIRED = ("model_id", "query_id", "disability", "response_text")
 OPTIONAL = ("arm", "sample_index", "temperature", "query_set", "task", "condition", "domain")
-TASKS = ("text", "vision")
+
+
 CONDITIONS = ("neutral", "disability")
-INT32_MAX = 2**31 - 1
+
+
 ROWS_SHOWN = 5
 """Rows named per problem, and changed texts shown, before '... and N more'."""
 TEXT_SHOWN = 60
@@ -47,10 +59,6 @@ TEXT_SHOWN = 60
 
 class ResponseImportError(ValueError):
     """The file cannot be imported; the message says what to fix."""
-
-
-class FieldError(ValueError):
-    """One value of one row is wrong; the message is the fix, shared by every row it applies to."""
 
 
 @dataclass
@@ -117,84 +125,6 @@ def require_columns(
             f"{path} lacks required column(s) {missing}; found {sorted(columns)}. "
             f"Required: {list(required)}; {optional}"
         )
-
-
-# --------------------------------------------------------------------------- field checks
-
-
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip())
-
-
-def parse_task(value: Any) -> str:
-    """'text' when empty; else one of TASKS (what stg_raw__generations accepts)."""
-    if _blank(value):
-        return "text"
-    task = str(value).strip().lower() if isinstance(value, str) else None
-    if task not in TASKS:
-        hint = files.did_you_mean(value, TASKS)
-        raise FieldError(f"must be 'text' or 'vision' (empty means 'text'){hint}")
-    return task
-
-
-def parse_temperature(value: Any) -> float | None:
-    """None when empty (unknown); else a finite number >= 0."""
-    if _blank(value):
-        return None
-    fix = "must be a finite number >= 0 (e.g. 0.7), or empty when unknown"
-    if isinstance(value, bool):
-        raise FieldError(fix)
-    try:
-        t = float(value)
-    except (TypeError, ValueError):
-        raise FieldError(fix) from None
-    if not math.isfinite(t) or t < 0:
-        raise FieldError(fix)
-    return t
-
-
-def parse_sample_index(value: Any) -> int:
-    """0 when empty; else a whole number from 0 to 2^31 - 1 (the column is an int32)."""
-    if _blank(value):
-        return 0
-    fix = f"must be a whole number from 0 to {INT32_MAX} (empty means 0)"
-    if isinstance(value, bool):
-        raise FieldError(fix)
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise FieldError(fix)
-        value = int(value)
-    try:
-        n = int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise FieldError(fix) from None
-    if not 0 <= n <= INT32_MAX:
-        raise FieldError(fix)
-    return n
-
-
-def parse_response_text(value: Any) -> str:
-    """The text as given ('' when null: an empty answer); anything but a string is refused,
-    since storing an object's repr would score a dict as if it were an answer."""
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise FieldError(
-            "must be a string (the answer's text) or null; serialise structured output to "
-            "text first"
-        )
-    return value
-
-
-def parse_name(value: Any, default: str | None, what: str) -> str:
-    """A non-empty name (model_id, arm, query_set); ``default`` when empty, if there is one."""
-    if _blank(value):
-        if default is None:
-            raise FieldError(f"must name the {what}; it is empty")
-        return default
-    if isinstance(value, (dict, list)):
-        raise FieldError(f"must be a name (text), not a {type(value).__name__}")
-    return str(value).strip()
 
 
 def _shown(value: Any) -> str:
@@ -310,7 +240,7 @@ def checked_rows(
                 bad = True
         condition = "disability" if disability_id else "neutral"
         given_condition = r.get("condition")
-        if not _blank(given_condition) and not bad:
+        if not is_blank(given_condition) and not bad:
             if str(given_condition).strip().lower() != condition:
                 problems.add(
                     "condition",
@@ -350,7 +280,7 @@ def checked_rows(
             continue
         prompt_id, domain, prompt_text = prompt
         given_domain = r.get("domain")
-        if not _blank(given_domain) and str(given_domain).strip().lower() != domain:
+        if not is_blank(given_domain) and str(given_domain).strip().lower() != domain:
             problems.add(
                 "domain",
                 i,

@@ -8,100 +8,12 @@ fails when the file and this declaration disagree.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import pyarrow as pa
-
-_ARROW = {
-    "varchar": pa.string(),
-    "double": pa.float64(),
-    "integer": pa.int32(),
-    "bigint": pa.int64(),
-    "boolean": pa.bool_(),
-    "timestamp": pa.timestamp("us"),
-}
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    """The column's name."""
-    type: str
-    """Its DuckDB type (a key of the Arrow type map)."""
-    doc: str
-    """What it holds, for the dbt docs."""
-    required: bool = False
-    """NOT NULL."""
-    default: str | None = None
-    """A SQL default; a column with one is filled by DuckDB, not by landing."""
-    stamped: bool = False
-    """Filled by the landing layer itself (``landing_id``), never by the caller's rows."""
-
-    @property
-    def arrow(self) -> pa.DataType:
-        return _ARROW[self.type]
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    """The table under the ``raw`` schema."""
-    doc: str
-    """What one row is, and who lands it."""
-    columns: tuple[Column, ...]
-    """In DDL order."""
-    primary_key: tuple[str, ...] = ()
-    """Empty when the key cannot be a primary key (a nullable part), or when its index
-    would cost more than it guards (``UNINDEXED_KEYS``)."""
-    tests: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """dbt column tests declared on the source: (column, tests)."""
-
-    def column(self, name: str) -> Column:
-        return next(c for c in self.columns if c.name == name)
-
-    def landed(self) -> list[Column]:
-        """The columns a caller's rows give (no default, not stamped by the landing layer)."""
-        return [c for c in self.columns if c.default is None and not c.stamped]
-
-    def written(self) -> list[Column]:
-        """The columns a landing writes: the caller's, and the ones it stamps."""
-        return [c for c in self.columns if c.default is None]
-
-    def arrow_schema(self) -> pa.Schema:
-        return pa.schema([(c.name, c.arrow) for c in self.written()])
-
-    def arrow_columns(self) -> dict[str, pa.DataType]:
-        return {c.name: c.arrow for c in self.written()}
-
-    def ddl(self) -> str:
-        lines = []
-        for c in self.columns:
-            line = f"    {c.name} {c.type}"
-            if c.required:
-                line += " not null"
-            if c.default is not None:
-                line += f" default {c.default}"
-            lines.append(line)
-        if self.primary_key:
-            lines.append(f"    primary key ({', '.join(self.primary_key)})")
-        return f"create table if not exists raw.{self.name} (\n" + ",\n".join(lines) + "\n);"
-
-
-def _c(
-    name: str, type_: str, doc: str, required: bool = False, default: str | None = None
-) -> Column:
-    return Column(name, type_, doc, required, default)
-
-
-_NOW = "current_timestamp"
-
-LANDING_ID = Column(
-    "landing_id",
-    "varchar",
-    "The landing that wrote the row (raw.landings); `ableaudit forget` removes a landing's rows.",
-    stamped=True,
-)
+from ableaudit.warehouse.raw_columns import LANDING_ID, NOW, Column, Table, column
+from ableaudit.warehouse.raw_images import IMAGE_TABLES
+from ableaudit.warehouse.raw_querysets import QUERYSET_TABLES
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -110,55 +22,57 @@ TABLES: tuple[Table, ...] = (
         "(unique by the landings, not by an index: ableaudit.warehouse.raw_schema.UNINDEXED_KEYS). "
         "Append-only; an 'error' row is replaced by a later attempt. Column tests live on stg_raw__generations.",
         (
-            _c(
+            column(
                 "generation_id",
                 "varchar",
                 "sha256 of everything that determines the answer.",
                 True,
             ),
-            _c("run_id", "varchar", "The audit run (or import) that landed it."),
-            _c("task", "varchar", "'text' | 'vision'.", True),
-            _c("target", "varchar", "The target's name in the audit config.", True),
-            _c("model_id", "varchar", "The model's name in every mart.", True),
-            _c("backend", "varchar", "transformers | llamacpp | openai | vllm | import.", True),
-            _c(
+            column("run_id", "varchar", "The audit run (or import) that landed it."),
+            column("task", "varchar", "'text' | 'vision'.", True),
+            column("target", "varchar", "The target's name in the audit config.", True),
+            column("model_id", "varchar", "The model's name in every mart.", True),
+            column("backend", "varchar", "transformers | llamacpp | openai | vllm | import.", True),
+            column(
                 "model_revision",
                 "varchar",
                 "What answered, as the backend reports it (served checkpoint, API model "
                 "version, file digest); the planned fingerprint when the backend reports nothing.",
             ),
-            _c("adapter", "varchar", "The peft adapter path or id, if any."),
-            _c("arm", "varchar", "'baseline' or a mitigation arm's name.", True),
-            _c(
+            column("adapter", "varchar", "The peft adapter path or id, if any."),
+            column("arm", "varchar", "'baseline' or a mitigation arm's name.", True),
+            column(
                 "query_set",
                 "varchar",
                 "'ableaudit' | 'accesseval' | a user set; the image set for vision.",
                 True,
             ),
-            _c("query_id", "varchar", "The query (text) or image (vision) id.", True),
-            _c("domain", "varchar", "The query's domain (text) or the image's category (vision)."),
-            _c("disability_id", "varchar", "Null for the neutral prompt."),
-            _c("condition", "varchar", "'neutral' | 'disability'.", True),
-            _c(
+            column("query_id", "varchar", "The query (text) or image (vision) id.", True),
+            column(
+                "domain", "varchar", "The query's domain (text) or the image's category (vision)."
+            ),
+            column("disability_id", "varchar", "Null for the neutral prompt."),
+            column("condition", "varchar", "'neutral' | 'disability'.", True),
+            column(
                 "prompt_id", "varchar", "The prompt's id in int_prompts / int_vision_prompts.", True
             ),
-            _c("system_prompt", "varchar", "The arm's system prompt."),
-            _c("prompt_text", "varchar", "The user message.", True),
-            _c("temperature", "double", "Sampling temperature."),
-            _c("top_p", "double", "Nucleus sampling mass."),
-            _c("max_new_tokens", "integer", "Completion cap in tokens."),
-            _c("seed", "bigint", "Sampling seed."),
-            _c("sample_index", "integer", "Which repeated sample of the prompt this is.", True),
-            _c("decoding_json", "varchar", "Every decoding parameter, canonical JSON."),
-            _c("status", "varchar", "'ok' | 'empty' | 'error'.", True),
-            _c("finish_reason", "varchar", "'stop' | 'length' | ... as the engine reports it."),
-            _c("response_text", "varchar", "The answer; null when status = 'error'."),
-            _c("error_message", "varchar", "Why the call failed."),
-            _c("prompt_tokens", "integer", "Tokens of the prompt."),
-            _c("completion_tokens", "integer", "Tokens of the answer."),
-            _c("latency_ms", "double", "Wall time of the call."),
-            _c("source", "varchar", "'generated' | 'imported'.", True),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            column("system_prompt", "varchar", "The arm's system prompt."),
+            column("prompt_text", "varchar", "The user message.", True),
+            column("temperature", "double", "Sampling temperature."),
+            column("top_p", "double", "Nucleus sampling mass."),
+            column("max_new_tokens", "integer", "Completion cap in tokens."),
+            column("seed", "bigint", "Sampling seed."),
+            column("sample_index", "integer", "Which repeated sample of the prompt this is.", True),
+            column("decoding_json", "varchar", "Every decoding parameter, canonical JSON."),
+            column("status", "varchar", "'ok' | 'empty' | 'error'.", True),
+            column("finish_reason", "varchar", "'stop' | 'length' | ... as the engine reports it."),
+            column("response_text", "varchar", "The answer; null when status = 'error'."),
+            column("error_message", "varchar", "Why the call failed."),
+            column("prompt_tokens", "integer", "Tokens of the prompt."),
+            column("completion_tokens", "integer", "Tokens of the answer."),
+            column("latency_ms", "double", "Wall time of the call."),
+            column("source", "varchar", "'generated' | 'imported'.", True),
+            column("created_at", "timestamp", "When it landed.", True, NOW),
             LANDING_ID,
         ),
     ),
@@ -166,10 +80,10 @@ TABLES: tuple[Table, ...] = (
         "generation_errors",
         "Every failed generation attempt, kept forever; raw.generations keeps only the latest.",
         (
-            _c("generation_id", "varchar", "The generation that failed.", True),
-            _c("run_id", "varchar", "The run of the attempt."),
-            _c("error_message", "varchar", "Why it failed."),
-            _c("created_at", "timestamp", "When the attempt landed.", True, _NOW),
+            column("generation_id", "varchar", "The generation that failed.", True),
+            column("run_id", "varchar", "The run of the attempt."),
+            column("error_message", "varchar", "Why it failed."),
+            column("created_at", "timestamp", "When the attempt landed.", True, NOW),
             LANDING_ID,
         ),
     ),
@@ -178,14 +92,16 @@ TABLES: tuple[Table, ...] = (
         "One row per superseded generation: the landed row an `ableaudit import responses --replace` "
         "replaced with a corrected text, kept as it was so no answer is lost.",
         (
-            _c("generation_id", "varchar", "The generation whose text was replaced.", True),
-            _c("run_id", "varchar", "The run (or import) that had landed the old row."),
-            _c("status", "varchar", "The old row's status.", True),
-            _c("response_text", "varchar", "The old text."),
-            _c("source", "varchar", "The old row's source ('generated' | 'imported').", True),
-            _c("landed_at", "timestamp", "When the old row had landed."),
-            _c("replaced_by_run_id", "varchar", "The import that replaced it, if it had a run id."),
-            _c("created_at", "timestamp", "When it was superseded.", True, _NOW),
+            column("generation_id", "varchar", "The generation whose text was replaced.", True),
+            column("run_id", "varchar", "The run (or import) that had landed the old row."),
+            column("status", "varchar", "The old row's status.", True),
+            column("response_text", "varchar", "The old text."),
+            column("source", "varchar", "The old row's source ('generated' | 'imported').", True),
+            column("landed_at", "timestamp", "When the old row had landed."),
+            column(
+                "replaced_by_run_id", "varchar", "The import that replaced it, if it had a run id."
+            ),
+            column("created_at", "timestamp", "When it was superseded.", True, NOW),
             Column(
                 "landing_id",
                 "varchar",
@@ -206,14 +122,14 @@ TABLES: tuple[Table, ...] = (
         "(query_set, query_id, disability_id): a primary key cannot hold the neutral row's null disability, "
         "so the loader replaces a whole query set in one transaction and dbt tests uniqueness downstream.",
         (
-            _c("query_set", "varchar", "The set's name.", True),
-            _c("query_id", "varchar", "The query's id within the set.", True),
-            _c("domain", "varchar", "The query's domain.", True),
-            _c("persona", "varchar", "The persona phrase as the file gives it."),
-            _c("disability_id", "varchar", "Null for the neutral query."),
-            _c("prompt_text", "varchar", "The prompt.", True),
-            _c("source_file", "varchar", "The file it came from."),
-            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            column("query_set", "varchar", "The set's name.", True),
+            column("query_id", "varchar", "The query's id within the set.", True),
+            column("domain", "varchar", "The query's domain.", True),
+            column("persona", "varchar", "The persona phrase as the file gives it."),
+            column("disability_id", "varchar", "Null for the neutral query."),
+            column("prompt_text", "varchar", "The prompt.", True),
+            column("source_file", "varchar", "The file it came from."),
+            column("loaded_at", "timestamp", "When it landed.", True, NOW),
             LANDING_ID,
         ),
     ),
@@ -223,35 +139,35 @@ TABLES: tuple[Table, ...] = (
         "version and the texts judged. An 'error' call is replaced by a later attempt; an 'ok' row is never "
         "replaced. Column tests live on stg_raw__judgments.",
         (
-            _c(
+            column(
                 "judgment_id",
                 "varchar",
                 "sha256 of judge model and revision, prompt version, subject texts.",
             ),
-            _c("judge_kind", "varchar", "'rubric' | 'contrastive'.", True),
-            _c("judge_name", "varchar", "The judge's name in the config.", True),
-            _c("judge_model", "varchar", "The judge's model.", True),
-            _c("judge_revision", "varchar", "What pins the judge's weights."),
-            _c("prompt_version", "varchar", "Digest of the judge's prompt.", True),
-            _c("generation_id", "varchar", "Rubric: the response judged."),
-            _c("neutral_generation_id", "varchar", "Contrastive: response A (neutral)."),
-            _c(
+            column("judge_kind", "varchar", "'rubric' | 'contrastive'.", True),
+            column("judge_name", "varchar", "The judge's name in the config.", True),
+            column("judge_model", "varchar", "The judge's model.", True),
+            column("judge_revision", "varchar", "What pins the judge's weights."),
+            column("prompt_version", "varchar", "Digest of the judge's prompt.", True),
+            column("generation_id", "varchar", "Rubric: the response judged."),
+            column("neutral_generation_id", "varchar", "Contrastive: response A (neutral)."),
+            column(
                 "disability_generation_id", "varchar", "Contrastive: response B (disability-aware)."
             ),
-            _c("subject_hash", "varchar", "sha256 of the texts judged.", True),
-            _c("raw_output", "varchar", "The judge's own text, verbatim."),
-            _c("call_status", "varchar", "'ok' | 'error' (the call itself).", True),
-            _c(
+            column("subject_hash", "varchar", "sha256 of the texts judged.", True),
+            column("raw_output", "varchar", "The judge's own text, verbatim."),
+            column("call_status", "varchar", "'ok' | 'error' (the call itself).", True),
+            column(
                 "parse_status",
                 "varchar",
                 "'parsed' | 'repaired' | 'unparseable'; null when the call failed.",
             ),
-            _c("parsed_json", "varchar", "The validated verdict, canonical JSON."),
-            _c("parse_notes", "varchar", "Why repaired or unparseable; spans not found."),
-            _c("error_message", "varchar", "Why the call failed."),
-            _c("source", "varchar", "'judged' | 'imported'.", True),
-            _c("run_id", "varchar", "The run that landed it."),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
+            column("parsed_json", "varchar", "The validated verdict, canonical JSON."),
+            column("parse_notes", "varchar", "Why repaired or unparseable; spans not found."),
+            column("error_message", "varchar", "Why the call failed."),
+            column("source", "varchar", "'judged' | 'imported'.", True),
+            column("run_id", "varchar", "The run that landed it."),
+            column("created_at", "timestamp", "When it landed.", True, NOW),
             LANDING_ID,
         ),
         primary_key=("judgment_id",),
@@ -261,141 +177,66 @@ TABLES: tuple[Table, ...] = (
         "Human (or other external) ratings landed by `ableaudit import annotations`, one row per item, "
         "dimension and annotator. Column tests live on stg_raw__annotations.",
         (
-            _c("annotation_id", "varchar", "sha256 of item_id, dimension, annotator_id."),
-            _c(
+            column("annotation_id", "varchar", "sha256 of item_id, dimension, annotator_id."),
+            column(
                 "item_id",
                 "varchar",
                 "A generation_id (rubric dimensions) or a pair_id (contrastive).",
                 True,
             ),
-            _c("item_kind", "varchar", "'generation' | 'pair'.", True),
-            _c(
+            column("item_kind", "varchar", "'generation' | 'pair'.", True),
+            column(
                 "dimension",
                 "varchar",
                 "judge_score | interpret | stereotype | framing | abstain.",
                 True,
             ),
-            _c("annotator_id", "varchar", "Who rated.", True),
-            _c("value", "varchar", "As given: the normalised label, or the number as text.", True),
-            _c("value_num", "double", "The numeric value (scores; ordinal position for labels)."),
-            _c("batch_id", "varchar", "One import (digest of its file)."),
-            _c("source_file", "varchar", "The file it came from."),
-            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
+            column("annotator_id", "varchar", "Who rated.", True),
+            column(
+                "value", "varchar", "As given: the normalised label, or the number as text.", True
+            ),
+            column(
+                "value_num", "double", "The numeric value (scores; ordinal position for labels)."
+            ),
+            column("batch_id", "varchar", "One import (digest of its file)."),
+            column("source_file", "varchar", "The file it came from."),
+            column("loaded_at", "timestamp", "When it landed.", True, NOW),
             LANDING_ID,
         ),
         primary_key=("annotation_id",),
     ),
-    Table(
-        "images",
-        "The images of vision audits, one row per image set and image id, landed from a PAIRS tree, a "
-        "manifest CSV or a COCO annotations file. Column tests live on stg_raw__images.",
-        (
-            _c("image_set", "varchar", "E.g. 'pairs'; a vision generation's query_set.", True),
-            _c(
-                "image_id",
-                "varchar",
-                "A vision generation's query_id (PAIRS: '<category>/<scenario>/<stem>').",
-                True,
-            ),
-            _c(
-                "rel_path",
-                "varchar",
-                "POSIX path under the image root (never absolute, never '..').",
-                True,
-            ),
-            _c(
-                "sha256",
-                "varchar",
-                "Of the file's bytes; part of every vision generation's key.",
-                True,
-            ),
-            _c("width", "integer", "Pixels, from the file header."),
-            _c("height", "integer", "Pixels, from the file header."),
-            _c(
-                "scenario", "varchar", "PAIRS: the scenario folder; never an identity source.", True
-            ),
-            _c(
-                "category",
-                "varchar",
-                "PAIRS: occupations | status | potential_crime; a generation's domain.",
-                True,
-            ),
-            _c("gender", "varchar", "From the file name (PAIRS) or the manifest.", True),
-            _c("race", "varchar", "From the file name (PAIRS) or the manifest.", True),
-            _c(
-                "extra_json",
-                "varchar",
-                "Any other identity columns of the manifest; COCO: its image id, license, the "
-                "person's area share and the filter settings. Canonical JSON object.",
-            ),
-            _c("loader", "varchar", "'pairs_tree' | 'manifest' | 'coco'.", True),
-            _c("source", "varchar", "The tree root, manifest or annotations file loaded."),
-            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("image_set", "image_id"),
-    ),
-    Table(
-        "image_candidates",
-        "Every image a filtering loader considered for an image set (`ableaudit import coco`), kept "
-        "or dropped, with the rule that dropped it; landed with the set's raw.images rows, in one "
-        "transaction. The image_funnel mart counts them.",
-        (
-            _c("image_set", "varchar", "The image set the kept images land under.", True),
-            _c("candidate_id", "varchar", "The source's own image id (COCO: its image id).", True),
-            _c("file_name", "varchar", "The file under the image root the source names."),
-            _c("outcome", "varchar", "'kept' | 'dropped'.", True),
-            _c(
-                "reason",
-                "varchar",
-                "Why it was dropped: 'no_person' | 'crowd' | 'several_people' | "
-                "'person_too_small'; null when kept.",
-            ),
-            _c("n_people", "integer", "Person annotations that are not crowds."),
-            _c("n_crowd", "integer", "Person annotations marked iscrowd."),
-            _c(
-                "person_area_share",
-                "double",
-                "The one person's mask area over the image's area; null unless exactly one.",
-            ),
-            _c("loader", "varchar", "'coco'.", True),
-            _c("source", "varchar", "The annotations file read."),
-            _c("loaded_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("image_set", "candidate_id"),
-    ),
+    *IMAGE_TABLES,
     Table(
         "adapters",
         "The registry of trained adapters (LoRA detectors and DPO adapters), one row per adapter. "
         "detector_verdicts reads it to pick var('detector_adapter').",
         (
-            _c("adapter_id", "varchar", "'<name>-v<version>', e.g. 'detector-v3'."),
-            _c("kind", "varchar", "'detector' | 'dpo'.", True),
-            _c("name", "varchar", "The adapter family; versions count up per name.", True),
-            _c("version", "integer", "1, 2, ... per name.", True),
-            _c(
+            column("adapter_id", "varchar", "'<name>-v<version>', e.g. 'detector-v3'."),
+            column("kind", "varchar", "'detector' | 'dpo'.", True),
+            column("name", "varchar", "The adapter family; versions count up per name.", True),
+            column("version", "integer", "1, 2, ... per name.", True),
+            column(
                 "base_model",
                 "varchar",
                 "HF id, local path or builtin: name the adapter applies to.",
                 True,
             ),
-            _c("base_fingerprint", "varchar", "What pins the base weights."),
-            _c("path", "varchar", "The adapter's folder.", True),
-            _c(
+            column("base_fingerprint", "varchar", "What pins the base weights."),
+            column("path", "varchar", "The adapter's folder.", True),
+            column(
                 "data_snapshot",
                 "varchar",
                 "JSON: sha256 of the training rows, their count, their source.",
                 True,
             ),
-            _c("split_json", "varchar", "JSON: how train and test were split."),
-            _c(
+            column("split_json", "varchar", "JSON: how train and test were split."),
+            column(
                 "metrics_json",
                 "varchar",
                 "JSON: held-out metrics (detector) or training log (dpo).",
             ),
-            _c("params_json", "varchar", "JSON: every training parameter."),
-            _c("created_at", "timestamp", "When it was registered.", True, _NOW),
+            column("params_json", "varchar", "JSON: every training parameter."),
+            column("created_at", "timestamp", "When it was registered.", True, NOW),
             LANDING_ID,
         ),
         primary_key=("adapter_id",),
@@ -407,175 +248,58 @@ TABLES: tuple[Table, ...] = (
         "The score models take a text's landed row instead of scoring it again; a text nobody "
         "landed is scored in dbt as before. Only final results land (never 'unavailable' or 'error').",
         (
-            _c(
+            column(
                 "text_hash",
                 "varchar",
                 "sha256 of the response text (stg_raw__generations.text_hash).",
                 True,
             ),
-            _c(
+            column(
                 "scorer",
                 "varchar",
                 "The scorer's name: 'vader' | 'verbosity' | 'refusal' | 'regard'.",
                 True,
             ),
-            _c(
+            column(
                 "scorer_version",
                 "varchar",
                 "The version the scorer wrote (its registry version).",
                 True,
             ),
-            _c("vader_compound", "double", "vader: compound polarity in [-1, 1]."),
-            _c("word_count", "integer", "verbosity: whitespace-delimited words."),
-            _c(
+            column("vader_compound", "double", "vader: compound polarity in [-1, 1]."),
+            column("word_count", "integer", "verbosity: whitespace-delimited words."),
+            column(
                 "refusal_rule", "varchar", "refusal: the rule that marks a refusal; null when none."
             ),
-            _c("regard", "double", "regard: P(positive) - P(negative)."),
-            _c("p_positive", "double", "regard: P(positive)."),
-            _c("p_negative", "double", "regard: P(negative)."),
-            _c("n_tokens", "integer", "regard: tokens of the text."),
-            _c("max_tokens", "integer", "regard: the classifier's maximum length."),
-            _c("status", "varchar", "'ok' (regard: also 'truncated').", True),
-            _c("reason", "varchar", "Why a status is not 'ok'."),
-            _c("scored_at", "timestamp", "When it landed.", True, _NOW),
+            column("regard", "double", "regard: P(positive) - P(negative)."),
+            column("p_positive", "double", "regard: P(positive)."),
+            column("p_negative", "double", "regard: P(negative)."),
+            column("n_tokens", "integer", "regard: tokens of the text."),
+            column("max_tokens", "integer", "regard: the classifier's maximum length."),
+            column("status", "varchar", "'ok' (regard: also 'truncated').", True),
+            column("reason", "varchar", "Why a status is not 'ok'."),
+            column("scored_at", "timestamp", "When it landed.", True, NOW),
             LANDING_ID,
         ),
         primary_key=("text_hash", "scorer", "scorer_version"),
     ),
-    Table(
-        "queryset_builds",
-        "One row per query set built by `ableaudit queryset build` (NAME@VERSION), with the config "
-        "and the generator's provenance; 'published' once its prompts are in raw.external_queries.",
-        (
-            _c("query_set", "varchar", "NAME@VERSION, the name an audit's `query_set:` gives."),
-            _c("name", "varchar", "The set's name.", True),
-            _c("version", "varchar", "The set's version.", True),
-            _c("config_json", "varchar", "The build config (URL credentials stripped).", True),
-            _c("generator_model", "varchar", "The generator's model.", True),
-            _c("generator_revision", "varchar", "What pins the generator's weights.", True),
-            _c("backend", "varchar", "The generator's backend.", True),
-            _c("prompt_version", "varchar", "Digest of the pipeline's prompts.", True),
-            _c("seed", "bigint", "The generator's sampling seed."),
-            _c("status", "varchar", "'validated' | 'published'.", True),
-            _c("published_at", "timestamp", "When its prompts were published."),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("query_set",),
-    ),
-    Table(
-        "queryset_domains",
-        "The domains a built query set covers, one row per set and domain, as its config gives them.",
-        (
-            _c("query_set", "varchar", "NAME@VERSION.", True),
-            _c("domain_id", "varchar", "The domain's id (a prompt's domain).", True),
-            _c("description", "varchar", "What the domain is, as the config says.", True),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("query_set", "domain_id"),
-    ),
-    Table(
-        "queryset_generations",
-        "One row per generator call of the query-set pipeline (personas of a domain, queries of a "
-        "persona, a leakage check), keyed by a content hash of everything that determines it; an "
-        "'error' row is replaced by a later attempt, anything else is never asked again.",
-        (
-            _c(
-                "generation_id",
-                "varchar",
-                "sha256 of generator, prompt version, messages, decoding.",
-            ),
-            _c("query_set", "varchar", "The build that first asked for it (NAME@VERSION).", True),
-            _c("stage", "varchar", "'personas' | 'queries' | 'leakage_check'.", True),
-            _c("domain", "varchar", "The domain asked about.", True),
-            _c("persona_id", "varchar", "The persona a query or check is for."),
-            _c("generator_model", "varchar", "The generator's model.", True),
-            _c("generator_revision", "varchar", "What answered, as the backend reports it."),
-            _c("backend", "varchar", "The generator's backend.", True),
-            _c("prompt_version", "varchar", "Digest of the stage's prompt.", True),
-            _c("seed", "bigint", "Sampling seed."),
-            _c("temperature", "double", "Sampling temperature."),
-            _c("max_new_tokens", "integer", "Completion cap in tokens."),
-            _c(
-                "structured",
-                "boolean",
-                "Whether the output was constrained to a JSON schema.",
-                True,
-            ),
-            _c("prompt_text", "varchar", "The user message.", True),
-            _c("status", "varchar", "'ok' | 'empty' | 'error'.", True),
-            _c("response_text", "varchar", "The generator's text; null on error."),
-            _c("error_message", "varchar", "Why the call failed."),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("generation_id",),
-    ),
-    Table(
-        "queryset_candidates",
-        "One row per candidate persona or query of a built set and what validation decided: kept, "
-        "or removed with its reason. Replaced per set on every build (identical rows stay).",
-        (
-            _c("query_set", "varchar", "NAME@VERSION.", True),
-            _c("stage", "varchar", "'personas' | 'queries'.", True),
-            _c("candidate_id", "varchar", "The persona's or query's id within the set.", True),
-            _c("domain", "varchar", "The domain.", True),
-            _c("persona_id", "varchar", "The persona (a query's; a persona's own id)."),
-            _c("persona", "varchar", "The persona's role."),
-            _c("persona_description", "varchar", "The persona's description."),
-            _c("neutral_query", "varchar", "Queries: the neutral query."),
-            _c("disability_template", "varchar", "Queries: the template with its placeholder."),
-            _c("origin", "varchar", "'generated' | 'config' (a seed persona).", True),
-            _c("generation_id", "varchar", "The generator call it came from."),
-            _c("decision", "varchar", "'kept' | 'removed'.", True),
-            _c(
-                "reason",
-                "varchar",
-                "Why removed: unparseable | empty | generic | off_domain | leakage | "
-                "leakage_llm | near_duplicate | placeholder_missing | placeholder_multiple | "
-                "placeholder_in_neutral. Null when kept.",
-            ),
-            _c("detail", "varchar", "The evidence: the term found, the near twin and similarity."),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("query_set", "stage", "candidate_id"),
-    ),
-    Table(
-        "queryset_reviews",
-        "A reviewer's decision on each query of a built set, landed by `ableaudit queryset "
-        "import-review` all or nothing: accept, reject, or edit (with the edited texts).",
-        (
-            _c("query_set", "varchar", "NAME@VERSION.", True),
-            _c("candidate_id", "varchar", "The query reviewed.", True),
-            _c("decision", "varchar", "'accept' | 'reject' | 'edit'.", True),
-            _c("neutral_query", "varchar", "The neutral query as published (edited or not)."),
-            _c("disability_template", "varchar", "The template as published (edited or not)."),
-            _c("reviewer", "varchar", "Who reviewed, as the sheet says."),
-            _c("note", "varchar", "The reviewer's note."),
-            _c("source_file", "varchar", "The review sheet."),
-            _c("created_at", "timestamp", "When it landed.", True, _NOW),
-            LANDING_ID,
-        ),
-        primary_key=("query_set", "candidate_id"),
-    ),
+    *QUERYSET_TABLES,
     Table(
         "runs",
         "One row per audit run, with its config.",
         (
-            _c("run_id", "varchar", "Prefect flow run id (or a uuid outside Prefect)."),
-            _c("config_json", "varchar", "The run's config.", True),
-            _c("started_at", "timestamp", "When it started.", True, _NOW),
-            _c("finished_at", "timestamp", "When it ended."),
-            _c(
+            column("run_id", "varchar", "Prefect flow run id (or a uuid outside Prefect)."),
+            column("config_json", "varchar", "The run's config.", True),
+            column("started_at", "timestamp", "When it started.", True, NOW),
+            column("finished_at", "timestamp", "When it ended."),
+            column(
                 "status",
                 "varchar",
                 "'running' | 'completed' | 'failed' | 'interrupted' (found dead by a later run).",
             ),
-            _c("host", "varchar", "The machine the run's process runs on."),
-            _c("pid", "integer", "The run's process id on that host."),
-            _c("heartbeat_at", "timestamp", "When the run last landed something (its lease)."),
+            column("host", "varchar", "The machine the run's process runs on."),
+            column("pid", "integer", "The run's process id on that host."),
+            column("heartbeat_at", "timestamp", "When the run last landed something (its lease)."),
             LANDING_ID,
         ),
         primary_key=("run_id",),
@@ -589,8 +313,8 @@ TABLES: tuple[Table, ...] = (
         "landing's rows and marks it 'forgotten' (the row stays). Rows landed before landings were "
         "recorded belong to 'legacy-...' landings, one per run or per write.",
         (
-            _c("landing_id", "varchar", "12 hex characters; 'legacy-...' for older rows."),
-            _c(
+            column("landing_id", "varchar", "12 hex characters; 'legacy-...' for older rows."),
+            column(
                 "kind",
                 "varchar",
                 "'audit' | 'import-responses' | 'import-queries' | 'import-images' | "
@@ -599,27 +323,27 @@ TABLES: tuple[Table, ...] = (
                 "'legacy'.",
                 True,
             ),
-            _c("source", "varchar", "The file or folder read, or the run (e.g. 'run <id>')."),
-            _c(
+            column("source", "varchar", "The file or folder read, or the run (e.g. 'run <id>')."),
+            column(
                 "source_sha256", "varchar", "sha256 of the file's bytes, when the source is a file."
             ),
-            _c("run_id", "varchar", "The audit (or judge, or import) run, if any."),
-            _c("started_at", "timestamp", "When its first row landed.", True, _NOW),
-            _c("finished_at", "timestamp", "When it ended; null while running."),
-            _c(
+            column("run_id", "varchar", "The audit (or judge, or import) run, if any."),
+            column("started_at", "timestamp", "When its first row landed.", True, NOW),
+            column("finished_at", "timestamp", "When it ended; null while running."),
+            column(
                 "rows_json",
                 "varchar",
                 "Rows it wrote per raw table, a JSON object (rows it left unchanged are not "
                 "counted); 'superseded' counts landed rows it replaced.",
             ),
-            _c("row_count", "bigint", "Rows it wrote, all tables together."),
-            _c(
+            column("row_count", "bigint", "Rows it wrote, all tables together."),
+            column(
                 "status",
                 "varchar",
                 "'running' | 'landed' | 'failed' | 'interrupted' | 'forgotten'.",
                 True,
             ),
-            _c("forgotten_at", "timestamp", "When `ableaudit forget` removed its rows."),
+            column("forgotten_at", "timestamp", "When `ableaudit forget` removed its rows."),
         ),
         primary_key=("landing_id",),
         tests=(("landing_id", ("unique", "not_null")),),

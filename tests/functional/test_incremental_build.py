@@ -24,7 +24,8 @@ from ableaudit.cli import main
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.ingest.judgments import import_judgments
 from ableaudit.ingest.responses import import_responses
-from ableaudit.warehouse import landing, publish
+from ableaudit.warehouse import landing
+from ableaudit.warehouse.publishing import catalog, fingerprints
 from tests.fixtures.warehouse import DISABILITIES, read
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
@@ -149,12 +150,12 @@ def _fingerprints(wh: Path) -> dict[str, tuple]:
     and those the publish computes by hashing the table itself."""
     con = duckdb.connect(str(wh), read_only=True)
     try:
-        built = publish._built_fingerprints(con, wh.stem)
+        built = fingerprints.built_fingerprints(con, wh.stem)
         out = {}
         for model in INCREMENTAL:
-            columns = publish._columns(con, wh.stem, "main", model)
-            listed = ", ".join(publish._quote(c) for c, _ in columns)
-            hashed = publish._group_fingerprints(con, f'"{wh.stem}".main."{model}"', listed)
+            columns = catalog.relation_columns(con, wh.stem, "main", model)
+            listed = ", ".join(catalog.quote(c) for c, _ in columns)
+            hashed = fingerprints.group_fingerprints(con, f'"{wh.stem}".main."{model}"', listed)
             described = ", ".join(f"{c} {t}" for c, t in columns)
             out[model] = (built.get(("main", model)), (described, hashed))
         return out

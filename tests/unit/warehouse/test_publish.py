@@ -19,6 +19,11 @@ from ableaudit.cli.main import main as cli
 from ableaudit.warehouse import connect
 from ableaudit.warehouse import publish as publish_module
 from ableaudit.warehouse.publish import mart_names, parquet_folder, publish
+from ableaudit.warehouse.publishing import catalog as publish_catalog
+from ableaudit.warehouse.publishing import fingerprints as fingerprints_module
+from ableaudit.warehouse.publishing import rows as publish_rows
+from ableaudit.warehouse.publishing import standby as publish_standby
+from ableaudit.warehouse.publishing import views as publish_views
 
 MARKER = "config-marker-51c2"
 STANDBY = ".ableaudit.standby.duckdb"  # beside the copy of a warehouse ableaudit.duckdb
@@ -411,7 +416,7 @@ def test_the_changed_hashes_are_those_whose_counts_differ(copied, live):
         con.execute("insert into publish_live values (hash(?))", [x])
     for i, x in enumerate(copied):
         con.execute("insert into publish_copied values (?, hash(?))", [i, x])
-    publish_module._changed_hashes(con)
+    publish_rows.changed_hashes(con)
     got = {h for (h,) in con.execute("select h from publish_changed").fetchall()}
     counts_live, counts_copied = Counter(live), Counter(copied)
     differing = [x for x in counts_live | counts_copied if counts_live[x] != counts_copied[x]]
@@ -507,7 +512,7 @@ def test_the_copy_records_each_parquet_file_as_it_lies_in_place(warehouse, tmp_p
 def test_a_fresh_copy_in_another_storage_version_or_when_half_of_it_is_free(
     warehouse, tmp_path, monkeypatch, caplog
 ):
-    caplog.set_level("INFO", logger=publish_module.__name__)
+    caplog.set_level("INFO", logger=publish_standby.__name__)
     out = tmp_path / "published"
     publish(warehouse, out)
     copy = publish(warehouse, out, storage_version="v1.4.0")
@@ -515,7 +520,7 @@ def test_a_fresh_copy_in_another_storage_version_or_when_half_of_it_is_free(
     assert set(_manifest_changes(copy).values()) == {"written", None}
     assert "not v1.4.0" in caplog.text
     assert set(_manifest_changes(publish(warehouse, out, "v1.4.0")).values()) == {"unchanged", None}
-    monkeypatch.setattr(publish_module, "FRESH_COPY_FREE_SHARE", -1.0)
+    monkeypatch.setattr(publish_standby, "FRESH_COPY_FREE_SHARE", -1.0)
     caplog.clear()
     assert set(_manifest_changes(publish(warehouse, out, "v1.4.0")).values()) == {"written", None}
     assert "blocks are free" in caplog.text
@@ -569,13 +574,13 @@ def _held(live: Path, relation: str) -> dict[str | None, int]:
 def row_updates(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The relations the next publishes update row by row."""
     seen: list[str] = []
-    update_rows = publish_module._update_rows
+    update_rows = publish_rows.update_rows
 
     def spy(con, source, target, *rest):
         seen.append(target.rsplit(".", 1)[1].strip('"'))
         return update_rows(con, source, target, *rest)
 
-    monkeypatch.setattr(publish_module, "_update_rows", spy)
+    monkeypatch.setattr(publish_rows, "update_rows", spy)
     return seen
 
 
@@ -666,10 +671,10 @@ def test_changed_models_are_read_again_with_their_filter_on_every_scan(
         con.execute("update flags set refused = not refused where generation_id = ?", [generation])
     con.close()
     queries: list[str] = []
-    rows_of_groups = publish_module._rows_of_groups
+    rows_of_groups = publish_rows.rows_of_groups
     monkeypatch.setattr(
-        publish_module,
-        "_rows_of_groups",
+        publish_rows,
+        "rows_of_groups",
         lambda *args: queries.append(rows_of_groups(*args)) or queries[-1],
     )
     copy = publish(warehouse, out)
@@ -874,7 +879,7 @@ def test_the_replaced_copy_is_the_standby_the_next_publish_updates(
 def test_a_standby_held_open_by_a_reader_is_left_to_it(warehouse, tmp_path, caplog):
     """A BI client still reading the copy that became the standby: DuckDB's lock refuses the
     writer, and the publish copies the current copy instead; the reader's file is not written."""
-    caplog.set_level("INFO", logger=publish_module.__name__)
+    caplog.set_level("INFO", logger=publish_standby.__name__)
     out = tmp_path / "published"
     publish(warehouse, out)
     _edit(warehouse, "insert into degradation values ('a', 9, 1)")
@@ -934,7 +939,7 @@ def _record_build_fingerprints(warehouse: Path, relation: str, columns: str | No
     stands in for other ones)."""
     schema, name = relation.split(".")
     con = duckdb.connect(str(warehouse))
-    listed = publish_module._columns(con, warehouse.stem, schema, name)
+    listed = publish_catalog.relation_columns(con, warehouse.stem, schema, name)
     described = columns or ", ".join(f"{c} {t}" for c, t in listed)
     con.execute(
         "create schema if not exists dbt_state; create table if not exists "
@@ -956,13 +961,13 @@ def _record_build_fingerprints(warehouse: Path, relation: str, columns: str | No
 def hashed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The relations whose groups the next publishes hash (in the warehouse or the copy)."""
     seen: list[str] = []
-    fingerprints = publish_module._group_fingerprints
+    fingerprints = fingerprints_module.group_fingerprints
 
     def spy(con, relation, columns):
         seen.append(relation.rsplit(".", 1)[1].strip('"'))
         return fingerprints(con, relation, columns)
 
-    monkeypatch.setattr(publish_module, "_group_fingerprints", spy)
+    monkeypatch.setattr(publish_rows, "group_fingerprints", spy)
     return seen
 
 
@@ -1026,13 +1031,13 @@ def _declare_group_local(warehouse: Path, relation: str) -> None:
 def hashed_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What the next publishes hash group by group: a relation, or a query of some of its groups."""
     seen: list[str] = []
-    fingerprints = publish_module._group_fingerprints
+    fingerprints = fingerprints_module.group_fingerprints
 
     def spy(con, relation, columns):
         seen.append(relation)
         return fingerprints(con, relation, columns)
 
-    monkeypatch.setattr(publish_module, "_group_fingerprints", spy)
+    monkeypatch.setattr(publish_rows, "group_fingerprints", spy)
     return seen
 
 
@@ -1156,5 +1161,5 @@ def test_the_inputs_of_a_view_come_from_duckdbs_own_parse_of_it(query, inputs):
     con = duckdb.connect()
     con.execute("attach ':memory:' as wh")
     con.execute("create macro wh.main.twice(x) as x * 2")
-    got = publish_module._query_inputs(con, "wh", f"CREATE VIEW main.v AS {query};")
+    got = publish_views.query_inputs(con, "wh", f"CREATE VIEW main.v AS {query};")
     assert got == (None if inputs is None else frozenset(inputs))

@@ -1,0 +1,1 @@
+"""The report pages, one module per page; ``ableaudit.report.sections`` lists them in order."""

@@ -1,0 +1,1 @@
+"""The steps of a publish, one module each; ``ableaudit.warehouse.publish`` runs them."""
