@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from ableaudit.build import build_selected
+from ableaudit.dbt.selected import build_selected
 from ableaudit.warehouse.publish import publish
 
 
@@ -15,7 +15,7 @@ from ableaudit.warehouse.publish import publish
 def build(warehouse: str, select: str, dbt_vars: str | None = None) -> None:
     """Load the seeds and build ``select`` (a dbt selector) with optional ``--vars``, in one
     invocation (as ``ableaudit.dbt.prompts.ensure_prompts``: dbt starts once). With
-    ``dbt_vars`` the build's stamp is dropped (ableaudit.build.build_selected)."""
+    ``dbt_vars`` the build's stamp is dropped (ableaudit.dbt.selected.build_selected)."""
     build_selected(warehouse, ["resource_type:seed", select], dbt_vars)
 
 

@@ -162,7 +162,7 @@ def audit(
     succeeded is published and a scheduler still sees the run as failed
     (``AuditIncomplete``, naming the kinds of error and how to retry). The first Ctrl-C or
     SIGTERM stops it once the answers that finished have landed (``AuditInterrupted``; the
-    run is 'interrupted'); see ``ableaudit.audit.stopping``. The run ends (its status
+    run is 'interrupted'); see ``ableaudit.stopping``. The run ends (its status
     written) before the build, which is `ableaudit build`'s (``ableaudit.build``): its stamp
     lets the next `ableaudit build` skip. The last log lines say where the warehouse, the
     published copy, its Parquet folder and the report are.

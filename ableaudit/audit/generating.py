@@ -5,7 +5,7 @@ Prefect so it is the same code wherever it runs (the task, the kill drill). What
 can lose is bounded: answers land batch by batch, and a streaming backend sends no
 request beyond its in-flight window ahead of the landing (``results_in_batches``), so a
 kill loses at most ``window + batch - 1`` answers and a resumed run asks only for those.
-A stop request (``ableaudit.audit.stopping``: Ctrl-C or SIGTERM) cancels the backend: the
+A stop request (``ableaudit.stopping``: Ctrl-C or SIGTERM) cancels the backend: the
 answers that finished land, and the target returns early.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ableaudit.audit import stopping
+from ableaudit import stopping
 from ableaudit.audit.planning import TargetPlan
 from ableaudit.backends import make_backend
 from ableaudit.backends.base import (

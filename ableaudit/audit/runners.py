@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ableaudit.audit import stopping
+from ableaudit import stopping
 from ableaudit.audit.planning import TargetPlan
 from ableaudit.config import ConfigError, TaskRunnerSettings
 from ableaudit.records import LandingReport

@@ -142,7 +142,7 @@ class AuditInterrupted(Exception):
     """The audit stopped on a signal: what finished is landed, the run is 'interrupted'."""
 
     def __init__(self, signum: int, step: str, landed: int, left: int, planned: int) -> None:
-        from ableaudit.audit.stopping import signal_name
+        from ableaudit.stopping import signal_name
 
         self.signum = signum
         self.step = step

@@ -51,7 +51,7 @@ select * from data_quality;
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 EXIT_STATUS_SIGINT = 130
-EXIT_STOPPED = (130, 143)  # Ctrl-C (SIGINT), SIGTERM: ableaudit.audit.stopping.EXIT_STATUS
+EXIT_STOPPED = (130, 143)  # Ctrl-C (SIGINT), SIGTERM: ableaudit.stopping.EXIT_STATUS
 
 
 DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"
@@ -160,8 +160,8 @@ def _audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     from ableaudit.audit.flow import audit as flow
     from ableaudit.audit.flow import result_paths
     from ableaudit.audit.runs import AuditIncomplete, AuditInterrupted
-    from ableaudit.audit.stopping import EXIT_STATUS
     from ableaudit.gates import GateBlocked
+    from ableaudit.stopping import EXIT_STATUS
 
     try:
         summary = flow(
@@ -656,8 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from ableaudit import redaction
     from ableaudit.audit import prefect_env
-    from ableaudit.audit.stopping import EXIT_STATUS as STOP_STATUS
-    from ableaudit.audit.stopping import second_signal_exits, signal_name
+    from ableaudit.stopping import EXIT_STATUS as STOP_STATUS
+    from ableaudit.stopping import second_signal_exits, signal_name
 
     prefect_env.configure()
     args = build_parser().parse_args(argv)

@@ -71,7 +71,7 @@ def ensure_prompts(
 ) -> bool:
     """Load the seeds and build ``table`` and what it reads, unless the stamp says the
     warehouse holds it as built from the same inputs. Returns whether dbt ran."""
-    from ableaudit.build import build_selected
+    from ableaudit.dbt.selected import build_selected
 
     warehouse = Path(warehouse)
     path = stamp_path(warehouse)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ableaudit import PROJECT_ROOT
-from ableaudit.audit.stopping import interrupting_with
+from ableaudit.stopping import interrupting_with
 from ableaudit.warehouse import warehouse_path
 from ableaudit.warehouse.connection import (
     WarehouseBusy,

@@ -33,7 +33,7 @@ def compute_verdicts(
 ) -> None:
     """Check the gates file, then rebuild the per-run models and gate_results with it (dbt run:
     the verdicts are read, not enforced, here)."""
-    from ableaudit.build import build_selected
+    from ableaudit.dbt.selected import build_selected
 
     load_gates(gates_file)
     build_selected(warehouse, [GATE_MODELS], build_vars(gates_file, extra_vars), command="run")

@@ -29,7 +29,7 @@ def build_subjects(warehouse: str | Path) -> None:
     (docs/incremental.md): a generation landed after this build is paired at the next one,
     so build them again after landing and before selecting what to judge.
     """
-    from ableaudit.build import build_selected
+    from ableaudit.dbt.selected import build_selected
 
     build_selected(warehouse, [SUBJECT_MODELS])
 

@@ -20,7 +20,7 @@ a `dbt build --vars ...`, a `dbt seed`, an `ableaudit gate` or a training flow's
 with other vars, even one stopped midway, leaves no stamp to trust: the next build is a
 full one, and restores what the project builds by default. A build of part of the
 warehouse with the project's vars under the stamped build's project, libraries and
-settings (ableaudit.build.build_selected: the judges', the prompts') carries the stamp
+settings (ableaudit.dbt.selected.build_selected: the judges', the prompts') carries the stamp
 over when it succeeds (``carry``).
 
 The digest of the raw layer is read by DuckDB: the row count and the sum of a

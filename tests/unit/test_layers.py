@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("ableaudit", "ableaudit.records", "ableaudit.errors", "ableaudit.keys"),
     ("ableaudit.media", "ableaudit.config"),
     ("ableaudit.warehouse",),
-    ("ableaudit.backends", "ableaudit.scorers"),
+    ("ableaudit.backends", "ableaudit.scorers", "ableaudit.stopping"),
     ("ableaudit.dbt",),
     ("ableaudit.judges", "ableaudit.stats", "ableaudit.adapters", "ableaudit.report"),
     ("ableaudit.gates",),

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from ableaudit.audit import stopping
+from ableaudit import stopping
 from ableaudit.backends import make_backend
 from ableaudit.config import Target
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
@@ -59,7 +59,7 @@ def test_second_signal_ends_the_process_at_once():
     code = textwrap.dedent(
         """
         import os, signal, time
-        from ableaudit.audit import stopping
+        from ableaudit import stopping
         with stopping.stop_on_signals(print):
             os.kill(os.getpid(), signal.SIGINT)
             print("still running", flush=True)
@@ -80,7 +80,7 @@ def test_sigterm_after_ctrl_c_outside_generation_ends_with_143():
     code = textwrap.dedent(
         """
         import os, signal, time
-        from ableaudit.audit import stopping
+        from ableaudit import stopping
         with stopping.second_signal_exits() as received:
             try:
                 os.kill(os.getpid(), signal.SIGINT)
