@@ -416,7 +416,7 @@ TABLES: tuple[Table, ...] = (
             _c(
                 "scorer",
                 "varchar",
-                "The scorer's name: 'vader' | 'verbosity' | 'refusal' | 'regard'.",
+                "The scorer's registered name (ableaudit.scorers.registry).",
                 True,
             ),
             _c(
@@ -431,6 +431,9 @@ TABLES: tuple[Table, ...] = (
                 "refusal_rule", "varchar", "refusal: the rule that marks a refusal; null when none."
             ),
             _c("regard", "double", "regard: P(positive) - P(negative)."),
+            _c(
+                "score", "double", "A scorer of response_scores_text (e.g. readability): its value."
+            ),
             _c("p_positive", "double", "regard: P(positive)."),
             _c("p_negative", "double", "regard: P(negative)."),
             _c("n_tokens", "integer", "regard: tokens of the text."),

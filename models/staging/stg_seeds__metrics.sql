@@ -1,8 +1,19 @@
+{#
+    Every metric: those the scorers declare (stg_registry__scorers, from the
+    registry) and the others, kept in seed `metrics` (judge_score).
+#}
 with
 
-metrics as (
+seeded as (
 
     select * from {{ ref('metrics') }}
+
+),
+
+declared as (
+
+    select * from {{ ref('stg_registry__scorers') }}
+    where metric is not null
 
 ),
 
@@ -17,7 +28,20 @@ final as (
         truncated_pairs,
         description
 
-    from metrics
+    from declared
+
+    union all
+
+    select
+        metric,
+        display_name,
+        direction,
+        scale_min,
+        scale_max,
+        truncated_pairs,
+        description
+
+    from seeded
 
 )
 
