@@ -28,3 +28,53 @@
         cast('{{ value | string | replace("'", "''") }}' as {{ type }})
     {%- endif -%}
 {%- endmacro %}
+
+{#
+    The body of response_scores_text: every registered scorer whose model is
+    ``model``, each scored as score_pending_texts scores a scorer of its own
+    model (its texts still to score, a landed row taken), long: text_hash,
+    scorer, scorer_version, score, status, scored_at.
+#}
+{% macro score_registered_texts(model) -%}
+{%- set scorers = registered_scorers(model) %}
+with
+
+{%- for s in scorers %}
+
+scores_{{ s.name }} as (
+
+    {%- set value = 'cast(' ~ s.sql_function ~ '(pending.response_text) as double)' %}
+    {{ score_pending_texts(s.name, {'score': value}, long=true) }}
+
+),
+{%- endfor %}
+
+final as (
+
+    {%- for s in scorers %}
+    select
+        text_hash,
+        scorer,
+        scorer_version,
+        score,
+        status,
+        scored_at
+    from scores_{{ s.name }}
+    {{ 'union all' if not loop.last }}
+    {%- else %}
+    -- no scorer here yet (and while dbt parses): the columns, no rows
+    select
+        text_hash,
+        cast(null as varchar) as scorer,
+        cast(null as varchar) as scorer_version,
+        cast(null as double) as score,
+        cast(null as varchar) as status,
+        cast(null as timestamptz) as scored_at
+    from {{ ref('stg_raw__generations') }}
+    where false
+    {%- endfor %}
+
+)
+
+select * from final
+{%- endmacro %}

@@ -14,20 +14,5 @@
         on_schema_change='fail',
     )
 }}
-{%- set scorers = registered_scorers('response_scores_text') %}
-{%- for s in scorers %}
-select * from (
-    {{ score_pending_texts(s.name, {'score': 'cast(' ~ s.sql_function ~ '(pending.response_text) as double)'}, long=true) }}
-)
-{{ 'union all' if not loop.last }}
-{%- else %}
-select
-    cast(null as varchar) as text_hash,
-    cast(null as varchar) as scorer,
-    cast(null as varchar) as scorer_version,
-    cast(null as double) as score,
-    cast(null as varchar) as status,
-    cast(null as timestamptz) as scored_at
-from {{ ref('stg_raw__generations') }}
-where false
-{%- endfor %}
+
+{{ score_registered_texts('response_scores_text') }}
