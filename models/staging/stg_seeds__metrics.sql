@@ -2,46 +2,31 @@
     Every metric: those the scorers declare (stg_registry__scorers, from the
     registry) and the others, kept in seed `metrics` (judge_score).
 #}
+{%- set columns = [
+    'metric', 'display_name', 'direction', 'scale_min', 'scale_max', 'truncated_pairs', 'description',
+] %}
 with
-
-seeded as (
-
-    select * from {{ ref('metrics') }}
-
-),
 
 declared as (
 
-    select * from {{ ref('stg_registry__scorers') }}
+    select {{ columns | join(', ') }}
+    from {{ ref('stg_registry__scorers') }}
     where metric is not null
+
+),
+
+seeded as (
+
+    select {{ columns | join(', ') }}
+    from {{ ref('metrics') }}
 
 ),
 
 final as (
 
-    select
-        metric,
-        display_name,
-        direction,
-        scale_min,
-        scale_max,
-        truncated_pairs,
-        description
-
-    from declared
-
+    select * from declared
     union all
-
-    select
-        metric,
-        display_name,
-        direction,
-        scale_min,
-        scale_max,
-        truncated_pairs,
-        description
-
-    from seeded
+    select * from seeded
 
 )
 
