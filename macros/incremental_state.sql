@@ -286,7 +286,8 @@
 
 {#-
     The per-text scores int_generation_scores reads (current scorer versions):
-    scorer, text_hash, score, status. int_pair_scores keeps a copy of them
+    scorer, text_hash, score, status; those of response_scores_text for every
+    scorer the registry puts there. int_pair_scores keeps a copy of them
     (dbt_state.pair_score_texts) as of its last build; a text whose row differs
     now (a Regard text scored at last) touches every pair with that text.
 -#}
@@ -302,6 +303,12 @@
     select 'verbosity' as scorer, text_hash, cast(word_count as double) as score, status
     from {{ built_relation('response_scores_verbosity') }}
     where scorer_version = {{ current_scorer_version('verbosity') }}
+    {%- for s in registered_scorers('response_scores_text') %}
+    union all
+    select scorer, text_hash, score, status
+    from {{ built_relation('response_scores_text') }}
+    where scorer = {{ scorer_literal(s.name) }} and scorer_version = {{ scorer_literal(s.version) }}
+    {%- endfor %}
 {%- endmacro %}
 
 {#-

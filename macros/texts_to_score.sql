@@ -4,9 +4,11 @@
     build, and again those whose last attempt ended in one of retry_statuses
     (a status that is no final result, e.g. Regard's 'unavailable'). The one
     rule for what a scorer scores: every scorer model (response_scores_*)
-    selects its texts through it. Columns: text_hash, response_text.
+    selects its texts through it. ``long``: the model holds several scorers'
+    rows (response_scores_text), told apart by its column scorer. Columns:
+    text_hash, response_text.
 #}
-{% macro texts_to_score(generations, scorer, retry_statuses=[]) -%}
+{% macro texts_to_score(generations, scorer, retry_statuses=[], long=false) -%}
     select
         {{ generations }}.text_hash,
         min({{ generations }}.response_text) as response_text
@@ -16,6 +18,9 @@
         select text_hash from {{ this }}
         where
             scorer_version = {{ current_scorer_version(scorer) }}
+            {%- if long %}
+            and scorer = '{{ scorer }}'
+            {%- endif %}
             {%- if retry_statuses %}
             and status not in ({% for status in retry_statuses %}'{{ status }}'{{ ', ' if not loop.last }}{% endfor %})
             {%- endif %}
@@ -32,12 +37,16 @@
 {#
     The scores of a scorer's current version that `ableaudit score` (the
     scoring flow, ableaudit.scoring) landed in raw.text_scores, in the columns
-    of its score model. Columns: text_hash, scorer_version, <columns>, status,
-    scored_at (as timestamptz, the type of the model's own scored_at).
+    of its score model. Columns: text_hash, (``long``: scorer,) scorer_version,
+    <columns>, status, scored_at (as timestamptz, the type of the model's own
+    scored_at).
 #}
-{% macro landed_text_scores(scorer, columns) -%}
+{% macro landed_text_scores(scorer, columns, long=false) -%}
     select
         text_hash,
+        {%- if long %}
+        scorer,
+        {%- endif %}
         scorer_version,
         {%- for column in columns %}
         {{ column }},
@@ -58,9 +67,10 @@
     otherwise scored here by its SQL expression. ``columns`` maps each score
     column to the expression that computes it. Columns: text_hash,
     scorer_version, <columns>, status, scored_at. The model keeps its own config
-    (incremental, unique on text_hash and scorer_version).
+    (incremental, unique on text_hash and scorer_version). ``long``: one scorer
+    of response_scores_text, with the column scorer after text_hash.
 #}
-{% macro score_pending_texts(scorer, columns) -%}
+{% macro score_pending_texts(scorer, columns, long=false) -%}
 with
 
 generations as (
@@ -71,13 +81,13 @@ generations as (
 
 pending as (
 
-    {{ texts_to_score('generations', scorer) }}
+    {{ texts_to_score('generations', scorer, long=long) }}
 
 ),
 
 landed as (
 
-    {{ landed_text_scores(scorer, columns.keys() | list) }}
+    {{ landed_text_scores(scorer, columns.keys() | list, long=long) }}
 
 ),
 
@@ -95,6 +105,9 @@ scored as (
 
     select
         pending.text_hash,
+        {%- if long %}
+        '{{ scorer }}' as scorer,
+        {%- endif %}
         {{ current_scorer_version(scorer) }} as scorer_version,
         {%- for column, expression in columns.items() %}
         {{ expression }} as {{ column }},

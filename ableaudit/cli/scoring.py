@@ -28,7 +28,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from ableaudit.scoring import runners, texts
 
     wh = _existing(args.warehouse)
-    names = texts.check_scorers(args.scorer or list(texts.DEFAULT_SCORERS))
+    names = texts.check_scorers(args.scorer or list(texts.default_scorers()))
     runners.runner(args.task_runner)  # an unknown name stops here, before Prefect starts
     with temporary_server():
         from ableaudit.scoring.flow import score
@@ -70,7 +70,7 @@ def add_score_parser(
 ) -> argparse.ArgumentParser:
     """`ableaudit score [--scorer NAME] [--task-runner NAME] [--workers N] [--batch-size N]`."""
     from ableaudit.scoring.runners import RUNNERS
-    from ableaudit.scoring.texts import MODELS
+    from ableaudit.scoring.texts import default_scorers, scorer_models
 
     p = sub.add_parser(
         "score",
@@ -83,8 +83,8 @@ def add_score_parser(
     p.add_argument(
         "--scorer",
         action="append",
-        choices=sorted(MODELS),
-        help="score with this scorer (repeatable; default: vader, verbosity and refusal; "
+        choices=sorted(scorer_models()),
+        help=f"score with this scorer (repeatable; default: {', '.join(default_scorers())}; "
         "regard loads its classifier, $ABLEAUDIT_REGARD_MODEL, in every worker)",
     )
     p.add_argument(

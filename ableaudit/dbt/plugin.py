@@ -14,14 +14,14 @@ import duckdb
 from dbt.adapters.duckdb.plugins import BasePlugin
 
 from ableaudit.dbt.code import code_digest
-from ableaudit.scorers.registry import registered, scorer_version
+from ableaudit.scorers.registry import catalog, registered, scorer_version
 from ableaudit.warehouse import ensure_raw_schema
 from ableaudit.warehouse.connection import apply_memory_limit
 
 
 def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
-    """Every per-text scorer of the registry as a SQL function, ``ableaudit_scorer_version``
-    and ``ableaudit_code_digest`` (also usable outside dbt, e.g. in tests or notebooks)."""
+    """Every per-text scorer of the registry as a SQL function, ``ableaudit_scorer_version``,
+    ``ableaudit_scorer_catalog`` and ``ableaudit_code_digest`` (also usable outside dbt, e.g. in tests or notebooks)."""
     for entry in registered().values():
         if entry.sql_function is None:
             continue
@@ -36,6 +36,8 @@ def register_udfs(conn: duckdb.DuckDBPyConnection) -> None:
         )
     varchar = duckdb.sqltype("VARCHAR")
     conn.create_function("ableaudit_scorer_version", scorer_version, [varchar, varchar], varchar)
+    # the registry as JSON, from which macro registered_scorers derives the scorers' SQL
+    conn.create_function("ableaudit_scorer_catalog", catalog, [varchar], varchar)
     # the code a module runs (ableaudit.dbt.code): macro reuse_key reads that of this plugin,
     # whose UDFs any SQL node may call
     conn.create_function("ableaudit_code_digest", code_digest, [varchar], varchar)

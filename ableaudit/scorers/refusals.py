@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from ableaudit.scorers.registry import scorer
+from ableaudit.scorers.declare import scorer
 
 RULESET_VERSION = "refusal-rules.v1"
 WINDOW = 300  # a sentence must start within this many characters
@@ -145,7 +145,12 @@ def refusal_rules_batch(texts: Iterable[str | None]) -> list[str | None]:
 
 
 @scorer(
-    "refusal", RULESET_VERSION, sql_function="refusal_rule", returns="VARCHAR", returns_nulls=True
+    "refusal",
+    RULESET_VERSION,
+    sql_function="refusal_rule",
+    returns="VARCHAR",
+    returns_nulls=True,
+    model="response_refusals",
 )
 def refusal_rules_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Arrow in, Arrow out: the rule id per text, null when none."""

@@ -42,7 +42,7 @@ from typing import Any
 import pyarrow as pa
 
 from ableaudit.scorers.batching import length_batches
-from ableaudit.scorers.registry import scorer
+from ableaudit.scorers.declare import Metric, scorer
 
 # Bump when the scoring procedure changes; the model reference is appended, so
 # switching classifiers re-scores every text once under the new version.
@@ -322,6 +322,15 @@ _SCORING = threading.Lock()
     arguments=("VARCHAR", "VARCHAR", "INTEGER"),
     returns_nulls=True,
     side_effects=True,
+    model="response_scores_regard",
+    metric=Metric(
+        "Regard",
+        "higher_is_better",
+        "P(positive) - P(negative) of the sasha/regardv3 regard classifier (AccessEval 3.4, "
+        "metric 2); higher is more favourable social perception.",
+        scale_min=-1,
+        scale_max=1,
+    ),
 )
 def regard_scores_arrow(
     texts: pa.Array, model_refs: pa.Array, batch_sizes: pa.Array

@@ -12,8 +12,8 @@ from importlib.metadata import version
 
 import pyarrow as pa
 
+from ableaudit.scorers.declare import Metric, scorer
 from ableaudit.scorers.parallel import map_batches
-from ableaudit.scorers.registry import scorer
 
 # Bump the prefix when this wrapper changes what it feeds VADER; the library
 # version is part of it, so upgrading vaderSentiment re-scores every text once.
@@ -34,7 +34,21 @@ def vader_compound(texts: Iterable[str | None]) -> list[float | None]:
     return [None if t is None else float(analyzer.polarity_scores(t)["compound"]) for t in texts]
 
 
-@scorer("vader", SCORER_VERSION, sql_function="vader_compound", returns="DOUBLE")
+@scorer(
+    "vader",
+    SCORER_VERSION,
+    sql_function="vader_compound",
+    returns="DOUBLE",
+    model="response_scores_vader",
+    metric=Metric(
+        "VADER compound",
+        "higher_is_better",
+        "VADER compound sentiment of the whole response (AccessEval 3.4, metric 1); higher is "
+        "a more favourable tone.",
+        scale_min=-1,
+        scale_max=1,
+    ),
+)
 def vader_compound_arrow(texts: pa.Array | pa.ChunkedArray) -> pa.Array:
     """The vectorised form DuckDB calls as ``vader_compound(text)``, on every available core."""
     return pa.array(map_batches(vader_compound, texts.to_pylist()), type=pa.float64())

@@ -46,7 +46,7 @@ def score_batch(scorer: str, batch: pa.RecordBatch, in_process: bool) -> pa.Tabl
 @flow(name="score", log_prints=True)
 def score(
     warehouse: str | None = None,
-    scorers: Sequence[str] = texts.DEFAULT_SCORERS,
+    scorers: Sequence[str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     task_runner: str = "thread",
     workers: int | None = None,
@@ -61,7 +61,7 @@ def score(
     """
     if batch_size < 1:
         raise texts.ScoringError(f"batch_size must be at least 1, got {batch_size}")
-    names = texts.check_scorers(list(scorers))
+    names = texts.check_scorers(list(scorers or texts.default_scorers()))
     chosen = runners.runner(task_runner)
     size = workers or runners.default_workers()
     group = group_batches or 2 * size

@@ -17,21 +17,22 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ableaudit.scorers.registry import registered
+from ableaudit.scorers.registry import LONG_MODEL, registered
 from ableaudit.warehouse.connection import connect
 
-MODELS = {
-    "vader": "response_scores_vader",
-    "verbosity": "response_scores_verbosity",
-    "refusal": "response_refusals",
-    "regard": "response_scores_regard",
-}
-"""The scorers the flow may score: each one's score model takes its landed rows
-(macro ``landed_text_scores``)."""
 
-DEFAULT_SCORERS = ("vader", "verbosity", "refusal")
-"""What `ableaudit score` scores when no --scorer is given: the lexical scorers. Regard
-(a transformer classifier, loaded by every worker) is scored with ``--scorer regard``."""
+def scorer_models() -> dict[str, str]:
+    """Every registered scorer and the model that holds its scores (and takes its landed
+    rows, macro ``landed_text_scores``): the scorers the flow may score."""
+    return {name: entry.model for name, entry in registered().items()}
+
+
+def default_scorers() -> tuple[str, ...]:
+    """What `ableaudit score` scores when no --scorer is given: every scorer that only
+    computes. Regard (a transformer classifier, loaded by every worker: side effects) is
+    scored with ``--scorer regard``."""
+    return tuple(sorted(name for name, entry in registered().items() if not entry.side_effects))
+
 
 FINAL_STATUSES = ("ok", "truncated")
 """Scores that land; any other status ('unavailable', 'error') is left for the next attempt."""
@@ -43,17 +44,17 @@ class ScoringError(ValueError):
 
 def check_scorers(names: Sequence[str]) -> list[str]:
     """The scorers to score, in the order given, each known and read back by its model."""
-    known = registered()
+    known = scorer_models()
     out = []
     for name in names:
-        if name not in known or name not in MODELS:
+        if name not in known:
             raise ScoringError(
-                f"unknown scorer {name!r}; the flow scores {', '.join(sorted(MODELS))}"
+                f"unknown scorer {name!r}; the flow scores {', '.join(sorted(known))}"
             )
         if name not in out:
             out.append(name)
     if not out:
-        raise ScoringError(f"no scorer given; the flow scores {', '.join(sorted(MODELS))}")
+        raise ScoringError(f"no scorer given; the flow scores {', '.join(sorted(known))}")
     return out
 
 
@@ -93,14 +94,17 @@ def pending_texts(warehouse: str | Path, scorers: Sequence[str]) -> Pending:
                 "and s.scorer = ? and s.scorer_version = ?)"
             ]
             params += [name, versions[name]]
-            relation = _model_relation(con, MODELS[name])
+            model = known[name].model
+            relation = _model_relation(con, model)
             if relation is not None:
                 # a row that is no final result (Regard 'unavailable' or 'error') is scored again
+                long = model == LONG_MODEL
                 conditions.append(
                     f"not exists (select 1 from {relation} m where m.text_hash = t.text_hash "
-                    f"and m.scorer_version = ? and m.status in {FINAL_STATUSES})"
+                    f"and m.scorer_version = ? and m.status in {FINAL_STATUSES}"
+                    + (" and m.scorer = ?)" if long else ")")
                 )
-                params.append(versions[name])
+                params += [versions[name], name] if long else [versions[name]]
             needs.append(f"({' and '.join(conditions)}) as needs_{name}")
         keys = con.sql(
             "select * from (select t.text_hash, t.generation_id, "
@@ -191,6 +195,7 @@ def score_batch(scorer: str, batch: pa.RecordBatch, in_process: bool = False) ->
             columns[field.name] = pc.struct_field(values, field.name)
         table = pa.table(columns)
         return table.filter(pc.is_in(table["status"], pa.array(FINAL_STATUSES)))
-    columns[entry.sql_function] = values
+    column = "score" if entry.model == LONG_MODEL else entry.sql_function
+    columns[column] = values.cast(pa.float64()) if column == "score" else values
     columns["status"] = pa.array(["ok"] * batch.num_rows, pa.string())
     return pa.table(columns)

@@ -257,7 +257,7 @@ TABLES: tuple[Table, ...] = (
             column(
                 "scorer",
                 "varchar",
-                "The scorer's name: 'vader' | 'verbosity' | 'refusal' | 'regard'.",
+                "The scorer's registered name (ableaudit.scorers.registry).",
                 True,
             ),
             column(
@@ -272,6 +272,9 @@ TABLES: tuple[Table, ...] = (
                 "refusal_rule", "varchar", "refusal: the rule that marks a refusal; null when none."
             ),
             column("regard", "double", "regard: P(positive) - P(negative)."),
+            column(
+                "score", "double", "A scorer of response_scores_text (e.g. readability): its value."
+            ),
             column("p_positive", "double", "regard: P(positive)."),
             column("p_negative", "double", "regard: P(negative)."),
             column("n_tokens", "integer", "regard: tokens of the text."),

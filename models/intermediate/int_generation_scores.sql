@@ -1,8 +1,9 @@
 {#
     Every generation x metric, long: one row per (generation_id, metric), the
     score under the current scorer version, and a status for a missing score.
-    To add a metric: a row in seeds/metrics.csv, a CTE below producing the same
-    columns, and a `union all` line.
+    A registered scorer without a model of its own (ableaudit.scorers.registry)
+    needs nothing here: every one of stg_registry__scorers whose score_model is
+    response_scores_text gets its rows from long_metric_scores.
 
     metric is the key; base_metric is the seed `metrics` row it is measured on
     (its direction and scale). For the text scorers they are the same. Each
@@ -41,6 +42,19 @@ verbosity as (
 
 ),
 
+registered_long_scorers as (
+
+    select * from {{ ref('stg_registry__scorers') }}
+    where score_model = 'response_scores_text'
+
+),
+
+long_scores as (
+
+    select * from {{ ref('response_scores_text') }}
+
+),
+
 generation_judgments as (
 
     select * from {{ ref('int_generation_judgments') }}
@@ -71,6 +85,31 @@ verbosity_scores as (
 
 ),
 
+long_metric_scores as (
+
+    select
+        generations.generation_id,
+        generations.model_id,
+        generations.text_hash,
+        registered_long_scorers.scorer as metric,
+        long_scores.score,
+        case
+            when generations.text_hash is null then 'no_text'
+            when long_scores.text_hash is null then 'not_scored'
+            else long_scores.status
+        end as score_status,
+        cast(null as varchar) as score_reason,
+        long_scores.scorer_version
+
+    from generations
+    cross join registered_long_scorers
+    left join long_scores
+        on generations.text_hash = long_scores.text_hash
+        and registered_long_scorers.scorer = long_scores.scorer
+        and registered_long_scorers.scorer_version = long_scores.scorer_version
+
+),
+
 text_scores as (
 
     select * from vader_scores
@@ -78,6 +117,8 @@ text_scores as (
     select * from regard_scores
     union all
     select * from verbosity_scores
+    union all
+    select * from long_metric_scores
 
 ),
 

@@ -6,8 +6,9 @@
     counts in the metric's rate and, if not, why (int_pair_scores), whether it
     is degraded, both sides' refusal flags, and the pair's judge results.
 
-    The text metrics (vader, regard, verbosity) are columns of their own; a
-    metric added to seed `metrics` needs its columns here (the dbt test
+    The text metrics (vader, regard, verbosity, and every metric of a scorer in
+    response_scores_text, from the registry) are columns of their own; a metric
+    added otherwise needs its columns here (the dbt test
     assert_pair_details_has_every_text_metric fails until it has them). Judges
     are named by the audit, so each kind is summed up in counts and listed in
     full, one JSON object per judge, in a text column.
@@ -29,7 +30,8 @@
         post_hook=["{{ pair_details_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
-{%- set text_metrics = ['vader', 'regard', 'verbosity'] %}
+{%- set text_metrics = ['vader', 'regard', 'verbosity']
+    + (registered_scorers('response_scores_text') | selectattr('metric') | map(attribute='metric') | list) %}
 {%- set plan = incremental_plan(verdicts_digest(), 'int_pair_scores') %}
 {#- on an incremental build, what is read of a relation keyed by pair (generation) -#}
 {%- set scoped_pairs = '' if plan.full else 'where pair_id in (select pair_id from pair_texts)' %}

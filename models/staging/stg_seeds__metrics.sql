@@ -1,23 +1,32 @@
+{#
+    Every metric: those the scorers declare (stg_registry__scorers, from the
+    registry) and the others, kept in seed `metrics` (judge_score).
+#}
+{%- set columns = [
+    'metric', 'display_name', 'direction', 'scale_min', 'scale_max', 'truncated_pairs', 'description',
+] %}
 with
 
-metrics as (
+declared as (
 
-    select * from {{ ref('metrics') }}
+    select {{ columns | join(', ') }}
+    from {{ ref('stg_registry__scorers') }}
+    where metric is not null
+
+),
+
+seeded as (
+
+    select {{ columns | join(', ') }}
+    from {{ ref('metrics') }}
 
 ),
 
 final as (
 
-    select
-        metric,
-        display_name,
-        direction,
-        scale_min,
-        scale_max,
-        truncated_pairs,
-        description
-
-    from metrics
+    select * from declared
+    union all
+    select * from seeded
 
 )
 

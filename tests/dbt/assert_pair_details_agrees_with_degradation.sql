@@ -18,40 +18,36 @@ degradation as (
 
 ),
 
+text_metrics as (
+
+    select metric from {{ ref('stg_registry__scorers') }}
+    where metric is not null
+
+),
+
 metric_rows as (
 
+    {#- every text metric the registry declares, from its pair_details columns #}
+    {%- set declared = registered_scorers() | selectattr('metric') | map(attribute='metric') | list %}
     select
-        task,
-        model_id,
-        arm,
-        query_set,
-        'vader' as metric,
-        vader_included as included,
-        vader_degraded as degraded,
-        truncated
+        pair_details.task,
+        pair_details.model_id,
+        pair_details.arm,
+        pair_details.query_set,
+        text_metrics.metric,
+        case text_metrics.metric
+            {%- for m in declared %}
+                when '{{ m }}' then pair_details.{{ m }}_included
+            {%- endfor %}
+        end as included,
+        case text_metrics.metric
+            {%- for m in declared %}
+                when '{{ m }}' then pair_details.{{ m }}_degraded
+            {%- endfor %}
+        end as degraded,
+        pair_details.truncated
     from pair_details
-    union all
-    select
-        task,
-        model_id,
-        arm,
-        query_set,
-        'regard' as metric,
-        regard_included as included,
-        regard_degraded as degraded,
-        truncated
-    from pair_details
-    union all
-    select
-        task,
-        model_id,
-        arm,
-        query_set,
-        'verbosity' as metric,
-        verbosity_included as included,
-        verbosity_degraded as degraded,
-        truncated
-    from pair_details
+    cross join text_metrics
 
 ),
 

@@ -24,6 +24,7 @@ from ableaudit.cli import main
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.ingest.judgments import import_judgments
 from ableaudit.ingest.responses import import_responses
+from ableaudit.scorers.registry import registered
 from ableaudit.warehouse import landing
 from ableaudit.warehouse.publishing import catalog, fingerprints
 from tests.fixtures.warehouse import DISABILITIES, read
@@ -41,13 +42,7 @@ INCREMENTAL = [
 BUILD_TIMES = {"scored_at"}
 # incremental caches keyed by content, which keep what they computed for a text or a pair
 # no longer landed (a forgotten landing's): compared on the texts and pairs still landed
-TEXT_CACHES = [
-    "response_scores_vader",
-    "response_scores_regard",
-    "response_scores_verbosity",
-    "response_refusals",
-    "response_assistive_tech",
-]
+TEXT_CACHES = sorted({entry.model for entry in registered().values()}) + ["response_assistive_tech"]
 PAIR_CACHES = ["detector_verdicts"]
 
 

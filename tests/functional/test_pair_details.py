@@ -23,6 +23,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.ingest.judgments import import_judgments
+from ableaudit.scorers.registry import registered
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.publish import parquet_glob, publish
 from tests.fixtures.warehouse import land, read, synthetic_generations
@@ -30,7 +31,7 @@ from tests.fixtures.warehouse import land, read, synthetic_generations
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
 _VADER = SentimentIntensityAnalyzer()
-TEXT_METRICS = ("vader", "regard", "verbosity")
+TEXT_METRICS = tuple(sorted(name for name, entry in registered().items() if entry.metric))
 RUBRIC_8 = (
     '{"relevance": 3, "completeness": 2, "accuracy": 2, "clarity": 1, "declined": false, '
     '"score": 8, "rationale": "Good."}'

@@ -237,7 +237,7 @@ def test_a_reuse_key_changes_with_its_ancestors_and_nothing_else(tmp_path, capfd
     edited = _keys(project, wh, capfd)
     assert _changed(start, edited) == {"assistive_tech_mismatch_rates"}
     # a seed two levels up (metrics -> stg_seeds__metrics -> int_pair_scores)
-    _edit(project, "seeds/metrics.csv", "vader,VADER compound,", "vader,VADER compound score,")
+    _edit(project, "seeds/metrics.csv", "judge_score,LLM judge score,", "judge_score,LLM judge,")
     seeded = _keys(project, wh, capfd)
     assert _changed(edited, seeded) == {"int_pair_scores"}
     # a model none of them reads

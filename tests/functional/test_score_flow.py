@@ -15,6 +15,7 @@ import pytest
 
 from ableaudit.cli.main import main
 from ableaudit.dbt.runner import run_dbt
+from ableaudit.scorers.registry import LONG_MODEL, registered
 from ableaudit.scoring import texts
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import history
@@ -29,11 +30,13 @@ BUILD = [
     "response_scores_vader",
     "response_scores_verbosity",
     "response_refusals",
+    "response_scores_text",
 ]
 SCORES = {
     "response_scores_vader": "text_hash, scorer_version, vader_compound, status",
     "response_scores_verbosity": "text_hash, scorer_version, word_count, status",
     "response_refusals": "text_hash, scorer_version, refusal_rule, is_refusal, status",
+    LONG_MODEL: "text_hash, scorer, scorer_version, score, status",
 }
 
 
@@ -87,23 +90,24 @@ def test_scores_landed_by_the_flow_equal_scores_computed_in_dbt(twins, model):
 
 def test_the_build_took_the_landed_scores_and_scored_only_the_later_texts(twins):
     _, flowed = twins
-    scorer = {
-        "response_scores_vader": "vader",
-        "response_scores_verbosity": "verbosity",
-        "response_refusals": "refusal",
-    }
-    for model, name in scorer.items():
+    scorers = texts.default_scorers()
+    assert "regard" not in scorers and {"vader", "verbosity", "refusal", "readability"} <= set(
+        scorers
+    )
+    for name in scorers:
+        model = registered()[name].model
         merged = read(
             flowed,
             f"select m.scored_at, cast(s.scored_at as timestamptz) as landed_at from {model} m "
             f"left join raw.text_scores s on s.text_hash = m.text_hash and s.scorer = '{name}' "
-            "and s.scorer_version = m.scorer_version",
+            "and s.scorer_version = m.scorer_version"
+            + (f" where m.scorer = '{name}'" if model == LONG_MODEL else ""),
         )
         taken = merged[merged.landed_at.notna()]
         assert (taken.scored_at == taken.landed_at).all(), model
         assert merged.landed_at.isna().sum() == 3, model  # the later answers, scored in dbt
     (landing,) = [h for h in history(flowed) if h["kind"] == "score"]
-    assert landing["status"] == "landed" and landing["rows"]["text_scores"] == 3 * (
+    assert landing["status"] == "landed" and landing["rows"]["text_scores"] == len(scorers) * (
         read(flowed, "select count(*) as n from response_scores_vader").n[0] - 3
     )
 

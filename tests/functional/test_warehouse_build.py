@@ -18,9 +18,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
+import textstat
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.runner import DbtError, run_dbt
+from ableaudit.scorers.registry import LONG_MODEL, registered
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.publish import mart_names, parquet_glob, publish
 from tests.fixtures.warehouse import (
@@ -44,6 +46,10 @@ def vader(text: str) -> float:
 
 def words(text: str) -> int:
     return len(text.split())
+
+
+def flesch(text: str) -> float:
+    return textstat.flesch_reading_ease(text)
 
 
 def fresh_warehouse(path: Path, rows: list[dict]) -> Path:
@@ -86,7 +92,8 @@ def mart(wh: Path, metric: str) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(
-    "metric,scorer,higher", [("vader", vader, True), ("verbosity", words, False)]
+    "metric,scorer,higher",
+    [("vader", vader, True), ("verbosity", words, False), ("readability", flesch, True)],
 )
 def test_degradation_equals_an_independent_computation(built, metric, scorer, higher):
     generations = read(built, "select * from raw.generations")
@@ -166,6 +173,32 @@ def test_each_text_is_scored_once(built):
     distinct = read(built, "select count(distinct response_text) as n from raw.generations").n[0]
     for table in ("response_scores_vader", "response_scores_verbosity", "response_scores_regard"):
         assert read(built, f"select count(*) as n from {table}").n[0] == distinct, table
+    long = read(built, f"select scorer, count(*) as n from {LONG_MODEL} group by scorer")
+    in_long = {name for name, entry in registered().items() if entry.model == LONG_MODEL}
+    assert dict(zip(long.scorer, long.n, strict=True)) == dict.fromkeys(in_long, distinct)
+
+
+def test_the_registry_is_the_one_source_of_the_scorers_metrics(built):
+    """Every registered metric, and nothing else but the seed's judge_score, is a metric of
+    the warehouse, with its declared direction, and has scores and pair_details columns."""
+    declared = {name: e.metric for name, e in registered().items() if e.metric}
+    metrics = read(built, "select * from stg_seeds__metrics").set_index("metric")
+    assert set(metrics.index) == set(declared) | {"judge_score"}
+    for name, metric in declared.items():
+        row = metrics.loc[name]
+        assert (row.direction, row.display_name, row.truncated_pairs) == (
+            metric.direction,
+            metric.display_name,
+            metric.truncated_pairs,
+        )
+    scored = read(
+        built,
+        "select distinct metric from int_generation_scores where not metric like 'judge_score:%'",
+    )
+    assert set(scored.metric) == set(declared)
+    columns = set(read(built, "select * from pair_details limit 0").columns)
+    assert {f"neutral_{name}" for name in declared} <= columns
+    assert {f"{name}_degraded" for name in declared} <= columns
 
 
 def test_publish_makes_a_read_only_copy_and_parquet(built, tmp_path):

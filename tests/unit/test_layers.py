@@ -53,18 +53,6 @@ KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
     ("ableaudit.warehouse.build_stamp", "ableaudit.scorers.regard"): (
         "the build stamp reads the regard scorer's model revision"
     ),
-    ("ableaudit.scorers.registry", "ableaudit.scorers.refusals"): (
-        "the scorer registry imports each scorer, which imports the registry to register itself"
-    ),
-    ("ableaudit.scorers.registry", "ableaudit.scorers.regard"): (
-        "the scorer registry imports each scorer, which imports the registry to register itself"
-    ),
-    ("ableaudit.scorers.registry", "ableaudit.scorers.vader"): (
-        "the scorer registry imports each scorer, which imports the registry to register itself"
-    ),
-    ("ableaudit.scorers.registry", "ableaudit.scorers.verbosity"): (
-        "the scorer registry imports each scorer, which imports the registry to register itself"
-    ),
     ("ableaudit.cli.coco", "ableaudit.cli.main"): (
         "the coco command takes the parser's _positive_int from cli.main, which imports it back"
     ),

@@ -1,0 +1,137 @@
+"""A scorer's declaration: ``@scorer(...)`` with its name, version, what it reads and, for a
+metric, its direction and scale (``Metric``). Each scorer module imports this to declare
+itself; ``ableaudit.scorers.registry`` imports every scorer module and derives the rest
+(its docstring says what)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+ArrowFunction = Callable[[pa.Array | pa.ChunkedArray], pa.Array]
+
+LONG_MODEL = "response_scores_text"
+"""The score model of every scorer without one of its own: one row per text, scorer and
+version, the value in ``score`` (and in ``raw.text_scores.score`` when landed)."""
+
+READS = ("response_text",)
+"""What a scorer may read: the text of the response."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a scorer's value enters the degradation rule: its row of the metrics (the
+    columns of seeds/metrics.csv, whose rows are the metrics no scorer declares)."""
+
+    display_name: str
+    """Label for report tables."""
+    direction: str
+    """'higher_is_better' or 'lower_is_better': which way a score gets worse."""
+    description: str
+    """What the score measures and where it comes from."""
+    scale_min: float | None = None
+    """Smallest possible score (None when unbounded)."""
+    scale_max: float | None = None
+    """Largest possible score (None when unbounded)."""
+    truncated_pairs: str = "include"
+    """'exclude' when a pair with an answer cut off at the token cap must not enter the rate."""
+
+    def __post_init__(self) -> None:
+        if self.direction not in ("higher_is_better", "lower_is_better"):
+            raise ValueError(
+                f"metric direction {self.direction!r}: use 'higher_is_better' or 'lower_is_better'"
+            )
+        if self.truncated_pairs not in ("include", "exclude"):
+            raise ValueError(
+                f"metric truncated_pairs {self.truncated_pairs!r}: use 'include' or 'exclude'"
+            )
+
+
+@dataclass(frozen=True)
+class Scorer:
+    name: str
+    """The scorer's name (a metric of seeds/metrics.csv, or 'refusal')."""
+    version: str | Callable[[str | None], str]
+    """Its version; a model-based scorer's depends on the model reference."""
+    sql_function: str | None = None
+    """The SQL function the plugin registers."""
+    function: ArrowFunction | None = None
+    """Arrow texts in, Arrow values out, one per text."""
+    returns: str = "DOUBLE"
+    """The SQL type of the function's value."""
+    returns_nulls: bool = False
+    """Whether the function returns null for some non-null texts (DuckDB must then not assume it never does)."""
+    arguments: tuple[str, ...] = ("VARCHAR",)
+    """The SQL types of its arguments: the text, then any settings (e.g. a model reference)."""
+    side_effects: bool = False
+    """Whether a call does more than compute (loads a model): DuckDB then runs it once per row."""
+    metric: Metric | None = None
+    """Its metric (direction, scale), or None for a scorer that is no metric ('refusal')."""
+    model: str = LONG_MODEL
+    """The dbt model that holds its scores (LONG_MODEL unless it has a model of its own)."""
+    reads: str = "response_text"
+    """What the function reads (one of READS)."""
+
+    def __post_init__(self) -> None:
+        if self.reads not in READS:
+            raise ValueError(
+                f"scorer {self.name!r} reads {self.reads!r}; a scorer reads one of {', '.join(READS)}"
+            )
+        if self.model == LONG_MODEL and (
+            self.arguments != ("VARCHAR",) or self.returns not in _NUMERIC
+        ):
+            raise ValueError(
+                f"scorer {self.name!r}: a scorer of {LONG_MODEL} takes the text alone and returns a "
+                f"number ({', '.join(_NUMERIC)}); give it a model of its own (model=...) otherwise"
+            )
+
+    def version_for(self, model_ref: str | None = None) -> str:
+        return self.version(model_ref) if callable(self.version) else self.version
+
+
+_NUMERIC = ("DOUBLE", "FLOAT", "INTEGER", "BIGINT")
+
+SCORERS: dict[str, Scorer] = {}
+
+
+def scorer(
+    name: str,
+    version: str | Callable[[str | None], str],
+    sql_function: str,
+    returns: str,
+    returns_nulls: bool = False,
+    arguments: tuple[str, ...] = ("VARCHAR",),
+    side_effects: bool = False,
+    metric: Metric | None = None,
+    model: str = LONG_MODEL,
+    reads: str = "response_text",
+) -> Callable[[ArrowFunction], ArrowFunction]:
+    """Register a per-text Arrow function as scorer ``name`` (``@scorer(...)`` over its definition)."""
+
+    def register(function: ArrowFunction) -> ArrowFunction:
+        _add(
+            Scorer(
+                name,
+                version,
+                sql_function,
+                function,
+                returns,
+                returns_nulls,
+                arguments,
+                side_effects,
+                metric,
+                model,
+                reads,
+            )
+        )
+        return function
+
+    return register
+
+
+def _add(entry: Scorer) -> None:
+    if entry.name in SCORERS and SCORERS[entry.name] != entry:
+        raise ValueError(f"scorer {entry.name!r} is registered twice")
+    SCORERS[entry.name] = entry
