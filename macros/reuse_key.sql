@@ -9,7 +9,7 @@
     - the node and every ancestor (graph.nodes and graph.sources, through depends_on.nodes,
       to the seeds and sources): its checksum (its file: a model's code, a seed's rows) and its
       config (materialization, hooks, and meta, where a Python model's vars are rendered);
-    - the project's macros (their code);
+    - the project's macros (their code; macro reuse_project_macros);
     - every var named (`var('...')`) in the code of the node, of its ancestors, and of the
       macros they call (depends_on.macros, and theirs), with its value in this invocation: a
       var nothing upstream reads changes no key;
@@ -38,14 +38,12 @@
         {%- do code.append(node.get('raw_code') or '') -%}
         {%- do called.extend((node.get('depends_on') or {}).get('macros') or []) -%}
     {%- endfor -%}
-    {%- set macros = context.get('graph', {}).get('macros', {}) -%}
+    {%- set macros = reuse_project_macros() -%}
     {%- for macro_id in reuse_macro_closure(called) -%}
         {%- do code.append(macros[macro_id].macro_sql) -%}
     {%- endfor -%}
-    {%- for macro in macros.values() | sort(attribute='unique_id') -%}
-        {%- if macro.package_name == project_name -%}
-            {%- do parts.append(macro.macro_sql) -%}
-        {%- endif -%}
+    {%- for macro_id in macros | sort -%}
+        {%- do parts.append(macro_id ~ '\n' ~ macros[macro_id].macro_sql) -%}
     {%- endfor -%}
     {%- set names = modules.re.findall("\\bvar\\(\\s*['\"]([A-Za-z0-9_]+)['\"]", code | join('\n')) -%}
     {%- for name in names | unique | sort -%}
@@ -81,9 +79,26 @@
     {{ return(seen | sort) }}
 {%- endmacro %}
 
-{#- The macros `called` and every macro they call (depends_on.macros), sorted: those found. -#}
+{#-
+    The project's macros, by unique id: dbt's parsed macro (unique_id, macro_sql, depends_on).
+    Read from the project's namespace of the context (`context[project_name]`, each entry the
+    macro dbt calls), since dbt's `graph` holds nodes and sources, not macros.
+-#}
+{% macro reuse_project_macros() -%}
+    {%- set found = {} -%}
+    {%- for name, generator in (context.get(project_name) or {}) | dictsort -%}
+        {%- do found.update({generator.macro.unique_id: generator.macro}) -%}
+    {%- endfor -%}
+    {{ return(found) }}
+{%- endmacro %}
+
+{#-
+    The project's macros among `called` and every project macro they call (depends_on.macros),
+    sorted. Another package's macros (dbt's, the adapter's) are dbt's and the adapter's code,
+    which their versions in the key cover.
+-#}
 {% macro reuse_macro_closure(called) -%}
-    {%- set macros = context.get('graph', {}).get('macros', {}) -%}
+    {%- set macros = reuse_project_macros() -%}
     {%- set seen = [] -%}
     {%- set state = namespace(frontier=called | unique | list) -%}
     {%- for _ in range(macros | length) if state.frontier -%}

@@ -173,6 +173,29 @@ def test_an_edited_statistics_mart_computes_its_rows_again(built, tmp_path):
     assert not differ, "a build after the edit differs from one from scratch:\n" + "\n".join(differ)
 
 
+WILSON = ("macros/wilson_bound.sql", "z = 1.959963984540054", "z = 2.5758293035489004")
+"""An edit of macro wilson_bound: the 99 % interval where the 95 % one was."""
+
+
+def test_an_edited_macro_computes_the_marts_that_call_it_again(built, tmp_path):
+    from statsmodels.stats.proportion import proportion_confint
+
+    project, wh = _setup(built, tmp_path)
+    _edit(project, *WILSON)
+    run_dbt(["run"], wh, project)
+    rates = read(
+        wh,
+        "select n_degraded, n_pairs, degradation_ci_low_pct, degradation_ci_high_pct "
+        "from main.degradation where n_pairs > 0",
+    )
+    assert len(rates) > 0
+    low, high = proportion_confint(rates.n_degraded, rates.n_pairs, alpha=0.01, method="wilson")
+    assert rates.degradation_ci_low_pct.to_numpy() == pytest.approx(100 * low.to_numpy())
+    assert rates.degradation_ci_high_pct.to_numpy() == pytest.approx(100 * high.to_numpy())
+    differ = _differences(wh, project, tmp_path)
+    assert not differ, "a build after the edit differs from one from scratch:\n" + "\n".join(differ)
+
+
 KEYED = ["int_pairs", "int_pair_scores", "assistive_tech_mismatch_rates"]
 
 
@@ -249,3 +272,6 @@ def test_a_reuse_key_changes_with_its_ancestors_and_nothing_else(tmp_path, capfd
     varied = _keys(project, wh, capfd, "--vars", "{degradation_threshold: 0.2}")
     assert _changed(seeded, varied) == {"int_pair_scores"}
     assert _keys(project, wh, capfd, "--vars", "{preference_chosen: mitigation}") == seeded
+    # a macro of the project, even one none of them calls: every key
+    _edit(project, *WILSON)
+    assert _changed(seeded, _keys(project, wh, capfd)) == set(KEYED)
