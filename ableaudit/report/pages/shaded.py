@@ -94,8 +94,9 @@ def _rate_cell(
         # shaded by the interval's lower end: a darker cell is one whose rate is surely larger
         colour=fmt.rate_colour(getattr(r, low)),
         href=ctx.link(task, query_set, model, arm=arm, **filters),
-        link_label=f"{what}: {fmt.pct(rate)} % of {fmt.count(n)} pairs {desc}, 95 % interval "
-        f"{interval}; show the pairs",
+        # the accessible name starts with the cell's visible text (WCAG 2.5.3, label in name)
+        link_label=f"{fmt.pct(rate)} n {fmt.count(n)} {interval}: {what}, {fmt.pct(rate)} % of "
+        f"{fmt.count(n)} pairs {desc}, 95 % interval {interval}; show the pairs",
         more=more,
     )
 
