@@ -20,9 +20,12 @@ from prefect import flow, get_run_logger  # noqa: E402
 from prefect.context import get_run_context  # noqa: E402
 from prefect.exceptions import TerminationSignal  # noqa: E402
 
-from ableaudit import redaction  # noqa: E402
+from ableaudit import (
+    redaction,  # noqa: E402
+    stopping,  # noqa: E402
+)
 from ableaudit.adapters.dpo.unseen import refuse_trained_images  # noqa: E402
-from ableaudit.audit import alerts, runners, stopping, tasks  # noqa: E402
+from ableaudit.audit import alerts, runners, tasks  # noqa: E402
 from ableaudit.audit.planning import (  # noqa: E402
     audit_task,
     imported_units,
