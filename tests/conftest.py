@@ -70,9 +70,12 @@ SHARED_SESSION_FIXTURES = {
 # The files that take longest (PYTEST_ADDOPTS=--durations=50 make test), handed out first so
 # that no worker starts one of them while the other is nearly done.
 LONGEST_FIRST = (
+    "tests/functional/test_differential_build.py",
     "tests/functional/test_report.py",
     "tests/functional/test_report_browser.py",
     "tests/functional/test_incremental_build.py",
+    "tests/functional/test_build_skip.py",
+    "tests/functional/test_reuse_key.py",
     "tests/functional/test_audit_flow.py",
     "tests/functional/test_cluster_runner.py",
     "tests/functional/test_warehouse_build.py",
