@@ -13,7 +13,8 @@ import duckdb
 import pytest
 import yaml
 
-from ableaudit import stopping, tasks
+from ableaudit import stopping
+from ableaudit.audit import tasks
 from ableaudit.audit.flow import audit as audit_flow
 from ableaudit.audit.runs import AuditInterrupted
 from tests.fixtures.openai_server import OPENAI_TARGET, FakeOpenAIServer, two_target_config
