@@ -256,7 +256,10 @@ def test_a_second_ctrl_c_during_generation_ends_at_once_with_130(tmp_path, serve
     status, out = _signal_twice(tmp_path, audit, signal.SIGINT, within_s=10)
     assert status == 130, out[-3000:]
     assert "Traceback" not in out, out[-3000:]
-    assert out.count("Ctrl-C (SIGINT) again: stopped at once.") == 1, out[-3000:]
+    again = out.count("Ctrl-C (SIGINT) again: stopped at once.")
+    # the second signal ends the process at once, unless the first had already finished stopping
+    # it (its run marked interrupted) in the half second between them: exit 130 either way
+    assert again == 1 or (again == 0 and " interrupted" in out), out[-3000:]
     assert all(_gone(p, 10) for p in found)
     _consistent(wh)
 
