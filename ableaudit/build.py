@@ -36,7 +36,7 @@ def build_and_publish(
     The data tests are dbt's default selection (selectors.yml: every test but those of
     ``full_only_tests``, which scan every generation or pair); ``all_tests`` runs them all.
     When the warehouse holds the stamp of the last build that succeeded (no other dbt command
-    ran on it since; ableaudit.warehouse.build_stamp) and the project, libraries and settings
+    ran on it since; ableaudit.dbt.build_stamp) and the project, libraries and settings
     are those it recorded, the unit tests and the data tests that read no landed row are left
     out (they passed on them then), and so are the seeds, views and models that read no landed
     row (that build left them as they would be built; selectors.yml: ``project_only_nodes``);
@@ -46,9 +46,8 @@ def build_and_publish(
     it left is in place, the build is skipped, unless ``force``. ``ungated`` (the audit flow
     with a gates file, whose release gate reads gate_results after the publish) leaves out the
     gate_rule tests and every narrowing, and its stamp never lets a build be skipped."""
-    from ableaudit.dbt import runner
+    from ableaudit.dbt import build_stamp, runner
     from ableaudit.report import render_report
-    from ableaudit.warehouse import build_stamp
     from ableaudit.warehouse.publish import publish
 
     current = build_stamp.inputs(wh, vars) if wh.is_file() else None

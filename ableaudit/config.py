@@ -7,43 +7,29 @@ not a silently ignored setting.
 from __future__ import annotations
 
 import logging
-import math
 import re
-import types
-import typing
 import warnings
 from pathlib import Path
-from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from typing import Any, Literal
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ableaudit import PROJECT_ROOT
+from ableaudit import PROJECT_ROOT, target
 from ableaudit.backends.registry import backend_class, backend_names, backends_where
 from ableaudit.errors import AbleauditError, close_matches, did_you_mean
-from ableaudit.keys import strip_url_credentials
+from ableaudit.judges.dimensions import JudgeDimensions
+from ableaudit.target import (
+    ENV_VAR_NAME,
+    PAPER_TEMPERATURE,
+    VISION_TEMPERATURE,
+    Temperature,
+    _looks_like_key,
+    _Strict,
+)
+from ableaudit.validation import format_validation, load_yaml_file, yaml_problem
 
 logger = logging.getLogger(__name__)
-
-# The paper's generation defaults (AccessEval, section 4.1-4.2).
-PAPER_SYSTEM_PROMPT = "You are a helpful assistant."
-PAPER_TEMPERATURE = 0.1
-PAPER_MAX_NEW_TOKENS = 1048
-
-# The vision paper's generation defaults (section 4.1): greedy, 512 new tokens,
-# zero-shot with no system prompt.
-VISION_TEMPERATURE = 0.0
-VISION_MAX_NEW_TOKENS = 512
-VISION_SYSTEM_PROMPT = ""
 
 # The backends that can serve a vision target (registered for task vision).
 VISION_BACKENDS = backend_names("vision")
@@ -56,86 +42,9 @@ class ConfigError(AbleauditError, ValueError):
     """The audit config is wrong; the message names the field and the fix."""
 
 
-def _temperature(v: float) -> float:
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(
-            f"temperature {v} is out of range: it must be a finite number >= 0 (0 is greedy; "
-            f"the paper uses {PAPER_TEMPERATURE})"
-        )
-    return v
-
-
-Temperature = Annotated[float, AfterValidator(_temperature)]
-"""A sampling temperature: finite and >= 0 (a backend would send a negative one as 0)."""
-
-
-# What an environment variable's name may be; an api_key_env outside it is a pasted key.
-ENV_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _looks_like_key(value: str) -> bool:
-    """A value of api_key_env that is a key rather than a variable's name.
-
-    Keys start with a vendor prefix (``sk-``), hold characters no name can, or are long
-    strings of short random pieces: a name splits into words (``AzureOpenAIKeyProduction``,
-    ``OPENAI_API_KEY``), a key into fragments of one or two characters (``xW9qT3bZ``).
-    """
-    if value.startswith(_KEY_PREFIXES) or not ENV_VAR_NAME.match(value):
-        return True
-    pieces = _NAME_PIECES.findall(value)
-    return len(value) >= 20 and sum(map(len, pieces)) / max(len(pieces), 1) < 3
-
-
-# Prefixes of vendors' API keys; `_NAME_PIECES` splits a name into its words and numbers.
-_KEY_PREFIXES = ("sk-", "sk_", "pk-", "rk-", "hf_", "gsk_", "xai-", "ghp_", "github_pat_")
-_NAME_PIECES = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Decoding(_Strict):
-    temperature: Temperature | None = None  # None: use the audit's temperatures
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_new_tokens: int = Field(PAPER_MAX_NEW_TOKENS, ge=1)
-    seed: int | None = 0
-
-
-class Target(_Strict):
-    """One model under audit: a language model (task text) or a vision-language model (task vision)."""
-
-    name: str
-    backend: str  # a registered backend (ableaudit.backends.registry)
-    task: Literal["text", "vision"] = "text"  # vision: describes the audit's images (image_set)
-    model: str  # HF id, local path, GGUF path, 'builtin:smollm2', or served name
-    model_id: str | None = None  # how marts name it; defaults to `name`
-    revision: str | None = None
-    adapter: str | None = None  # peft adapter path or id (transformers backend)
-    system_prompt: str = PAPER_SYSTEM_PROMPT
-    decoding: Decoding = Decoding()
-    batch_size: int = Field(8, ge=1)
-    base_url: str | list[str] | None = (
-        None  # openai backend; a list: replicas of one model; else OPENAI_BASE_URL
-    )
-    api_key_env: str = "OPENAI_API_KEY"  # name of the env var holding the key
-    params_b: float | None = Field(None, gt=0)  # parameter count in billions, for the scaling mart
-    options: dict[str, Any] = {}  # backend-specific (device, dtype, n_ctx, n_threads, ...)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _vision_defaults(cls, data: Any) -> Any:
-        # A vision target takes the vision paper's defaults where the config is silent:
-        # 512 new tokens and no system prompt (temperature: VisionSettings.temperatures).
-        if isinstance(data, dict) and data.get("task") == "vision":
-            data = dict(data)
-            data.setdefault("system_prompt", VISION_SYSTEM_PROMPT)
-            decoding = data.get("decoding")
-            if decoding is None:
-                data["decoding"] = {"max_new_tokens": VISION_MAX_NEW_TOKENS}
-            elif isinstance(decoding, dict) and "max_new_tokens" not in decoding:
-                data["decoding"] = {**decoding, "max_new_tokens": VISION_MAX_NEW_TOKENS}
-        return data
+class Target(target.Target):
+    """A target as the config reads it: ``ableaudit.target.Target``, its backend a registered
+    one that serves the target's task (``ableaudit.backends.registry``)."""
 
     @model_validator(mode="after")
     def _vision_backend(self) -> Target:
@@ -155,58 +64,6 @@ class Target(_Strict):
                 f"{did_you_mean(v, backend_names())}"
             )
         return v
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _key_env_is_a_name(cls, v: str) -> str:
-        if _looks_like_key(v):
-            raise ValueError(
-                "api_key_env must name an environment variable (letters, digits and '_', not "
-                "starting with a digit), not hold the key itself: put the key in an env var, e.g. "
-                "`export MY_API_KEY=...`, and set `api_key_env: MY_API_KEY`"
-            )
-        return v
-
-    @field_validator("base_url")
-    @classmethod
-    def _urls(cls, v: str | list[str] | None) -> str | list[str] | None:
-        urls = [v] if isinstance(v, str) else v
-        if urls is None:
-            return v
-        if not urls or any(not u.strip() for u in urls):
-            raise ValueError(
-                "base_url must be a URL or a non-empty list of URLs (replicas serving the same model)"
-            )
-        if len(set(urls)) != len(urls):
-            shown = [strip_url_credentials(u) for u in urls]
-            raise ValueError(f"base_url lists a server twice: {shown}; list each replica once")
-        for url in urls:
-            _check_url(url)
-        return v
-
-    @model_validator(mode="after")
-    def _base_url_backend(self) -> Target:
-        if self.base_url is not None and self.backend != "openai":
-            raise ValueError(
-                f"target {self.name!r}: base_url is for backend openai (a served model); backend "
-                f"{self.backend!r} runs the model itself. Remove base_url or use backend: openai"
-            )
-        return self
-
-    @property
-    def base_urls(self) -> list[str]:
-        """The servers of an openai target (empty: OPENAI_BASE_URL or the OpenAI API)."""
-        return (
-            []
-            if self.base_url is None
-            else [self.base_url]
-            if isinstance(self.base_url, str)
-            else list(self.base_url)
-        )
-
-    @property
-    def reported_model_id(self) -> str:
-        return self.model_id or self.name
 
 
 class Arm(_Strict):
@@ -240,6 +97,9 @@ class Judge(_Strict):
     # auto = on for llamacpp and the vllm batch worker, off for openai (not every
     # OpenAI-compatible server has it; vLLM's does: set on) and transformers (cannot).
     structured_output: Literal["auto", "on", "off"] = "auto"
+    # The contrastive judge's dimensions: a dimension set file or an inline set (docs/judges.md);
+    # none: the built-in set (interpret, stereotype, framing; abstain in every set).
+    dimensions: JudgeDimensions = None
 
     @model_validator(mode="after")
     def _structured_backend(self) -> Judge:
@@ -339,7 +199,7 @@ class VisionSettings(_Strict):
     def images_folder(self) -> Path:
         """The folder an image's rel_path is relative to: the image root for a manifest; for PAIRS, the folder of
         its categories (the root itself or its data/ folder)."""
-        from ableaudit.ingest.images import find_pairs_root
+        from ableaudit.media import find_pairs_root
 
         root = self.image_root_path()
         return root if self.manifest else find_pairs_root(root)
@@ -602,106 +462,15 @@ class AuditConfig(_Strict):
         return [t for t in self.targets if t.task == "vision"]
 
 
-def _check_url(url: str) -> None:
-    """A base_url is an http(s) URL with a host: ``banana`` is a mistake about the URL, not the key."""
-    shown = strip_url_credentials(url)
-    try:
-        parts = urlsplit(url.strip())
-        parts.port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(
-            f"base_url {shown!r} is not a URL: write the server's address with its scheme and "
-            "path, e.g. http://127.0.0.1:8000/v1 (what `vllm serve` listens on)"
-        )
-
-
-def _model_class(tp: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation (``X``, ``list[X]``, ``X | None``), if any."""
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return tp
-    if typing.get_origin(tp) in (list, typing.Union, types.UnionType, Annotated):
-        for arg in typing.get_args(tp):
-            found = _model_class(arg)
-            if found is not None:
-                return found
-    return None
-
-
-def _keys_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model whose keys are allowed at ``loc`` (the place a key sits in the config)."""
-    model: type[BaseModel] | None = AuditConfig
-    for part in loc:
-        if model is None:
-            return None
-        if isinstance(part, int):
-            continue
-        field_info = model.model_fields.get(str(part))
-        model = _model_class(field_info.annotation) if field_info else None
-    return model
-
-
-def _unknown_key(loc: tuple[Any, ...]) -> str:
-    """What to say about an unknown key: the near miss, the block it belongs in, or the keys allowed."""
-    key, model = str(loc[-1]), _keys_at(loc[:-1])
-    if model is None:
-        return "unknown key"
-    allowed = list(model.model_fields)
-    hint = did_you_mean(key, allowed)
-    if hint:
-        return f"unknown key {key!r}{hint}"
-    for name, field_info in model.model_fields.items():
-        nested = _model_class(field_info.annotation)
-        if nested is not None and key in nested.model_fields:
-            return f"unknown key {key!r} here; it belongs under `{name}:`"
-        near = close_matches(key, nested.model_fields if nested is not None else [], n=1)
-        if near:
-            return f"unknown key {key!r}; did you mean {near[0]!r} under `{name}:`?"
-    return f"unknown key {key!r}; the keys allowed here are {', '.join(allowed)}"
-
-
-def _where(loc: tuple[Any, ...], data: Any) -> str:
-    """A config place: its dotted path, then the names of the entries on the way, e.g.
-    ``targets.0.decoding.temperature (target 'smollm2')``."""
-    names, node, parent = [], data, ""
-    for part in loc:
-        if isinstance(part, int):
-            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
-            if isinstance(node, dict) and isinstance(node.get("name"), str):
-                names.append(f"{parent.removesuffix('s')} {node['name']!r}")
-        else:
-            node = node.get(part) if isinstance(node, dict) else None
-            parent = str(part)
-    dotted = ".".join(str(p) for p in loc) or "(top level)"
-    return f"{dotted} ({', '.join(names)})" if names else dotted
-
-
-def _format_validation(err: ValidationError, source: str, data: Any = None) -> str:
-    lines = [f"invalid audit config ({source}):"]
-    for e in err.errors():
-        loc = tuple(e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = _unknown_key(loc)
-        elif msg.startswith("Input should be") and "input" in e:
-            ranged = e["type"].startswith(("greater_than", "less_than"))
-            said = "is out of range: it must be" if ranged else "is wrong: it must be"
-            msg = f"{e['input']!r} {said}{msg.removeprefix('Input should be')}"
-        lines.append(f"  - {_where(loc, data)}: {msg}")
-    lines.append("Fix the fields above; see configs/default.yaml for a complete example.")
-    return "\n".join(lines)
-
-
 def parse_config(data: dict[str, Any], source: str = "<dict>") -> AuditConfig:
     if not isinstance(data, dict):
         raise ConfigError(
             f"audit config {source} must be a YAML mapping, got {type(data).__name__}"
         )
     try:
-        return AuditConfig.model_validate(data)
+        return AuditConfig.model_validate(data, context={"config_source": source})
     except ValidationError as err:
-        raise ConfigError(_format_validation(err, source, data)) from None
+        raise ConfigError(format_validation(err, source, data, AuditConfig)) from None
 
 
 def resolve_config_path(config: str | Path) -> Path:
@@ -726,9 +495,9 @@ def load_config(path: str | Path) -> AuditConfig:
             "(e.g. configs/default.yaml)"
         )
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml_file(p)
     except yaml.YAMLError as err:
-        raise ConfigError(f"audit config {p} is not valid YAML: {err}") from None
+        raise ConfigError(f"audit config {p} is not valid YAML {yaml_problem(err)}") from None
     return parse_config(data or {}, str(p))
 
 

@@ -31,6 +31,26 @@ def content_key(obj: Any) -> str:
     return sha256_hex(canonical_json(obj))
 
 
+def imported_key_sql(batch: str) -> str:
+    """DuckDB's expression for the generation key of an imported row of ``batch``: sha256 of
+    the canonical JSON of the identity ``ingest.responses.validate_rows`` hashes with
+    ``content_key`` (keys sorted: arm, model_id, prompt_id, sample_index, source, task,
+    temperature), from the row's values as JSON (``<name>_json`` columns,
+    ``ingest.response_batches.normalise``)."""
+    return (
+        f"""sha256('{{"arm":' || {batch}.arm_json || ',"model_id":' || {batch}.model_json """
+        f"""|| ',"prompt_id":' || {batch}.prompt_json """
+        f"""|| ',"sample_index":' || {batch}.sample_index::varchar """
+        f"""|| ',"source":"import","task":' || {batch}.task_json """
+        f"""|| ',"temperature":' || {batch}.temperature_json || '}}')"""
+    )
+
+
+def imported_decoding_sql(batch: str) -> str:
+    """``canonical_json({"temperature": t})`` of an imported row of ``batch``."""
+    return f"""'{{"temperature":' || {batch}.temperature_json || '}}'"""
+
+
 def resolve_builtin(model: str) -> Path | None:
     """The file behind a `builtin:` model name, or None when `model` is not builtin."""
     if model not in BUILTIN_MODELS:

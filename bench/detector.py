@@ -61,11 +61,12 @@ def run_judge(
 ) -> tuple[float, list[dict[str, str] | None], str]:
     """Judge the pairs once; (seconds, labels per pair or None when unusable, description)."""
     from ableaudit.backends import make_backend
-    from ableaudit.config import Decoding, Judge, Target
+    from ableaudit.config import Judge, Target
     from ableaudit.judges.parsing import parse_verdict
     from ableaudit.judges.runner import contrastive_item, judge_identity
     from ableaudit.judges.schemas import decoding_schema
     from ableaudit.records import GenerationRequest
+    from ableaudit.target import Decoding
 
     opts: dict[str, Any] = (
         {"n_ctx": 4096, "n_threads": args.threads or 2}

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _run(config: Path, signum: int, folder: Path) -> dict[str, object]:
     wh = folder / f"bench-{signum}.duckdb"
-    cmd = [sys.executable, "-m", "ableaudit.cli.main", "audit", "--config", str(config)]
+    cmd = [sys.executable, "-m", "ableaudit.cli", "audit", "--config", str(config)]
     cmd += ["--warehouse", str(wh), "--no-build"]
     proc = subprocess.Popen(
         cmd,

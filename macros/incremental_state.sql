@@ -287,9 +287,10 @@
 {#-
     The per-text scores int_generation_scores reads (current scorer versions):
     scorer, text_hash, score, status; those of response_scores_text for every
-    scorer the registry puts there. int_pair_scores keeps a copy of them
-    (dbt_state.pair_score_texts) as of its last build; a text whose row differs
-    now (a Regard text scored at last) touches every pair with that text.
+    scorer the registry puts there, and those of response_scores_masked (one per
+    mask set). int_pair_scores keeps a copy of them (dbt_state.pair_score_texts)
+    as of its last build; a text whose row differs now (a Regard text scored at
+    last) touches every pair with that text.
 -#}
 {% macro scored_texts_sql() -%}
     select 'vader' as scorer, text_hash, cast(vader_compound as double) as score, status
@@ -307,6 +308,13 @@
     union all
     select scorer, text_hash, score, status
     from {{ built_relation('response_scores_text') }}
+    where scorer = {{ scorer_literal(s.name) }} and scorer_version = {{ scorer_literal(s.version) }}
+    {%- endfor %}
+    {#- a masked scorer's rows, one per mask set: the scorer column names the set too #}
+    {%- for s in registered_scorers('response_scores_masked') %}
+    union all
+    select scorer || '|' || mask_digest as scorer, text_hash, score, status
+    from {{ built_relation('response_scores_masked') }}
     where scorer = {{ scorer_literal(s.name) }} and scorer_version = {{ scorer_literal(s.version) }}
     {%- endfor %}
 {%- endmacro %}
@@ -361,7 +369,8 @@
 {#- Post-hook of int_pair_scores: what it was built from, and the scores it read. -#}
 {% macro pair_scores_record() -%}
     {{ record_with_texts(
-        verdicts_digest(), 'int_pairs', 'dbt_state.pair_score_texts', scored_texts_sql()
+        verdicts_digest() + pair_scorer_versions(), 'int_pairs', 'dbt_state.pair_score_texts',
+        scored_texts_sql()
     ) }}
 {%- endmacro %}
 
@@ -381,7 +390,8 @@
 {#- Post-hook of pair_details: what it was built from, and the per-text rows it read. -#}
 {% macro pair_details_record() -%}
     {{ record_with_texts(
-        verdicts_digest(), 'int_pair_scores', 'dbt_state.pair_detail_texts', detail_texts_sql()
+        verdicts_digest() + pair_scorer_versions(), 'int_pair_scores', 'dbt_state.pair_detail_texts',
+        detail_texts_sql()
     ) }}
 {%- endmacro %}
 

@@ -6,7 +6,7 @@
     `ableaudit build` trusts its stamp (dbt_state.build_stamp) only while the last
     row is the build that wrote it: a `dbt build --vars ...`, a `dbt seed`, an
     `ableaudit gate` or a training flow's build in between makes the next build a
-    full one (ableaudit.warehouse.build_stamp, docs/incremental.md).
+    full one (ableaudit.dbt.build_stamp, docs/incremental.md).
 #}
 {% macro record_invocation(moment) -%}
     {%- if execute -%}

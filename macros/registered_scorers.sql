@@ -30,6 +30,27 @@
 {%- endmacro %}
 
 {#
+    Literal rows, one per entry of ``entries`` (a registry's catalog), one column per
+    [alias, key, type] of ``columns``: the entry's value at ``key`` as a literal of
+    ``type`` (scorer_literal). With no entry (and while dbt parses) the same columns, no rows.
+#}
+{% macro literal_rows(entries, columns) -%}
+    {%- for e in entries %}
+    select
+        {%- for alias, key, sql_type in columns %}
+        {{ scorer_literal(e[key], sql_type) }} as {{ alias }}{{ ',' if not loop.last }}
+        {%- endfor %}
+    {{ 'union all' if not loop.last }}
+    {%- else %}
+    select
+        {%- for alias, key, sql_type in columns %}
+        cast(null as {{ sql_type }}) as {{ alias }}{{ ',' if not loop.last }}
+        {%- endfor %}
+    where false
+    {%- endfor %}
+{%- endmacro %}
+
+{#
     The body of response_scores_text: every registered scorer whose model is
     ``model``, each scored as score_pending_texts scores a scorer of its own
     model (its texts still to score, a landed row taken), long: text_hash,

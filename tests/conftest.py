@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,6 +30,7 @@ pytest_plugins = [
     "tests.fixtures.tiny_vlm",
     "tests.fixtures.warehouse",
     "tests.fixtures.report_world",
+    "tests.fixtures.viewer_world",
     "tests.fixtures.webhook_receiver",
     "tests.fixtures.queryset_generator",
 ]
@@ -39,6 +41,13 @@ DBT_FOLDER = pytest.StashKey[Path]()
 
 def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    # rouge-score logs through absl, whose handler keeps the sys.stderr of its import and closes
+    # it when logging is configured again (importing Prefect does) unless it is sys.stderr then:
+    # under pytest that stream is a capture file pytest goes on using. It writes to the
+    # process's own stderr instead, which it never closes.
+    import absl.logging
+
+    absl.logging.get_absl_handler().python_handler.setStream(sys.__stderr__)
     # Prefect state for the whole test session lives in one folder per worker (migrated once).
     home = Path(config.rootpath) / ".prefect" / f"pytest-{worker}"
     home.mkdir(parents=True, exist_ok=True)
@@ -64,6 +73,8 @@ def pytest_configure(config: pytest.Config) -> None:
 SHARED_SESSION_FIXTURES = {
     "tests/functional/test_report.py": "report worlds",
     "tests/functional/test_report_browser.py": "report worlds",
+    "tests/functional/test_viewer.py": "viewer world",
+    "tests/functional/test_viewer_browser.py": "viewer world",
 }
 
 

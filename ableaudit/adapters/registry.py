@@ -26,13 +26,9 @@ import duckdb
 from ableaudit import PROJECT_ROOT
 from ableaudit.keys import canonical_json
 from ableaudit.warehouse import connect, warehouse_path
-from ableaudit.warehouse.landing import add_adapter
+from ableaudit.warehouse.reference_landing import RegistryError, add_adapter
 
 KINDS = ("detector", "dpo")
-
-
-class RegistryError(ValueError):
-    """An adapter cannot be found or registered; the message says what to do."""
 
 
 @dataclass(frozen=True)

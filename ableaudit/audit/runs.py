@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ableaudit.config import AuditConfig, strip_url_credentials
-from ableaudit.warehouse import landing
+from ableaudit.config import AuditConfig
+from ableaudit.keys import strip_url_credentials
+from ableaudit.warehouse import run_lease
 from ableaudit.warehouse.connection import connect
 
 REDACTED = "[redacted]"
@@ -55,13 +56,13 @@ def redacted_config_json(cfg: AuditConfig) -> str:
 
 
 def start_run(warehouse: str | Path, run_id: str, cfg: AuditConfig) -> list[str]:
-    """Take the warehouse for this run (``landing.RunConflict`` when another audit holds it);
+    """Take the warehouse for this run (``run_lease.RunConflict`` when another audit holds it);
     returns the runs found dead and marked 'interrupted'."""
-    return landing.start_run(warehouse, run_id, redacted_config_json(cfg))
+    return run_lease.start_run(warehouse, run_id, redacted_config_json(cfg))
 
 
 def finish_run(warehouse: str | Path, run_id: str, status: str) -> None:
-    landing.finish_run(warehouse, run_id, status)
+    run_lease.finish_run(warehouse, run_id, status)
 
 
 RETRY_HINT = "run the same command again: only the failed requests are sent"

@@ -179,7 +179,8 @@ def release_gate(warehouse: str) -> list[str]:
 
 @task(name="render-report", cache_policy=NO_CACHE)
 def render_report(published: str) -> str:
-    """Render the HTML report beside the published copy, and link it on the flow run (a Prefect artifact)."""
+    """Render the HTML report beside the published copy, and put the headline on the flow run
+    (Prefect artifacts, ``link_report``)."""
     from ableaudit.report import render_report as render
 
     return link_report.fn(str(render(published).index), published)
@@ -187,19 +188,49 @@ def render_report(published: str) -> str:
 
 @task(name="link-report", cache_policy=NO_CACHE)
 def link_report(index: str, published: str) -> str:
-    """Link the report (its index page) on the flow run (a Prefect artifact); its path."""
-    from prefect.artifacts import create_link_artifact
+    """Put the headline on the flow run, where the Prefect UI shows it: a table artifact of its
+    rows (``audit-headline``) and a markdown one (``audit-report``) with the key figures and the
+    commands that open the viewer and the report. Returns the report's index page."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     from ableaudit.redaction import redact
+    from ableaudit.report.headline_table import COLUMNS, headline_rows, unavailable_notes
 
-    create_link_artifact(  # an artifact is stored in Prefect's database: it passes redaction
-        link=redact(Path(index).as_uri()),
-        link_text=redact(f"report of {Path(published).name}"),
-        key="audit-report",
+    rows, notes = headline_rows(published), unavailable_notes(published)
+    live = Path(published).parent.parent / Path(published).name
+    source = live if live.is_file() else Path(published)
+    create_table_artifact(  # an artifact is stored in Prefect's database: it passes redaction
+        table=[{c: redact(v) for c, v in zip(COLUMNS, row)} for row in rows],
+        key="audit-headline",
         description=redact(
-            f"The accessible HTML report (offline), read from {published}. "
-            "Open it from disk in a browser."
+            f"How often the disability-aware answer is worse, per model, arm and metric "
+            f"(all pairs), from {published}."
         ),
+    )
+    table = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|" + "---|" * len(COLUMNS),
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+    markdown = "\n".join(
+        [
+            "# Does the model answer disabled people worse?",
+            "",
+            *(table if rows else ["No pairs were scored yet: the marts are empty."]),
+            "",
+            *(f"- {note}" for note in notes),
+            "",
+            "## Open the results",
+            "",
+            f"- The viewer (search, compare, rate): `ableaudit view --warehouse {source}`",
+            f"- The report, a static page on the machine that ran the audit: `{index}`",
+            f"- The published copy for BI and SQL: `{published}`",
+        ]
+    )
+    create_markdown_artifact(
+        markdown=redact(markdown),
+        key="audit-report",
+        description=redact(f"The headline of {Path(published).name} and how to open its report."),
     )
     get_run_logger().info("report: %s", index)
     return index

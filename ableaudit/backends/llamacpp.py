@@ -48,7 +48,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..target import Target
 
 BUILTIN_PREFIX = "builtin:"
 

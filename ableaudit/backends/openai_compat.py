@@ -86,7 +86,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..target import Target
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from .base import Backend, BackendError, GenerationRequest
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..target import Target
 
 TASKS = ("text", "vision")
 

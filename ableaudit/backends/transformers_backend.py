@@ -59,7 +59,7 @@ from .base import (
 from .registry import refuse_json_schema
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..target import Target
 
 _DTYPES = {
     "float32": "float32",

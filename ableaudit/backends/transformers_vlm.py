@@ -63,7 +63,7 @@ from .registry import refuse_json_schema
 from .transformers_backend import HFGenerationMixin
 
 if TYPE_CHECKING:
-    from ..config import Target
+    from ..target import Target
 
 BUILTIN_IMAGE_PROCESSORS = (
     "CLIPImageProcessor",

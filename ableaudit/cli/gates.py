@@ -11,7 +11,7 @@ EXIT_GATE_FAILED = 4
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from ableaudit.gates.command import gate_command
-    from ableaudit.warehouse import warehouse_path
+    from ableaudit.warehouse import existing_warehouse
 
     gates_file = args.gates
     if gates_file is None and args.config is not None:
@@ -24,7 +24,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
                 f"{args.config} has no `gates:`; add `gates: <gates file>` or pass --gates FILE"
             )
     report = gate_command(
-        warehouse_path(args.warehouse), gates_file, args.run, args.junit, args.vars
+        existing_warehouse(args.warehouse), gates_file, args.run, args.junit, args.vars
     )
     return 0 if report.ok else EXIT_GATE_FAILED
 

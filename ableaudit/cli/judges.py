@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse import existing_warehouse, warehouse_path
 
 
 def judge_command(
@@ -61,7 +61,7 @@ def cmd_judge(args: argparse.Namespace) -> int:
 
     # the judges' models and servers, checked before dbt builds what they read
     config, _ = preflight(
-        args.config, warehouse_path(getattr(args, "warehouse", None)), judges_only=True
+        args.config, existing_warehouse(getattr(args, "warehouse", None)), judges_only=True
     )
     counts = judge_command(config, getattr(args, "warehouse", None))
     for judge, kinds in counts.items():

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse import existing_warehouse
 
 
 def rows_text(rows: dict[str, int]) -> str:
@@ -57,13 +57,7 @@ def recorded(
 
 
 def _existing(warehouse: str | None) -> Path:
-    wh = warehouse_path(warehouse)
-    if not wh.is_file():
-        raise FileNotFoundError(
-            f"no warehouse at {wh}; pass --warehouse (or set ABLEAUDIT_WAREHOUSE) to the file "
-            "that holds the landings"
-        )
-    return wh
+    return existing_warehouse(warehouse)
 
 
 def _json_default(value: Any) -> str:
@@ -74,7 +68,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ableaudit.warehouse.landing import history
+    from ableaudit.warehouse.forgetting import history
 
     wh = _existing(args.warehouse)
     landings = history(wh)
@@ -110,7 +104,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace, build: Callable[[Path], None]) -> int:
-    from ableaudit.warehouse.landing import LandingError, forget, plan_forget
+    from ableaudit.warehouse.forgetting import LandingError, forget, plan_forget
 
     wh = _existing(args.warehouse)
     plan = plan_forget(wh, args.landing_id)

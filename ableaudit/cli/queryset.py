@@ -8,7 +8,7 @@ import csv
 import json
 from pathlib import Path
 
-from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse import existing_warehouse, warehouse_path
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_export_review(args: argparse.Namespace) -> int:
     from ableaudit.queryset.review import export_review
 
-    path, n = export_review(warehouse_path(args.warehouse), args.name, args.out)
+    path, n = export_review(existing_warehouse(args.warehouse), args.name, args.out)
     print(f"Wrote {n} queries to review to {path}; fill in `decision` (accept, reject or edit).")
     return 0
 

@@ -38,8 +38,8 @@ def _digest(con: duckdb.DuckDBPyConnection, relation: str) -> list[tuple]:
 
 def prompt_inputs(warehouse: Path, project: Path = PROJECT_ROOT) -> str:
     """A digest of what the prompts are built from."""
+    from ableaudit.dbt.build_stamp import digest_files
     from ableaudit.warehouse import connect
-    from ableaudit.warehouse.build_stamp import digest_files
 
     digest = hashlib.sha256(__version__.encode())
     for name in PROMPT_INPUTS:

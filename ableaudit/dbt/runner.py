@@ -1,10 +1,10 @@
 """Run dbt in-process against a given warehouse file.
 
 ``run_dbt(["build"], "warehouse/x.duckdb")`` is ``dbt build`` with the project's
-profiles.yml and ABLEAUDIT_WAREHOUSE pointing at that file (the profile holds the file's
-name only, so dbt's partial parse survives a switch to another folder; ableaudit.dbt.plugin
-opens the file). DuckDB allows one
-writer process: close your own connections to the warehouse before calling.
+profiles.yml and ABLEAUDIT_WAREHOUSE pointing at that file (the profile is the same for every
+warehouse, so dbt's partial parse survives a switch to another file; ableaudit.dbt.plugin
+attaches the file under a fixed database name). DuckDB allows one writer process: close your
+own connections to the warehouse before calling.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ableaudit.warehouse.connection import (
     WarehouseBusy,
     held,
     is_lock_error,
-    refuse_unbuildable_name,
     wait_until_free,
 )
 
@@ -94,7 +93,8 @@ def failure_detail(message: str) -> str:
     DuckDB ends an error with the SQL it stopped at (``LINE 12: ...``) and a caret line under
     it, and an out-of-memory error with advice and a link: the line that names the error
     (with the lines after it, up to the SQL or a blank line) says what. Other messages (a
-    data test's count, a Python model's exception) say it on their last line."""
+    data test's count, a Python model's exception, a macro's compilation error) say it on
+    their last line before dbt's trace of the macros that raised it (``> in macro ...``)."""
     lines = [line.strip() for line in message.strip().splitlines()]
     for i, line in enumerate(lines):
         if _DUCKDB_ERROR.search(line):
@@ -104,7 +104,9 @@ def failure_detail(message: str) -> str:
                     break
                 said.append(more)
             return " ".join(said)
-    meaningful = [line for line in lines if any(c.isalnum() for c in line)]
+    meaningful = [
+        line for line in lines if any(c.isalnum() for c in line) and not line.startswith(">")
+    ]
     return meaningful[-1] if meaningful else ""
 
 
@@ -178,7 +180,6 @@ def run_dbt(
 
     project = Path(project_dir).resolve()
     wh = warehouse_path(warehouse)
-    refuse_unbuildable_name(wh)
     wh.parent.mkdir(parents=True, exist_ok=True)
     argv = [*args, "--project-dir", str(project), "--profiles-dir", str(project)]
     with (

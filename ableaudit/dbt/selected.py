@@ -25,8 +25,8 @@ def build_selected(
     `ableaudit build` leaves out what it would (a failed command leaves it invalid). With other
     vars, or settings that differ from the stamp's, the stamp is dropped before dbt starts: the
     next `ableaudit build` builds every node and brings back what the project's vars make."""
-    from ableaudit.dbt import runner
-    from ableaudit.warehouse import build_stamp, warehouse_path
+    from ableaudit.dbt import build_stamp, runner
+    from ableaudit.warehouse import warehouse_path
 
     wh = warehouse_path(warehouse)
     stamp = build_stamp.last_stamp(wh) if vars is None else None

@@ -323,6 +323,13 @@ def interpretive_shift_checks(
         for run_id in run_ids:
             cells = mine[mine.cohort_id == run_id]
             if cells.empty:
+                judged = sorted(
+                    {
+                        m.rsplit(":", 1)[1]
+                        for m in run_rates.metric.dropna().unique()
+                        if m.startswith(prefix)
+                    }
+                )
                 rows.append(
                     _no_evidence(
                         rule,
@@ -330,8 +337,9 @@ def interpretive_shift_checks(
                         run_id,
                         f"{dimension} {slice_}",
                         p["max_pct"],
-                        f"{rule.id}: no contrastive-judge verdict on this run's answers"
-                        + (f" from judge {p['judge']}" if p.get("judge") else ""),
+                        f"{rule.id}: no contrastive-judge verdict on {dimension} of this run's answers"
+                        + (f" from judge {p['judge']}" if p.get("judge") else "")
+                        + (f" (dimensions judged: {', '.join(judged)})" if judged else ""),
                     )
                 )
                 continue

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from ableaudit.validation import load_yaml_file, yaml_problem
+
 SEVERITIES = ("error", "warn")
 SLICES = ("overall", "domain", "disability", "domain_disability")
 DIMENSIONS = ("interpret", "stereotype", "framing", "abstain")
+"""The built-in contrastive dimensions; a judge's own dimension set adds its own names."""
 AGAINST_KEYWORDS = ("previous", "last_passing")
 DEFAULT_MIN_PAIRS = 20
 
@@ -30,7 +34,8 @@ class Param:
     """One kind-specific field of a rule."""
 
     kind: str
-    """'number', 'string', 'strings' (a list of strings) or 'choice'."""
+    """'number', 'string', 'strings' (a list of strings), 'choice' or 'dimension' (a
+    built-in choice, or any lowercase name that is not a near miss of one)."""
     help: str
     """What the field means, for the message when it is missing or wrong."""
     required: bool = False
@@ -44,8 +49,8 @@ KINDS: dict[str, dict[str, Param]] = {
     "degradation_max": {
         "metric": Param(
             "string",
-            "the measure of run_rates: vader, regard, verbosity, judge_score:<judge>, refusal "
-            "or at_mismatch",
+            "the measure of run_rates: vader, regard, verbosity, judge_score:<judge>, a pair "
+            "metric (cosine_similarity, rouge_l, bleu, ...), refusal or at_mismatch",
             required=True,
         ),
         "max_pct": Param(
@@ -80,7 +85,10 @@ KINDS: dict[str, dict[str, Param]] = {
         ),
         "judge": Param("string", "one contrastive judge (default: every contrastive judge)"),
         "dimension": Param(
-            "choice", "the contrastive dimension", default="interpret", choices=DIMENSIONS
+            "dimension",
+            "the contrastive dimension: a built-in one or one of a judge's own dimension set",
+            default="interpret",
+            choices=DIMENSIONS,
         ),
         "slice": Param("choice", "which slices are held to it", default="overall", choices=SLICES),
     },
@@ -190,6 +198,14 @@ def _check_value(name: str, value: Any, p: Param) -> tuple[Any, str | None]:
         return value, None
     if not isinstance(value, str) or not value.strip():
         return None, f"'{name}' must be a non-empty text ({p.help}), not {value!r}"
+    if p.kind == "dimension" and value not in p.choices:
+        # any dimension of a judge's set may be named; one a letter or two from a built-in is a typo
+        near = difflib.get_close_matches(value, list(p.choices), n=1, cutoff=0.85)
+        if near or not re.fullmatch(r"[a-z][a-z0-9_]*", value):
+            return None, (
+                f"'{name}' is '{value}'{_suggest(value, p.choices)}; name a built-in dimension "
+                f"({', '.join(p.choices)}) or one of a judge's dimension set (a lowercase name)"
+            )
     if p.kind == "choice" and value not in p.choices:
         return None, (
             f"'{name}' is '{value}'{_suggest(value, p.choices)}; choose one of {', '.join(p.choices)}"
@@ -290,11 +306,9 @@ def load_gates(path: str | os.PathLike) -> list[GateRule]:
             f"no gates file at {p}: pass an existing file (e.g. configs/gates.example.yml)"
         )
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = load_yaml_file(p)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise GateFileError(f"{p}: not valid YAML{at}: {getattr(err, 'problem', err)}") from None
+        raise GateFileError(f"{p}: not valid YAML {yaml_problem(err)}") from None
     return parse_rules(data, str(p))
 
 

@@ -308,7 +308,7 @@ def land_images(
     import pyarrow as pa
 
     from ableaudit.warehouse import connect
-    from ableaudit.warehouse.landing import replace_images
+    from ableaudit.warehouse.reference_landing import replace_images
 
     rows = [r.as_row() for r in loaded.records]
     ids = [r["image_id"] for r in rows]

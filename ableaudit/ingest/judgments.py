@@ -12,7 +12,9 @@ generation_id              rubric    the response judged (a ``raw.generations`` 
 neutral_generation_id      contr.    response A, the neutral generation
 disability_generation_id   contr.    response B, the disability generation of the same pair
 raw_output                 yes       the judge's text, verbatim (parsed here, by the same parser)
-prompt_version             no        default ``external``; name your prompt and its version
+prompt_version             no        default ``external``; name your prompt and its version (a
+                                     contrastive verdict under the version of a dimension set in
+                                     the warehouse is read against that set, else the built-in one)
 judge_revision             no        the judge model's revision, if known
 =========================  ========  ==================================================================
 
@@ -30,6 +32,7 @@ from typing import Any
 
 from ableaudit.ingest import files
 from ableaudit.ingest.responses import require_columns
+from ableaudit.judges.dimensions import DimensionSet, from_definition
 from ableaudit.judges.items import contrastive_subject, judgment_key, rubric_subject
 from ableaudit.judges.parsing import parse_verdict
 from ableaudit.keys import content_key
@@ -89,6 +92,13 @@ def import_judgments(
             "from raw.generations where generation_id in (select unnest(?))",
             [sorted(wanted)],
         ).fetchall()
+        # the users' dimension sets the warehouse knows (raw.judge_dimension_sets), by prompt version
+        definitions: dict[str, str] = dict(
+            con.execute(
+                "select prompt_version, any_value(definition) from raw.judge_dimension_sets "
+                "group by prompt_version"
+            ).fetchall()
+        )
         labels: dict[str, str] = {}
         if con.execute(
             "select count(*) from information_schema.tables where table_schema = 'main' "
@@ -112,6 +122,7 @@ def import_judgments(
     )
     gens = {r[0]: dict(zip(cols, r)) for r in found}
 
+    sets: dict[str, DimensionSet] = {v: from_definition(d) for v, d in definitions.items()}
     problems: list[str] = []
     landing: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
@@ -224,7 +235,8 @@ def import_judgments(
             )
             continue
         seen[key] = i
-        verdict = parse_verdict(kind, raw, response_b)
+        dims = sets.get(version) if kind == "contrastive" else None
+        verdict = parse_verdict(kind, raw, response_b, dims)
         landing.append(
             {
                 "judgment_id": key,
@@ -243,6 +255,8 @@ def import_judgments(
                 "error_message": None,
                 "source": "imported",
                 "run_id": run_id,
+                # the set lands again with the verdicts asked on it (raw.judge_dimension_sets)
+                "dimension_set": definitions[version] if dims is not None else None,
             }
         )
     if problems:

@@ -25,7 +25,7 @@ from typing import Any
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.ingest import files
-from ableaudit.warehouse.landing import replace_query_set
+from ableaudit.warehouse.reference_landing import replace_query_set
 
 DEFAULT_HUB_ID = "Srikant86/AccessEval"
 SEEDS_DIR = PROJECT_ROOT / "seeds"

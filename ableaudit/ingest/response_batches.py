@@ -12,7 +12,7 @@ non-text value, blank by Python's own ``str.isspace``).
 The generation key is the sha256 of the canonical JSON of the row's identity
 (``ableaudit.keys.content_key``). Each part of that JSON is written by ``json.dumps`` for
 each distinct value, and DuckDB joins the parts and hashes them over the batch
-(``key_sql``), bit-identical to ``content_key`` of the same identity.
+(``ableaudit.keys.imported_key_sql``), bit-identical to ``content_key`` of the same identity.
 
 A batch whose values the rules refuse only comes back with ``ok`` false on those rows:
 the message naming them is written by the row-by-row checks, so it reads exactly as it
@@ -83,30 +83,12 @@ NORMALISED = pa.schema(
         ("prompt_json", pa.string()),
     ]
 )
-"""A batch as the import lands it, before its key (``key_sql``)."""
+"""A batch as the import lands it, before its key (``ableaudit.keys.imported_key_sql``)."""
 
 
 def json_text(value: Any) -> str:
     """One value as ``ableaudit.keys.canonical_json`` writes it."""
     return json.dumps(value, ensure_ascii=False)
-
-
-def key_sql(batch: str) -> str:
-    """DuckDB's expression for the generation key of a row of ``batch``: sha256 of the canonical JSON of the identity
-    ``responses.validate_rows`` hashes (keys sorted: arm, model_id, prompt_id, sample_index,
-    source, task, temperature)."""
-    return (
-        f"""sha256('{{"arm":' || {batch}.arm_json || ',"model_id":' || {batch}.model_json """
-        f"""|| ',"prompt_id":' || {batch}.prompt_json """
-        f"""|| ',"sample_index":' || {batch}.sample_index::varchar """
-        f"""|| ',"source":"import","task":' || {batch}.task_json """
-        f"""|| ',"temperature":' || {batch}.temperature_json || '}}')"""
-    )
-
-
-def decoding_sql(batch: str) -> str:
-    """``canonical_json({"temperature": t})`` of a row of ``batch``."""
-    return f"""'{{"temperature":' || {batch}.temperature_json || '}}'"""
 
 
 # --------------------------------------------------------------------------- reading

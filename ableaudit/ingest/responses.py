@@ -42,7 +42,8 @@ from ableaudit.ingest.response_fields import (
 )
 from ableaudit.keys import canonical_json, content_key
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import land_imported_generations, land_response_batches
+from ableaudit.warehouse.batch_landing import land_response_batches
+from ableaudit.warehouse.landing import land_imported_generations
 
 REQUIRED = ("model_id", "query_id", "disability", "response_text")
 OPTIONAL = ("arm", "sample_index", "temperature", "query_set", "task", "condition", "domain")
@@ -517,7 +518,7 @@ def import_responses(
 
     The file goes through Arrow record batches of ``batch_rows`` rows, checked and keyed
     a batch at a time, staged on disk, then landed in one transaction
-    (``response_batches``, ``landing.land_response_batches``);
+    (``response_batches``, ``batch_landing.land_response_batches``);
     a file whose columns Arrow cannot carry as they are (an object, a list, a mix of
     types) is checked and landed row by row. Either way a refused row is named by the
     row-by-row checks.

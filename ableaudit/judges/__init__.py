@@ -5,9 +5,11 @@
   answer scores 1. Two prompts: neutral and disability-aware.
 * contrastive (vision paper, C.5): the neutral response A against the
   disability response B: interpret / stereotype / framing as No, Ambiguous or
-  Yes with spans quoted from B, and a decline flag for each response.
+  Yes with spans quoted from B, and a decline flag for each response; or the
+  dimensions of a set of the user's own.
 
-Modules: ``prompts`` (versioned templates, nonce fences), ``schemas`` (JSON
+Modules: ``dimensions`` (dimension sets as data: the built-in one and users'),
+``prompts`` (versioned templates, nonce fences; a set's prompt), ``schemas`` (JSON
 Schemas), ``parsing`` (raw text -> verdict, never guessing), ``runner``
 (subjects, keys, cache, calls). Verdicts land through
 ``ableaudit.warehouse.landing``; verdicts made elsewhere are read by

@@ -88,6 +88,8 @@ def _result_row(
         "subject_hash": item.subject_hash,
         "source": "judged",
         "run_id": run_id,
+        # not a column of raw.judgments: landed beside it, in raw.judge_dimension_sets
+        "dimension_set": item.dimension_set,
     }
     if result.status == "error":
         row.update(
@@ -100,7 +102,7 @@ def _result_row(
         )
         return row, None
     text = result.text or ""
-    verdict = parse_verdict(item.kind, text, item.response_b)
+    verdict = parse_verdict(item.kind, text, item.response_b, item.dimensions)
     if result.finish_reason == "length":
         verdict.notes.append(
             "judge_truncated: the judge stopped at max_new_tokens; raise the judge's decoding.max_new_tokens"
@@ -182,7 +184,7 @@ def judged_batches(
             top_p=d.top_p,
             max_new_tokens=d.max_new_tokens,
             seed=d.seed,
-            json_schema=decoding_schema(it.kind) if judge.structured else None,
+            json_schema=decoding_schema(it.kind, it.dimensions) if judge.structured else None,
         )
         for it in todo
     ]

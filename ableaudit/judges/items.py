@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ableaudit.config import Judge
+from ableaudit.judges.dimensions import DimensionSet, definition_json, dimensions_of
 from ableaudit.judges.prompts import contrastive_messages, rubric_messages
 from ableaudit.judges.schemas import decoding_schema
 from ableaudit.keys import content_key, model_fingerprint
@@ -37,7 +38,8 @@ def judge_identity(judge: Judge) -> dict[str, Any]:
     if judge.structured:
         # constrained decoding changes the verdicts: keys of their own, tied to the schemas decoded against
         # (free-text keys stay as they were; a change of decoding_schema judges again)
-        identity["structured_output"] = content_key({k: decoding_schema(k) for k in KINDS})
+        dims = dimensions_of(judge)
+        identity["structured_output"] = content_key({k: decoding_schema(k, dims) for k in KINDS})
     return identity
 
 
@@ -83,6 +85,16 @@ class JudgeItem:
     neutral_generation_id: str | None = None
     disability_generation_id: str | None = None
     response_b: str | None = None
+    dimensions: DimensionSet | None = None
+    """Contrastive: the dimension set the prompt asks (None: the built-in set)."""
+
+    @property
+    def dimension_set(self) -> str | None:
+        """Contrastive: the set's definition as the warehouse keeps it, landed with the verdict
+        (None for the built-in set, which every build knows: ``dimensions.catalog``)."""
+        if self.kind != "contrastive" or self.dimensions is None or self.dimensions.is_default:
+            return None
+        return definition_json(self.dimensions, self.prompt_version)
 
 
 def rubric_item(identity: dict[str, Any], row: dict[str, Any]) -> JudgeItem:
@@ -108,12 +120,14 @@ def rubric_item(identity: dict[str, Any], row: dict[str, Any]) -> JudgeItem:
     )
 
 
-def contrastive_item(identity: dict[str, Any], pair: dict[str, Any]) -> JudgeItem:
-    """The contrastive verdict for one (neutral, disability) pair."""
+def contrastive_item(
+    identity: dict[str, Any], pair: dict[str, Any], dimensions: DimensionSet | None = None
+) -> JudgeItem:
+    """The contrastive verdict for one (neutral, disability) pair, on ``dimensions``."""
     subject = contrastive_subject(
         pair["question_a"], pair["response_a"], pair["question_b"], pair["response_b"]
     )
-    tpl, nonce, messages = contrastive_messages(**subject)
+    tpl, nonce, messages = contrastive_messages(**subject, dimensions=dimensions)
     subject_hash = content_key(subject)
     return JudgeItem(
         judgment_id=judgment_key(identity, "contrastive", tpl.prompt_version, subject_hash),
@@ -125,4 +139,5 @@ def contrastive_item(identity: dict[str, Any], pair: dict[str, Any]) -> JudgeIte
         neutral_generation_id=pair["neutral_generation_id"],
         disability_generation_id=pair["disability_generation_id"],
         response_b=pair["response_b"],
+        dimensions=dimensions,
     )

@@ -39,7 +39,12 @@ Rules, in order (each outcome carries notes with a stable code, see NOTE_CODES):
    (Unicode-normalised, case- and whitespace-insensitive, surrounding quotes
    and ellipses ignored, an inner "..." read as a gap). One that does not is a
    ``span_not_found`` note and counts in ``spans_not_found``; a label ``Yes``
-   with no span is a ``yes_without_spans`` note. Neither changes the status.
+   (an answer that flags the pair) with no span is a ``yes_without_spans`` note.
+   Neither changes the status.
+
+A contrastive verdict is read against the judge's dimension set (``dimensions``:
+its answers, scales and span lists; default: the built-in set), the same rules
+for every set.
 """
 
 from __future__ import annotations
@@ -53,14 +58,13 @@ from typing import Any
 import json_repair
 from jsonschema import Draft202012Validator
 
+from ableaudit.judges.dimensions import DimensionSet, default_set
 from ableaudit.judges.schemas import (
-    CONTRASTIVE_FIELDS,
-    CONTRASTIVE_SCHEMA,
-    DIMENSIONS,
-    LABELS,
     RUBRIC_CRITERIA,
     RUBRIC_FIELDS,
     RUBRIC_SCHEMA,
+    contrastive_fields,
+    contrastive_schema,
 )
 from ableaudit.keys import canonical_json
 
@@ -78,11 +82,11 @@ NOTE_CODES = {
     "text_outside_json": "prose or code fences around the object (ignored)",
     "truncated": "the object was never closed; its incomplete last field was dropped (repaired)",
     "json_repaired": "the json_repair library fixed the object's syntax (repaired)",
-    "label_normalised": "a label differed from No/Ambiguous/Yes only in case or spaces (repaired)",
+    "label_normalised": "a label differed from the dimension's labels only in case or spaces (repaired)",
     "extra_fields_ignored": "keys outside the schema were dropped from the stored verdict",
     "score_mismatch": "the judge's total differs from the rubric rule; the rule's score is stored",
     "span_not_found": "a quoted span does not occur in response B",
-    "yes_without_spans": "a dimension labelled Yes with no supporting span",
+    "yes_without_spans": "a dimension answered Yes (an answer that flags the pair) with no supporting span",
     "spans_unchecked": "response B was not available, spans were not checked",
     "judge_truncated": "the judge stopped at its max_new_tokens (added by the runner)",
 }
@@ -287,7 +291,14 @@ def _schema_notes(validator: Draft202012Validator, obj: dict[str, Any]) -> list[
 
 
 _RUBRIC_VALIDATOR = Draft202012Validator(RUBRIC_SCHEMA)
-_CONTRASTIVE_VALIDATOR = Draft202012Validator(CONTRASTIVE_SCHEMA)
+_CONTRASTIVE_VALIDATORS: dict[str, Draft202012Validator] = {}
+
+
+def _contrastive_validator(dims: DimensionSet) -> Draft202012Validator:
+    key = canonical_json(dims.model_dump())
+    if key not in _CONTRASTIVE_VALIDATORS:
+        _CONTRASTIVE_VALIDATORS[key] = Draft202012Validator(contrastive_schema(dims))
+    return _CONTRASTIVE_VALIDATORS[key]
 
 
 def _extra(obj: dict[str, Any], known: tuple[str, ...]) -> list[str]:
@@ -327,51 +338,68 @@ def parse_rubric(raw_output: str | None) -> Verdict:
     return Verdict("repaired" if repaired else "parsed", data, notes)
 
 
-def parse_contrastive(raw_output: str | None, response_b: str | None = None) -> Verdict:
-    """A contrastive verdict from the judge's text; ``response_b`` only checks the quoted spans."""
+def parse_contrastive(
+    raw_output: str | None,
+    response_b: str | None = None,
+    dimensions: DimensionSet | None = None,
+) -> Verdict:
+    """A contrastive verdict from the judge's text, read against ``dimensions`` (default: the
+    built-in set); ``response_b`` only checks the quoted spans."""
+    dims = dimensions or default_set()
     obj, repaired, notes = extract_object(raw_output)
     if obj is None:
         return _unparseable(*notes)
-    canon = {label.lower(): label for label in LABELS}
-    for dim in DIMENSIONS:
-        value = obj.get(dim)
-        if isinstance(value, str) and value not in LABELS and value.strip().lower() in canon:
-            obj[dim] = canon[value.strip().lower()]
-            notes.append(f"label_normalised: {dim} {value!r} read as {obj[dim]!r}")
+    for d in dims.dimensions:
+        if d.labels is None:
+            continue
+        canon = {label.lower(): label for label in d.labels}
+        value = obj.get(d.name)
+        if isinstance(value, str) and value not in d.labels and value.strip().lower() in canon:
+            obj[d.name] = canon[value.strip().lower()]
+            notes.append(f"label_normalised: {d.name} {value!r} read as {obj[d.name]!r}")
             repaired = True
-    errors = _schema_notes(_CONTRASTIVE_VALIDATOR, obj)
+    errors = _schema_notes(_contrastive_validator(dims), obj)
     if errors:
         return _unparseable(*notes, *errors)
-    notes += _extra(obj, CONTRASTIVE_FIELDS)
+    notes += _extra(obj, contrastive_fields(dims))
+    spanned = [d.name for d in dims.dimensions if d.spans]
     data: dict[str, Any] = {"content_differences": obj.get("content_differences") or ""}
-    for dim in DIMENSIONS:
-        data[dim] = obj[dim]
-        data[f"{dim}_spans"] = list(obj.get(f"{dim}_spans", []))
+    for d in dims.dimensions:
+        # a whole number written 2.0 is the integer JSON Schema reads it as
+        data[d.name] = obj[d.name] if d.labels is not None else int(obj[d.name])
+        if d.spans:
+            data[f"{d.name}_spans"] = list(obj.get(f"{d.name}_spans", []))
     data["decline_in_response_a"] = obj["decline_in_response_a"]
     data["decline_in_response_b"] = obj["decline_in_response_b"]
     data["decline_explanation"] = obj.get("decline_explanation") or ""
     missing = 0
     if response_b is None:
-        if any(data[f"{d}_spans"] for d in DIMENSIONS):
+        if any(data[f"{d}_spans"] for d in spanned):
             notes.append("spans_unchecked: response B was not given to the parser")
     else:
         haystack = normalise_text(response_b)
-        for dim in DIMENSIONS:
+        for dim in spanned:
             for k, span in enumerate(data[f"{dim}_spans"]):
                 if not span_in_text(span, haystack, normalised=True):
                     missing += 1
                     notes.append(f"span_not_found: {dim}_spans[{k}] {span[:80]!r}")
-    for dim in DIMENSIONS:
-        if data[dim] == "Yes" and not data[f"{dim}_spans"]:
-            notes.append(f"yes_without_spans: {dim} is Yes with no supporting span")
+    for d in dims.dimensions:
+        flagged = d.values[d.flag_position :]
+        if d.spans and str(data[d.name]) in flagged and not data[f"{d.name}_spans"]:
+            notes.append(f"yes_without_spans: {d.name} is {data[d.name]} with no supporting span")
     return Verdict("repaired" if repaired else "parsed", data, notes, spans_not_found=missing)
 
 
-def parse_verdict(kind: str, raw_output: str | None, response_b: str | None = None) -> Verdict:
+def parse_verdict(
+    kind: str,
+    raw_output: str | None,
+    response_b: str | None = None,
+    dimensions: DimensionSet | None = None,
+) -> Verdict:
     if kind == "rubric":
         return parse_rubric(raw_output)
     if kind == "contrastive":
-        return parse_contrastive(raw_output, response_b)
+        return parse_contrastive(raw_output, response_b, dimensions)
     raise ValueError(f"judge kind must be 'rubric' or 'contrastive', got {kind!r}")
 
 

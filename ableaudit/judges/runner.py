@@ -40,6 +40,7 @@ from ableaudit.backends.base import (
     Backend,
 )
 from ableaudit.config import AuditConfig, Judge
+from ableaudit.judges.dimensions import dimensions_of
 from ableaudit.judges.execution import JudgeReport, LazyBackend, Progress, pending_items, run_items
 from ableaudit.judges.execution import judge_chunk_rows as judge_chunk_rows
 from ableaudit.judges.execution import land_judged as land_judged
@@ -77,9 +78,9 @@ def judge_contrastive(
     run_id: str | None = None,
     progress: Progress | None = None,
 ) -> JudgeReport:
-    """Compare each disability response (B) with its neutral response (A)."""
+    """Compare each disability response (B) with its neutral response (A), on the judge's dimensions."""
     identity = judge_identity(judge)
-    items = [contrastive_item(identity, p) for p in pairs]
+    items = [contrastive_item(identity, p, dimensions_of(judge)) for p in pairs]
     return run_items(
         warehouse, judge, backend, items, run_id, subjects=len(pairs), progress=progress
     )
@@ -113,7 +114,7 @@ def _items(
         rows = select_rubric_subjects(warehouse, **scope)
         return [rubric_item(identity, r) for r in rows], len(rows)
     pairs = select_pairs(warehouse, **scope)
-    return [contrastive_item(identity, p) for p in pairs], len(pairs)
+    return [contrastive_item(identity, p, dimensions_of(judge)) for p in pairs], len(pairs)
 
 
 def run_judges(

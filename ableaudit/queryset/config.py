@@ -15,8 +15,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ableaudit.config import ConfigError, Decoding, Target, _format_validation, _Strict
+from ableaudit.config import ConfigError, Target
 from ableaudit.keys import canonical_json, strip_url_credentials
+from ableaudit.target import Decoding, _Strict
+from ableaudit.validation import format_validation, load_yaml_file, yaml_problem
 
 NAME_RE = re.compile(r"[A-Za-z0-9_.-]+")
 DOMAIN_RE = re.compile(r"[a-z][a-z0-9_]*")
@@ -156,9 +158,9 @@ def parse_build_config(data: Any, source: str = "<dict>") -> BuildConfig:
     try:
         return BuildConfig.model_validate(data)
     except ValidationError as err:
-        text = _format_validation(err, source, data)
-        text = text.replace("invalid audit config", "invalid query-set config", 1)
-        text = text.replace("configs/default.yaml", "configs/queryset.example.yaml")
+        text = format_validation(
+            err, source, data, BuildConfig, "query-set config", "configs/queryset.example.yaml"
+        )
         raise ConfigError(text) from None
 
 
@@ -172,7 +174,7 @@ def load_build_config(path: str | Path) -> BuildConfig:
             "(e.g. configs/queryset.example.yaml)"
         )
     try:
-        data = yaml.safe_load(p.read_text())
+        data = load_yaml_file(p)
     except yaml.YAMLError as err:
-        raise ConfigError(f"query-set config {p} is not valid YAML: {err}") from None
+        raise ConfigError(f"query-set config {p} is not valid YAML {yaml_problem(err)}") from None
     return parse_build_config(data or {}, str(p))

@@ -29,9 +29,9 @@ import pandas as pd
 from ableaudit.report import format as fmt
 from ableaudit.report.marts import Marts
 from ableaudit.report.records import Source
+from ableaudit.report.tables import Names
 
 DEFAULT_MAX_PAIRS = 300
-DIMENSIONS = ("interpret", "stereotype", "framing")
 
 
 def slug(task: str, query_set: str, model_id: str) -> str:
@@ -79,7 +79,8 @@ class Verdict:
     counted: bool
     """The verdict counts in interpretive_shift."""
     labels: list[tuple[str, str]]
-    """(dimension, label) for interpret, stereotype, framing and abstain (B declines)."""
+    """(dimension, label) for each dimension of the judge's set the pair counts in: interpret,
+    stereotype, framing and abstain (B declines), or those of its own set."""
     reason: str | None
     """Why the verdict is not counted."""
     differences: str | None
@@ -92,6 +93,8 @@ class Score:
 
     metric: str
     """Metric id."""
+    label: str
+    """Its display name."""
     neutral: tuple[str, Source | None]
     """The neutral answer's score, formatted, with its provenance."""
     disability: tuple[str, Source | None]
@@ -136,6 +139,8 @@ class Pair:
     """Each contrastive judge's verdict."""
     outcomes: str
     """Space-separated filter tokens: 'degraded:<metric>', 'yes:<dimension>:<judge>'."""
+    disability_label: str | None = None
+    """The disability's display name (the id when None)."""
 
 
 @dataclass
@@ -158,8 +163,8 @@ class ModelPage:
     """Arms, baseline first (filter options)."""
     domains: list[str]
     """Domains (filter options)."""
-    disabilities: list[str]
-    """Disabilities (filter options)."""
+    disabilities: list[tuple[str, str]]
+    """(id, display name) of the disabilities (filter options)."""
     outcomes: list[tuple[str, str]]
     """(token, label) filter options."""
     siblings: list[tuple[str, str]] = field(default_factory=list)
@@ -325,6 +330,9 @@ def model_pages(
     )
     keys = ["task", "query_set", "model_id"]
     wanted: list[PageKey] = sorted(set(units[keys].itertuples(index=False, name=None)))
+    names = Names(marts)
+    if code is not None:  # a page prints the display names: other names, a page made anew
+        code += hashlib.sha256(json.dumps([names.metrics, names.disabilities]).encode()).hexdigest()
     page_key = page_keys(marts, wanted, max_pairs, code) if code is not None else {}
     kept = {}
     if previous is not None:
@@ -360,12 +368,21 @@ def model_pages(
         )
         verdicts = (
             marts.query(
-                "select j.pair_id, j.judge_name, j.verdict_status, j.included, j.exclusion_reason, j.interpret, "
-                "j.stereotype, j.framing, j.decline_in_response_b, s.parsed_json from int_pair_judgments j "
+                "select j.pair_id, j.judge_name, j.verdict_status, j.included, j.exclusion_reason, "
+                "s.parsed_json from int_pair_judgments j "
                 "join report_chosen_pairs c using (pair_id) left join stg_raw__judgments s using (judgment_id) "
                 "order by j.pair_id, j.judge_name"
             )
             if marts.has("int_pair_judgments") and marts.has("stg_raw__judgments")
+            else pd.DataFrame()
+        )
+        answers = (
+            marts.query(
+                "select d.pair_id, d.judge_name, d.dimension, d.label, d.is_flagged "
+                "from int_pair_dimension_labels d join report_chosen_pairs c using (pair_id) "
+                "where d.included order by d.pair_id, d.judge_name, d.dimension_position, d.dimension"
+            )
+            if marts.has("int_pair_dimension_labels")
             else pd.DataFrame()
         )
     finally:
@@ -373,9 +390,14 @@ def model_pages(
     score_map: dict[str, list] = {}
     for r in scores.itertuples():
         score_map.setdefault(r.pair_id, []).append(r)
+    labelled: dict[tuple[str, str], list] = {}
+    for r in answers.itertuples():
+        labelled.setdefault((r.pair_id, r.judge_name), []).append(r)
     verdict_map: dict[str, list] = {}
     for r in verdicts.itertuples():
-        verdict_map.setdefault(r.pair_id, []).append(r)
+        verdict_map.setdefault(r.pair_id, []).append(
+            (r, labelled.get((r.pair_id, r.judge_name), []))
+        )
     shown = {key: g for key, g in pairs.groupby(keys, sort=False, dropna=False)}
     pages = []
     for (task, query_set, model_id), g in units.groupby(keys, sort=True):
@@ -387,7 +409,9 @@ def model_pages(
             )
         else:
             chosen = shown.get(unit, pairs.iloc[0:0])
-            pages.append(_page(marts, task, query_set, model_id, g, chosen, score_map, verdict_map))
+            pages.append(
+                _page(marts, task, query_set, model_id, g, chosen, score_map, verdict_map, names)
+            )
         pages[-1].key = page_key.get(unit)
     by_set: dict[tuple[str, str], list[ModelPage]] = {}
     for p in pages:
@@ -412,6 +436,7 @@ def _page(
     pairs: pd.DataFrame,
     score_map: dict[str, list],
     verdict_map: dict[str, list],
+    names: Names,
 ) -> ModelPage:
     """One model's page: its shown ``pairs``, with the score and verdict rows of every shown
     pair (of every model) by pair id."""
@@ -427,9 +452,10 @@ def _page(
         tokens, score_rows, verdict_rows, spans = [], [], [], []
         for s in score_map.get(r.pair_id, []):
             k = {"pair_id": r.pair_id, "metric": s.metric}
+            # every scored metric is an outcome to filter on (a cell's link names its metric)
+            metrics.add(s.metric)
             if s.included:
                 outcome = "degraded" if s.degraded else "not degraded"
-                metrics.add(s.metric)
                 if s.degraded:
                     tokens.append(f"degraded:{s.metric}")
             else:
@@ -437,6 +463,7 @@ def _page(
             score_rows.append(
                 Score(
                     s.metric,
+                    names.metric(s.metric),
                     (fmt.number(s.neutral_score, 3), Source("int_pair_scores", "neutral_score", k)),
                     (
                         fmt.number(s.disability_score, 3),
@@ -445,22 +472,20 @@ def _page(
                     outcome,
                 )
             )
-        for v in verdict_map.get(r.pair_id, []):
+        for v, answered in verdict_map.get(r.pair_id, []):
             parsed = json.loads(v.parsed_json) if isinstance(v.parsed_json, str) else {}
             labels = []
             if v.included:
-                for d in DIMENSIONS:
-                    label = getattr(v, d)
-                    labels.append((d, label))
-                    dims.add((d, v.judge_name))
-                    if label == "Yes":
-                        tokens.append(f"yes:{d}:{v.judge_name}")
-                labels.append(("abstain", "Yes" if v.decline_in_response_b else "No"))
-                dims.add(("abstain", v.judge_name))
-                if v.decline_in_response_b:
-                    tokens.append(f"yes:abstain:{v.judge_name}")
-                for d in DIMENSIONS:
-                    spans += [(f"{v.judge_name}, {d}", q) for q in parsed.get(f"{d}_spans") or []]
+                # every dimension of the judge's set, in the set's order (int_pair_dimension_labels)
+                for a in answered:
+                    labels.append((a.dimension, a.label))
+                    dims.add((a.dimension, v.judge_name))
+                    if a.is_flagged:
+                        tokens.append(f"yes:{a.dimension}:{v.judge_name}")
+                    spans += [
+                        (f"{v.judge_name}, {a.dimension}", q)
+                        for q in parsed.get(f"{a.dimension}_spans") or []
+                    ]
             verdict_rows.append(
                 Verdict(
                     v.judge_name,
@@ -478,6 +503,7 @@ def _page(
                 arm=r.arm,
                 domain=r.domain,
                 disability=r.disability_id,
+                disability_label=names.disability(r.disability_id),
                 query_id=r.query_id,
                 temperature=fmt.threshold(r.temperature),
                 sample=fmt.count(r.sample_index),
@@ -514,7 +540,7 @@ def _page(
                 shown,
             )
         )
-    outcomes = [(f"degraded:{m}", f"degraded on {m}") for m in sorted(metrics)]
+    outcomes = [(f"degraded:{m}", f"degraded on {names.metric(m)}") for m in sorted(metrics)]
     outcomes += [
         (f"yes:{d}:{j}", f"{d} labelled Yes by {j}")
         for d, j in sorted(dims, key=lambda x: (x[1], x[0]))
@@ -528,7 +554,10 @@ def _page(
         totals=totals,
         arms=_arms(units.arm),
         domains=sorted(pairs.domain.dropna().unique()),
-        disabilities=sorted(pairs.disability_id.dropna().unique()),
+        disabilities=[
+            (d, names.disability(d))
+            for d in names.sorted_disabilities(pairs.disability_id.dropna())
+        ],
         outcomes=outcomes,
     )
 

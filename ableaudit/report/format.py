@@ -26,6 +26,12 @@ RATE_LEGEND = (
     "Shading: the cividis colour scale, from pale yellow at 0 % to dark blue at 100 % "
     "(darker is a larger rate, as in the papers); every cell prints its value, so the colour is never needed to read it."
 )
+SUPPORT_LEGEND = (
+    "Shading: dark blue (and the word 'above') where the cell's whole 95 % interval lies above the overall rate "
+    "of its model, arm and measure, pale yellow ('below') where it lies below, none where the interval contains "
+    "that rate: the data do not support a difference from it, however far the printed rate is. Cells are not "
+    "ranked by darkness; every cell prints its value."
+)
 CHANGE_LEGEND = (
     "Shading: the purple-orange colour scale, purple for a lower rate (improved), orange for a higher one (regressed), "
     "white for no change; every cell prints its value and the direction in words."
@@ -137,6 +143,17 @@ def rate_colour(value: Any) -> str | None:
     return _hex(_colormap(RATE_SCALE)(min(max(float(value), 0.0), 100.0) / 100.0))
 
 
+SUPPORT_POSITIONS = {"above": 85.0, "below": 10.0}
+"""Where on the rate scale the two supported directions sit: dark for above, pale for below."""
+
+
+def support_colour(vs_overall: Any) -> str | None:
+    """The shade of a cell by the mart's ``vs_overall``: 'above' dark, 'below' pale, anything
+    else (its interval contains the overall rate, or it has none) no shade."""
+    position = SUPPORT_POSITIONS.get(vs_overall) if isinstance(vs_overall, str) else None
+    return None if position is None else rate_colour(position)
+
+
 def change_colour(value: Any, span: float = 50.0) -> str | None:
     """The shade of a signed change in points; saturates at +/- ``span``."""
     if missing(value):
@@ -154,7 +171,7 @@ def shaded(
     href: str | None = None,
     link_label: str | None = None,
     note: str | None = None,
-    more: tuple[tuple[str, str, Source], ...] = (),
+    more: tuple[tuple[str, str, Source | None], ...] = (),
 ) -> Cell:
     """A numeric cell with its shade and the matching text colour."""
     return Cell(

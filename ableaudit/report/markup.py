@@ -36,7 +36,8 @@ def value(prov: Provenance, text: object, source: Source | None) -> Markup:
 def cell(prov: Provenance, c: Cell) -> Markup:
     """One cell: a row header, or a figure with its shade, link and note."""
     if c.header:
-        return Markup(f'<th scope="row">{escape(c.text)}</th>')
+        title = f' title="{escape(c.title)}"' if c.title else ""
+        return Markup(f'<th scope="row"{title}>{escape(c.text)}</th>')
     attrs = ""
     if c.numeric:
         attrs = ' class="num shaded"' if c.shade else ' class="num"'

@@ -17,6 +17,7 @@ import duckdb
 import pandas as pd
 
 from ableaudit.warehouse import warehouse_path
+from ableaudit.warehouse.connection import nearest_warehouse
 
 
 class ReportError(RuntimeError):
@@ -37,7 +38,8 @@ def resolve_source(warehouse: str | os.PathLike | None) -> Path:
     if path.is_file():
         return path
     raise ReportError(
-        f"no warehouse at {path} and no published copy at {copy}; run `ableaudit build` "
+        f"no warehouse at {path} and no published copy at {copy}{nearest_warehouse(path)}; "
+        "run `ableaudit build` "
         "(or pass --warehouse pointing at a published copy)"
     )
 

@@ -80,9 +80,11 @@ class Cell:
     """A short text after the figure (a marker such as 'significant', a direction word)."""
     header: bool = False
     """A row header (th scope=row)."""
-    more: tuple[tuple[str, str, Source], ...] = ()
+    title: str | None = None
+    """A row header's hover text: the id of the marts behind its display name."""
+    more: tuple[tuple[str, str, Source | None], ...] = ()
     """Further figures printed after the main one, each (words before it, figure, provenance):
-    a shaded rate's n and interval."""
+    a shaded rate's n and interval (no provenance for an 'n/a')."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class Table:
     """Cells, row by row; the first ``row_headers`` cells of a row are row headers."""
     row_headers: int = 1
     """How many leading cells of each row are row headers."""
+    column_ids: list[str | None] = field(default_factory=list)
+    """Optional hover text of each column header (the id of the marts behind a display name)."""
     column_groups: list[tuple[str, int]] = field(default_factory=list)
     """Optional spanning headers above ``columns``: (label, span), spans adding up to len(columns)."""
     shaded: bool = False

@@ -220,7 +220,7 @@ def _pages(
         table=Table(
             "Paired tests of every slice (significance)",
             sec.SIG_COLUMNS,
-            sec.significance_rows(sig),
+            sec.significance_rows(sig, ctx.names),
             row_headers=4,
         )
         if not sig.empty

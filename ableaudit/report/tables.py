@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
@@ -21,8 +22,16 @@ from ableaudit.report.records import (
 
 ALPHA = 0.05
 DIMENSIONS = ("interpret", "stereotype", "framing", "abstain")
+"""The built-in judge dimensions, in the order the report shows them."""
 BASELINE = "baseline"
 Links = Callable[..., "str | None"]
+
+
+def dimensions_in(shift: pd.DataFrame) -> list[str]:
+    """The judge dimensions of interpretive_shift rows: the built-in ones in their order, then
+    those of judges' own dimension sets by name."""
+    found = set(shift.dimension.dropna()) if not shift.empty else set()
+    return [d for d in DIMENSIONS if d in found] + sorted(found - set(DIMENSIONS))
 
 
 def none_if_missing(value: Any) -> Any:
@@ -64,6 +73,78 @@ def ordered_arms(values: Iterable[str]) -> list[str]:
     return ([BASELINE] if BASELINE in vals else []) + [v for v in vals if v != BASELINE]
 
 
+FAMILIES = (
+    ("answer", "Scores of each answer"),
+    ("judge", "Judge scores"),
+    ("pair", "Pair metrics: similarity and parity"),
+    ("other", "Other metrics"),
+    ("contrastive", "Contrastive judge dimensions"),
+)
+"""The metric families the report groups metrics into, in its order, with their titles."""
+
+
+class Names:
+    """Display names of metrics and disabilities, and each metric's family, read from the
+    warehouse: ``stg_seeds__metrics`` (display_name), ``stg_seeds__disabilities``
+    (display_name, sort_order), and the registries' scorers (``stg_registry__scorers``: a
+    score of each answer, masked or not) and pair scorers (``stg_registry__pair_scorers``)."""
+
+    def __init__(self, marts: Marts) -> None:
+        metrics = marts.frame("stg_seeds__metrics")
+        self.metrics = (
+            {
+                r.metric: r.display_name
+                for r in metrics.itertuples()
+                if isinstance(r.display_name, str)
+            }
+            if not metrics.empty
+            else {}
+        )
+        disabilities = marts.frame("stg_seeds__disabilities", "", "sort_order, disability_id")
+        self.disabilities = (
+            dict(zip(disabilities.disability_id, disabilities.display_name))
+            if not disabilities.empty
+            else {}
+        )
+        self.order = {d: i for i, d in enumerate(self.disabilities)}
+        self.families: dict[str, str] = {}
+        for relation, family in (
+            ("stg_registry__scorers", "answer"),
+            ("stg_registry__pair_scorers", "pair"),
+        ):
+            frame = marts.frame(relation)
+            if "metric" in frame:
+                self.families.update(dict.fromkeys(frame.metric.dropna(), family))
+
+    def metric(self, metric: str) -> str:
+        """The display name of a metric id, of 'judge_score:<judge>', or of a judge dimension
+        ('<dimension>:<judge>', 'contrastive:<judge>:<dimension>'); the id when none is recorded."""
+        if metric.startswith("contrastive:"):
+            _, judge, dim = metric.split(":", 2)
+            metric = f"{dim}:{judge}"
+        if ":" in metric:
+            base, judge = metric.split(":", 1)
+            if base in self.metrics:
+                return f"{self.metrics[base]} ({judge})"
+            return f"{base.capitalize()} labelled Yes ({judge})"
+        return self.metrics.get(metric, metric)
+
+    def disability(self, disability: str) -> str:
+        """The display name of a disability id; the id when the seed has none."""
+        return self.disabilities.get(disability, disability)
+
+    def sorted_disabilities(self, ids: Iterable[str]) -> list[str]:
+        """Disability ids in the seed's order, unknown ones last by id."""
+        return sorted(set(ids), key=lambda d: (self.order.get(d, len(self.order)), d))
+
+    def family(self, metric: str) -> str:
+        """The family of a measure: a judge dimension ('<dimension>:<judge>') 'contrastive', a
+        judge's score 'judge', else the registry's: 'answer' or 'pair'; 'other' for the rest."""
+        if ":" in metric:
+            return "judge" if metric.startswith("judge_score:") else "contrastive"
+        return self.families.get(metric, "other")
+
+
 @dataclass
 class Context:
     """What every section builder needs: the marts and the evidence links."""
@@ -77,6 +158,11 @@ class Context:
 
     def next_id(self) -> str:
         return next(self.chart_ids)
+
+    @cached_property
+    def names(self) -> Names:
+        """Display names and metric families, read once."""
+        return Names(self.marts)
 
 
 def data_statement(

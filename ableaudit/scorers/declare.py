@@ -16,8 +16,19 @@ LONG_MODEL = "response_scores_text"
 """The score model of every scorer without one of its own: one row per text, scorer and
 version, the value in ``score`` (and in ``raw.text_scores.score`` when landed)."""
 
-READS = ("response_text",)
-"""What a scorer may read: the text of the response."""
+READS = ("response_text", "response_text_and_mask")
+"""What a scorer may read: the text of the response; or the text and the mask set of the
+pair's disability category (a masked scorer, MASKED_MODEL)."""
+
+MASKED_MODEL = "response_scores_masked"
+"""The score model of every masked scorer: one row per text, mask set, scorer and version."""
+MASKED_ARGUMENTS = ("VARCHAR", "VARCHAR[]", "VARCHAR", "INTEGER")
+"""A masked scorer's function takes the text, the terms to mask (ableaudit.scorers.masking),
+the classifier reference (empty: its default; a scorer without one ignores it) and the texts
+per forward pass (0: score nothing, say only whether it can: status 'ok', or 'unavailable'
+with the reason its rows would record)."""
+MASKED_RETURNS = "STRUCT(score DOUBLE, status VARCHAR, reason VARCHAR)"
+"""What it returns per text: the score of the masked text, 'ok' or why not, and the reason."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +84,26 @@ class Scorer:
     """The dbt model that holds its scores (LONG_MODEL unless it has a model of its own)."""
     reads: str = "response_text"
     """What the function reads (one of READS)."""
+    masks: str | None = None
+    """A masked scorer: the scorer whose score it computes on the masked text."""
 
     def __post_init__(self) -> None:
         if self.reads not in READS:
             raise ValueError(
                 f"scorer {self.name!r} reads {self.reads!r}; a scorer reads one of {', '.join(READS)}"
+            )
+        masked = (self.model, self.arguments, self.returns, self.reads) == (
+            MASKED_MODEL,
+            MASKED_ARGUMENTS,
+            MASKED_RETURNS,
+            READS[1],
+        )
+        claimed = self.masks is not None or self.model == MASKED_MODEL or self.reads == READS[1]
+        if claimed and not (masked and self.masks):
+            raise ValueError(
+                f"scorer {self.name!r}: a masked scorer names the scorer it masks (masks=...), reads "
+                f"'response_text_and_mask', is scored in {MASKED_MODEL}, takes {MASKED_ARGUMENTS} "
+                f"and returns {MASKED_RETURNS}"
             )
         if self.model == LONG_MODEL and (
             self.arguments != ("VARCHAR",) or self.returns not in _NUMERIC
@@ -107,6 +133,7 @@ def scorer(
     metric: Metric | None = None,
     model: str = LONG_MODEL,
     reads: str = "response_text",
+    masks: str | None = None,
 ) -> Callable[[ArrowFunction], ArrowFunction]:
     """Register a per-text Arrow function as scorer ``name`` (``@scorer(...)`` over its definition)."""
 
@@ -124,6 +151,7 @@ def scorer(
                 metric,
                 model,
                 reads,
+                masks,
             )
         )
         return function

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
+from ableaudit.cores import available_cores
+
 T = TypeVar("T")
 
 WORKERS_ENV = "ABLEAUDIT_SCORER_WORKERS"
@@ -31,14 +33,6 @@ MIN_PARALLEL_TEXTS = 256
 _lock = threading.Lock()
 _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
-
-
-def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def worker_count() -> int:

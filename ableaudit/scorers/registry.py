@@ -22,6 +22,7 @@ from dataclasses import asdict
 
 from ableaudit.scorers.declare import (  # noqa: F401  (the names scorers and callers use)
     LONG_MODEL,
+    MASKED_MODEL,
     READS,
     SCORERS,
     ArrowFunction,
@@ -33,7 +34,14 @@ from ableaudit.scorers.declare import (  # noqa: F401  (the names scorers and ca
 
 def registered() -> dict[str, Scorer]:
     """Every scorer, its modules imported (each registers itself on import)."""
-    from ableaudit.scorers import readability, refusals, regard, vader, verbosity  # noqa: F401
+    from ableaudit.scorers import (  # noqa: F401
+        masked,
+        readability,
+        refusals,
+        regard,
+        vader,
+        verbosity,
+    )
 
     return SCORERS
 
@@ -48,7 +56,8 @@ def scorer_version(name: str, model_ref: str | None = None) -> str:
 
 def catalog(model_ref: str | None = None) -> str:
     """Every scorer as JSON, in name order: name, version (the Regard classifier's for
-    ``model_ref``), sql_function, model, reads and its metric's columns (null for none).
+    ``model_ref``), sql_function, model, reads, masks (a masked scorer: the scorer it masks)
+    and its metric's columns (null for none).
     The plugin exposes it as ``ableaudit_scorer_catalog(model_ref)`` for the SQL that is
     derived from the registry (macro ``registered_scorers``)."""
     rows = []
@@ -59,6 +68,7 @@ def catalog(model_ref: str | None = None) -> str:
             "sql_function": entry.sql_function,
             "model": entry.model,
             "reads": entry.reads,
+            "masks": entry.masks,
             "metric": name if entry.metric else None,
         }
         fields = asdict(entry.metric) if entry.metric else dict.fromkeys(asdict(_NO_METRIC))

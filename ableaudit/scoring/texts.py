@@ -17,21 +17,27 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ableaudit.scorers.registry import LONG_MODEL, registered
+from ableaudit.scorers.registry import LONG_MODEL, MASKED_MODEL, registered
 from ableaudit.warehouse.connection import connect
 
 
 def scorer_models() -> dict[str, str]:
     """Every registered scorer and the model that holds its scores (and takes its landed
-    rows, macro ``landed_text_scores``): the scorers the flow may score."""
-    return {name: entry.model for name, entry in registered().items()}
+    rows, macro ``landed_text_scores``): the scorers the flow may score. A masked scorer
+    reads a text with its pair's mask set, not a text alone: the build scores it."""
+    return {
+        name: entry.model for name, entry in registered().items() if entry.model != MASKED_MODEL
+    }
 
 
 def default_scorers() -> tuple[str, ...]:
     """What `ableaudit score` scores when no --scorer is given: every scorer that only
     computes. Regard (a transformer classifier, loaded by every worker: side effects) is
     scored with ``--scorer regard``."""
-    return tuple(sorted(name for name, entry in registered().items() if not entry.side_effects))
+    models = scorer_models()
+    return tuple(
+        sorted(n for n, entry in registered().items() if n in models and not entry.side_effects)
+    )
 
 
 FINAL_STATUSES = ("ok", "truncated")
@@ -47,6 +53,12 @@ def check_scorers(names: Sequence[str]) -> list[str]:
     known = scorer_models()
     out = []
     for name in names:
+        if registered().get(name) is not None and registered()[name].model == MASKED_MODEL:
+            raise ScoringError(
+                f"scorer {name!r} scores a text with the mask set of each pair it is in, which "
+                f"`ableaudit build` scores (model {MASKED_MODEL}); the flow scores "
+                f"{', '.join(sorted(known))}"
+            )
         if name not in known:
             raise ScoringError(
                 f"unknown scorer {name!r}; the flow scores {', '.join(sorted(known))}"

@@ -19,13 +19,23 @@ Input, `pairs`: one row per included pair, long format:
     statistic, df, p_value  of that test; NULL with a reason when undefined
     n_blocks                blocks of the Cochran test (NULL for domain)
     worst_level, worst_pct, best_level, best_pct
-                            the levels with the highest and the lowest degradation rate (%)
-                            (ties broken by name), and their rates
+                            the level with the highest degradation rate (%) and, of the
+                            others, the one with the lowest (ties broken by name: two
+                            distinct levels, also when every rate is the same), and their rates
     gap_pct                 worst_pct - best_pct, in percentage points
     gap_ci_low, gap_ci_high 95% percentile interval of the gap between those two named levels,
                             resampling whole queries (within each domain for factor domain):
                             the interval of this pair's gap, not of the largest gap of a
                             fresh sample
+    min_detectable_gap_pct  the smallest gap between those two levels, in percentage points,
+                            that a t-test with the query as its unit detects at alpha 0.05 with
+                            80% power, taking the observed spread as the truth: for disability
+                            the paired t-test of the per-query differences worst - best (each
+                            query's rates of the two categories; statsmodels TTestPower), for
+                            domain the two-sample t-test of the per-query rates of the two
+                            domains (statsmodels TTestIndPower, pooled sd)
+    n_gap_queries           the queries that test counts: with both categories (disability),
+                            in either domain (domain)
     reason                  why a statistic is NULL, else NULL
 """
 
@@ -34,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from statsmodels.stats.contingency_tables import cochrans_q
+from statsmodels.stats.power import TTestIndPower
 
 from ableaudit.stats._common import (
     Reasons,
@@ -44,6 +55,7 @@ from ableaudit.stats._common import (
     stable_seed,
     typed_frame,
 )
+from ableaudit.stats.clustered import ALPHA, POWER, detectable_diff_of_means
 from ableaudit.stats.paired import oneway_anova
 
 GROUP_KEYS = ["task", "model_id", "arm", "metric"]
@@ -77,6 +89,8 @@ HETEROGENEITY_SCHEMA: dict[str, str] = {
     "gap_pct": "float64",
     "gap_ci_low": "float64",
     "gap_ci_high": "float64",
+    "min_detectable_gap_pct": "float64",
+    "n_gap_queries": "float64",
     "reason": "str",
 }
 
@@ -168,6 +182,49 @@ def _gap_ci(
     return float(low), float(high), None
 
 
+def _detectable_gap(
+    g: pd.DataFrame, level_col: str, worst: str, best: str, paired: bool
+) -> tuple[float, float, str | None]:
+    """(min detectable gap in points, queries counted, reason) between the two named levels."""
+    nan = float("nan")
+    rates = (
+        g[g[level_col].isin([worst, best])]
+        .groupby(["query_id", level_col], sort=True)
+        .degraded.mean()
+        .unstack(level_col)
+    )
+    if paired:
+        diffs = (rates[worst] - rates[best]).dropna().to_numpy(dtype=float)
+        mde, why = detectable_diff_of_means(diffs, ALPHA, POWER)
+        return 100.0 * mde, float(diffs.size), why
+    a, b = rates[worst].dropna().to_numpy(dtype=float), rates[best].dropna().to_numpy(dtype=float)
+    n = float(a.size + b.size)
+    if a.size + b.size < 3:
+        return nan, n, "fewer than 3 queries in the two domains"
+    pooled = np.sqrt(
+        (
+            (a.size - 1) * (a.var(ddof=1) if a.size > 1 else 0.0)
+            + (b.size - 1) * (b.var(ddof=1) if b.size > 1 else 0.0)
+        )
+        / (a.size + b.size - 2)
+    )
+    if not pooled > 0:
+        return nan, n, "zero variance of the per-query rates in the two domains"
+    effect, _, err = quiet_call(
+        TTestIndPower().solve_power,
+        effect_size=None,
+        nobs1=a.size,
+        ratio=b.size / a.size,
+        alpha=ALPHA,
+        power=POWER,
+        alternative="two-sided",
+    )
+    effect = finite(np.asarray(effect).item()) if effect is not None else nan
+    if np.isnan(effect):
+        return nan, n, str(err) if err else f"no effect size reaches power {POWER:g}"
+    return 100.0 * effect * float(pooled), n, None
+
+
 def heterogeneity(
     pairs: pd.DataFrame, n_boot: int = 2000, seed: int = 0, level: float = 0.95
 ) -> pd.DataFrame:
@@ -192,11 +249,10 @@ def heterogeneity(
                 why.add("gap", f"fewer than 2 {factor} levels")
                 rows.append({**row, "reason": why.text})
                 continue
-            ordered = rates.sort_index().sort_values(kind="mergesort")
-            best, worst = (
-                ordered.index[0],
-                ordered.sort_values(ascending=False, kind="mergesort").index[0],
-            )
+            by_name = rates.sort_index()
+            worst = by_name.sort_values(ascending=False, kind="mergesort").index[0]
+            # the best of the other levels: two levels, also when every rate is the same
+            best = by_name.drop(worst).sort_values(kind="mergesort").index[0]
             low, high, ci_why = _gap_ci(
                 g,
                 level_col,
@@ -209,6 +265,11 @@ def heterogeneity(
             )
             if ci_why:
                 why.add("gap_ci", ci_why)
+            mde, n_gap, mde_why = _detectable_gap(
+                g, level_col, worst, best, paired=factor == "disability"
+            )
+            if mde_why:
+                why.add("min_detectable_gap", mde_why)
             row.update(
                 worst_level=worst,
                 worst_pct=float(rates[worst]),
@@ -217,6 +278,8 @@ def heterogeneity(
                 gap_pct=float(rates[worst] - rates[best]),
                 gap_ci_low=low,
                 gap_ci_high=high,
+                min_detectable_gap_pct=mde,
+                n_gap_queries=n_gap,
                 reason=why.text,
             )
             rows.append(row)

@@ -40,6 +40,10 @@ SIGNIFICANCE_SCHEMA:
                              sds with ddof=1: the classical pooled-SD Cohen's d for two equal
                              groups (= Lakens' d_av with root-mean-square SD); ignores pairing;
                              exactly 0 when the means are equal
+    wasserstein_distance     Wasserstein-1 distance between the neutral and the disability-aware
+                             scores as two distributions (scipy.stats.wasserstein_distance;
+                             ignores pairing). For a pair metric `<sentiment>_parity_strict`
+                             it is LangFair's strict counterfactual sentiment parity
 
   The papers' tests, on pairs taken as independent (to reproduce their tables; they
   overstate the evidence wherever pairs share a query):
@@ -132,6 +136,7 @@ SIGNIFICANCE_SCHEMA: dict[str, str] = {
     "min_detectable_diff": "float64",
     "cohen_dz": "float64",
     "cohen_d_pooled": "float64",
+    "wasserstein_distance": "float64",
     "paper_t_stat": "float64",
     "paper_t_p": "float64",
     "paper_anova_f": "float64",
@@ -303,6 +308,9 @@ def _slice_stats(neutral: np.ndarray, disability: np.ndarray) -> tuple[dict, Rea
         "mean_disability": float(np.mean(disability)) if n else nan,
         "mean_diff": float(np.mean(diff)) if n else nan,
         "sd_diff": float(np.std(diff, ddof=1)) if n >= 2 else nan,
+        "wasserstein_distance": float(stats.wasserstein_distance(neutral, disability))
+        if n
+        else nan,
         "paper_t_stat": nan,
         "paper_t_p": nan,
         "paper_anova_f": nan,

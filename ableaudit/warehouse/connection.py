@@ -29,9 +29,65 @@ WRITE_LOCK = threading.RLock()
 
 
 def warehouse_path(path: str | os.PathLike | None = None) -> Path:
-    """Resolve the warehouse file: explicit path, then ABLEAUDIT_WAREHOUSE, then the default."""
+    """Resolve the warehouse file: explicit path, then ABLEAUDIT_WAREHOUSE, then the default.
+    A path DuckDB cannot keep a database at is refused (``refuse_query_mark``)."""
     chosen = path or os.environ.get("ABLEAUDIT_WAREHOUSE") or DEFAULT_WAREHOUSE
-    return Path(chosen).expanduser().resolve()
+    resolved = Path(chosen).expanduser().resolve()
+    refuse_query_mark(resolved)
+    return resolved
+
+
+def refuse_query_mark(p: Path) -> None:
+    """DuckDB reads a ``?`` in a database's path as the start of options (``file.db?opt=x``): it
+    puts the write-ahead log and the spill folder before the ``?``, so a ``?`` in a folder's name
+    sends them into a folder that does not exist, and one in the file's name beside it under
+    another name. Any other character works (quotes, semicolons, ``#``, spaces, accents)."""
+    text = str(p)
+    at = text.find("?")
+    if at < 0:
+        return
+    suggested = text.replace("?", "_")
+    raise WarehouseError(
+        f"the warehouse path {text} holds a '?', which DuckDB reads as the start of a database's "
+        f"options (it would keep the write-ahead log at {text[:at]}.wal{text[at:]}); give "
+        f"--warehouse (or $ABLEAUDIT_WAREHOUSE) a path without '?', e.g. {suggested}"
+    )
+
+
+class WarehouseNotFound(AbleauditError, FileNotFoundError):
+    """A command that reads a warehouse was given a path where there is none."""
+
+
+def nearest_warehouse(path: Path) -> str:
+    """``"; did you mean '...'?"`` naming the file (or folder) beside ``path`` closest to it,
+    or ``""`` when none is close."""
+    from ableaudit.errors import close_matches
+
+    folder = path
+    while not folder.parent.is_dir() and folder.parent != folder:
+        folder = folder.parent  # the deepest missing folder: a typo there hides the file
+    try:
+        names = [p.name for p in folder.parent.iterdir()]
+    except OSError:
+        return ""
+    hits = close_matches(folder.name, names, n=1)
+    if not hits:
+        return ""
+    return f"; did you mean {str(folder.parent / hits[0] / path.relative_to(folder))!r}?"
+
+
+def existing_warehouse(path: str | os.PathLike | None = None) -> Path:
+    """``warehouse_path(path)`` when that file exists; else WarehouseNotFound with the closest
+    name beside it, before anything reads or creates a file. For the commands that read a
+    warehouse (every command but an audit and an import, which create one)."""
+    wh = warehouse_path(path)
+    if wh.is_file():
+        return wh
+    why = "is a folder, not a warehouse file" if wh.is_dir() else "does not exist"
+    raise WarehouseNotFound(
+        f"no warehouse at {wh}: it {why}{nearest_warehouse(wh)}; pass --warehouse (or set "
+        "ABLEAUDIT_WAREHOUSE) naming the file an audit or an import created"
+    )
 
 
 def ensure_raw_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -181,24 +237,6 @@ def io_failure(err: BaseException) -> str | None:
 
 
 _UNWRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC}
-
-
-UNBUILDABLE_NAME_CHARACTERS = "'\";?#"
-"""Characters dbt-duckdb cannot take in the warehouse file's name: it names the database after
-the file and pastes that name into SQL, and reads the profile's path as a URL (``;``, ``?`` and
-``#`` end a URL's path). A folder may hold any character."""
-
-
-def refuse_unbuildable_name(p: Path) -> None:
-    """Before dbt starts: a warehouse file name dbt-duckdb cannot build, named with the fix."""
-    found = sorted({c for c in p.stem if c in UNBUILDABLE_NAME_CHARACTERS})
-    if found:
-        suggested = "".join("_" if c in UNBUILDABLE_NAME_CHARACTERS else c for c in p.name)
-        raise WarehouseError(
-            f"the warehouse file name {p.name!r} holds {' '.join(found)}, which dbt cannot take "
-            f"in a database name (the database is named after the file); rename the file, e.g. "
-            f"to {suggested!r} (its folder may hold any character: {p.parent})"
-        )
 
 
 def wait_until_free(path: str | os.PathLike | None = None, wait_s: float = 120.0) -> None:

@@ -173,6 +173,31 @@ TABLES: tuple[Table, ...] = (
         primary_key=("judgment_id",),
     ),
     Table(
+        "judge_dimension_sets",
+        "The dimension sets of users' own that contrastive verdicts were asked on (docs/judges.md), "
+        "one row per prompt version and landing: every landing of such verdicts lands the set with "
+        "them, so a verdict never outlives its definition. The built-in set is not landed: every "
+        "build knows it (ableaudit.judges.dimensions.catalog).",
+        (
+            column(
+                "prompt_version",
+                "varchar",
+                "raw.judgments.prompt_version of the verdicts asked on it (contrastive.<set>.<digest>).",
+                True,
+            ),
+            column("dimension_set", "varchar", "The set's name.", True),
+            column(
+                "definition",
+                "varchar",
+                "The set as declared and its dimensions as SQL reads them, JSON "
+                "(ableaudit.judges.dimensions.definition).",
+                True,
+            ),
+            column("created_at", "timestamp", "When it landed.", True, NOW),
+            LANDING_ID,
+        ),
+    ),
+    Table(
         "annotations",
         "Human (or other external) ratings landed by `ableaudit import annotations`, one row per item, "
         "dimension and annotator. Column tests live on stg_raw__annotations.",
@@ -323,7 +348,7 @@ TABLES: tuple[Table, ...] = (
                 "'audit' | 'import-responses' | 'import-queries' | 'import-images' | "
                 "'import-annotations' | 'import-judgments' | 'judge' | 'adapter' | 'images' | "
                 "'score' | 'generations' | 'judgments' | 'queryset-build' | 'queryset-review' | "
-                "'legacy'.",
+                "'view-rating' | 'legacy'.",
                 True,
             ),
             column("source", "varchar", "The file or folder read, or the run (e.g. 'run <id>')."),
@@ -435,6 +460,7 @@ _LEGACY_GROUPS: dict[str, tuple[str, str]] = {
         "landed_at",
     ),
     "judgments": ("coalesce('run ' || run_id, 'judgments landed at ' || created_at)", "created_at"),
+    "judge_dimension_sets": ("'dimension set ' || prompt_version", "created_at"),
     "external_queries": ("'query set ' || query_set || ' landed at ' || loaded_at", "loaded_at"),
     "annotations": ("'annotations ' || coalesce(batch_id, 'landed at ' || loaded_at)", "loaded_at"),
     "images": ("'image set ' || image_set || ' landed at ' || loaded_at", "loaded_at"),

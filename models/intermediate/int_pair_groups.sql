@@ -2,8 +2,9 @@
     Every NP/DP pair x every measure, long, with the pair's outcome and the
     identity of the person pictured. A measure is a linguistic metric of
     int_pair_scores (the pair is degraded: AccessEval Eq. 1) or a contrastive
-    judge's dimension of int_pair_judgments (interpret, stereotype, framing:
-    labelled 'Yes'; abstain: the disability response declines). outcome is 1
+    judge's dimension of int_pair_dimension_labels (interpret, stereotype,
+    framing: labelled 'Yes'; abstain: the disability response declines; a
+    dimension of a judge's own set: an answer that flags the pair). outcome is 1
     or 0 for a pair that counts (included) and null otherwise, so every rate
     downstream (group_bias, robustness, mitigation_effect) is avg(outcome)
     over included pairs, by the same exclusion rules as degradation and
@@ -20,9 +21,9 @@ pair_scores as (
 
 ),
 
-pair_judgments as (
+dimension_labels as (
 
-    select * from {{ ref('int_pair_judgments') }}
+    select * from {{ ref('int_pair_dimension_labels') }}
 
 ),
 
@@ -50,49 +51,21 @@ linguistic as (
 
 ),
 
-judge_dimensions as (
-
-    select
-        *,
-        'interpret' as measure,
-        interpret as label
-    from pair_judgments
-    union all
-    select
-        *,
-        'stereotype' as measure,
-        stereotype as label
-    from pair_judgments
-    union all
-    select
-        *,
-        'framing' as measure,
-        framing as label
-    from pair_judgments
-    union all
-    select
-        *,
-        'abstain' as measure,
-        case when decline_in_response_b then 'Yes' when not decline_in_response_b then 'No' end as label
-    from pair_judgments
-
-),
-
 judged as (
 
     select
         {{ pair_columns() }}
         pair_status,
         'judge' as measure_kind,
-        measure,
+        dimension as measure,
         judge_name,
-        measure || ':' || judge_name as measure_id,
+        dimension || ':' || judge_name as measure_id,
         included,
         exclusion_reason,
         case when included then label end as label,
-        case when included then cast(label = 'Yes' as integer) end as outcome
+        case when included then cast(is_flagged as integer) end as outcome
 
-    from judge_dimensions
+    from dimension_labels
 
 ),
 

@@ -2,7 +2,11 @@
     Each pair x metric with both scores, the metric's direction (from its
     base_metric's seed row: every judge_score:<judge> metric is higher-is-better), and the
     degradation indicator of AccessEval Eq. 1 (macro is_degraded, under the rule
-    of var('degradation_rule'), recorded per row). The rule for entering a rate
+    of var('degradation_rule'), recorded per row). A pair metric (a similarity or a
+    sentiment parity of the two answers: stg_registry__pair_scorers, its scores in
+    response_pair_scores) is flagged by its own rule and threshold instead (macro
+    pair_metric_flag, var('pair_metric_thresholds'); recorded per row in
+    degradation_rule and threshold). The rule for entering a rate
     is explicit: a pair counts (included) only when it is complete, not cut off
     at the token cap where the metric excludes such pairs (seed metrics,
     truncated_pairs), and both of its scores exist; otherwise exclusion_reason
@@ -10,7 +14,8 @@
 
     A table built incrementally (docs/incremental.md): a build computes again only
     the pairs of units that generations of new landings answer, and of units with
-    a text whose score changed since the last build (a Regard text scored at last).
+    a text whose score changed since the last build (a Regard text scored at last); a new
+    version or threshold of a pair scorer rebuilds it in full (macro pair_scorer_versions).
 #}
 {{
     config(
@@ -18,11 +23,11 @@
         incremental_strategy='delete+insert',
         unique_key=['pair_id', 'metric'],
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset(verdicts_digest(), 'int_pairs') }}",
+        pre_hook="{{ incremental_reset(verdicts_digest() + pair_scorer_versions(), 'int_pairs') }}",
         post_hook=["{{ pair_scores_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
-{%- set plan = incremental_plan(verdicts_digest(), 'int_pairs') %}
+{%- set plan = incremental_plan(verdicts_digest() + pair_scorer_versions(), 'int_pairs') %}
 {#- on an incremental build, the scores read for the joins: those of the pairs' generations
     (int_generation_scores is a view of every generation x metric, millions of rows, which the
     joins would otherwise take whole into their hash tables) -#}
@@ -61,9 +66,43 @@ generation_scores as (
 
 ),
 
+masked_scores as (
+
+    -- the masked scorers' scores, per answer and the category it is masked for
+    select * from {{ ref('int_generation_masked_scores') }}
+    {{ scoped_generations }}
+
+),
+
 metrics as (
 
     select * from {{ ref('stg_seeds__metrics') }}
+
+),
+
+pair_scorers as (
+
+    select * from {{ ref('stg_registry__pair_scorers') }}
+
+),
+
+-- the text of each generation of the pairs, for their pair scores
+generation_texts as (
+
+    select
+        generation_id,
+        text_hash
+    from {{ ref('stg_raw__generations') }}
+    {{ scoped_generations }}
+
+),
+
+pair_values as (
+
+    select * from {{ ref('response_pair_scores') }}
+    {%- if not plan.full %}
+    where neutral_text_hash in (select generation_texts.text_hash from generation_texts)
+    {%- endif %}
 
 ),
 
@@ -78,6 +117,17 @@ scored_metrics as (
         generation_scores.judge_name
 
     from generation_scores
+
+    union
+
+    -- the masked scorers' metrics (every pair has a row of each, scored or not)
+    select
+        metric,
+        metric as base_metric,
+        cast(null as varchar) as judge_name
+
+    from {{ ref('stg_registry__scorers') }}
+    where score_model = 'response_scores_masked'
 
 ),
 
@@ -112,7 +162,33 @@ pair_metrics as (
 
 with_scores as (
 
-    {{ pair_metric_scores('pair_metrics', 'generation_scores') }}
+    {{ pair_metric_scores('pair_metrics', 'generation_scores', 'masked_scores') }}
+
+),
+
+text_metric_scores as (
+
+    select
+        *,
+        cast({{ var('degradation_threshold') }} as double) as threshold,
+        '{{ degradation_rule() }}' as degradation_rule,
+        false as is_pair_metric
+
+    from with_scores
+
+),
+
+pair_metric_values as (
+
+    {{ pair_scorer_scores('pairs', 'pair_scorers', 'generation_texts', 'pair_values') }}
+
+),
+
+all_scores as (
+
+    select * from text_metric_scores
+    union all by name
+    select * from pair_metric_values
 
 ),
 
@@ -120,11 +196,9 @@ judged as (
 
     select
         *,
-        {{ pair_exclusion_reason() }} as exclusion_reason,
-        cast({{ var('degradation_threshold') }} as double) as threshold,
-        '{{ degradation_rule() }}' as degradation_rule
+        {{ pair_exclusion_reason() }} as exclusion_reason
 
-    from with_scores
+    from all_scores
 
 ),
 
@@ -150,8 +224,10 @@ final as (
         threshold,
         degradation_rule,
         case
-            when exclusion_reason is null
-                then {{ is_degraded('neutral_score', 'disability_score', 'direction', 'threshold') }}
+            when exclusion_reason is not null then null
+            when is_pair_metric
+                then {{ pair_metric_flag('degradation_rule', 'neutral_score', 'disability_score', 'threshold') }}
+            else {{ is_degraded('neutral_score', 'disability_score', 'direction', 'threshold') }}
         end as degraded
 
     from judged

@@ -6,7 +6,9 @@
     is degraded under the opposite direction and not degraded under its own
     (under 'paper_literal' a tie with a neutral score <= 0 satisfies both, and
     counts as degraded). Both flags are null for a pair that is not included.
-    threshold_sensitivity only counts these flags.
+    threshold_sensitivity only counts these flags. The metrics of Eq. 1 only: a pair
+    metric (a similarity, a sentiment parity) is flagged by its own rule and threshold
+    (var pair_metric_thresholds), not by a share of the neutral score.
 #}
 {#- its rows of a model come from that model's rows of each input with a model_id (macro record_group_local_view) -#}
 {{ config(post_hook="{{ record_group_local_view() }}") }}
@@ -16,6 +18,8 @@ with
 pair_scores as (
 
     select * from {{ ref('int_pair_scores') }}
+    -- the rows under the rule of Eq. 1 (a pair metric's rows carry its own rule)
+    where degradation_rule = '{{ degradation_rule() }}'
 
 ),
 

@@ -8,9 +8,10 @@
                 stg_raw__judgments.is_usable):
                   rubric      -> judge_score of a generation (item = generation_id),
                                  from int_generation_judgments
-                  contrastive -> interpret, stereotype, framing and abstain of a
+                  contrastive -> every dimension of the judge's set (interpret,
+                                 stereotype, framing and abstain, or its own) of a
                                  complete pair (item = int_pairs.pair_id), from
-                                 int_pair_judgments; abstain = 'Yes' when the
+                                 int_pair_dimension_labels; abstain = 'Yes' when the
                                  judge found that response B declines
       detector  the LoRA detectors' labels of a pair (rater_id 'detector:<adapter_id>'),
                 from detector_verdicts, only where the detector read the pair
@@ -20,8 +21,9 @@
     with the same texts and keep the latest verdict per item and judge.
 
     value is the label or the score as text; value_num the score, or a label's
-    position on its scale (No = 0, Ambiguous = 1, Yes = 2; abstain No = 0, Yes = 1),
-    the same coding as raw.annotations.value_num and ableaudit.stats.SCALES.
+    position on its scale from the best answer (No = 0, Ambiguous = 1, Yes = 2;
+    abstain No = 0, Yes = 1), the same coding as raw.annotations.value_num and
+    ableaudit.stats.SCALES (a user's dimension: int_judge_dimensions).
 #}
 
 -- read by several marts and data tests: joined once per build, not on every read
@@ -41,9 +43,10 @@ generation_judgments as (
 
 ),
 
-pair_judgments as (
+dimension_labels as (
 
-    select * from {{ ref('int_pair_judgments') }}
+    select * from {{ ref('int_pair_dimension_labels') }}
+    where included
 
 ),
 
@@ -89,75 +92,21 @@ judge_scores as (
 
 ),
 
-contrastive_verdicts as (
-
-    select
-        pair_id,
-        judge_name,
-        judgment_id,
-        interpret,
-        stereotype,
-        framing,
-        case decline_in_response_b when true then 'Yes' when false then 'No' end as abstain
-
-    from pair_judgments
-    where included
-
-),
-
-contrastive_long as (
-
-    select
-        pair_id,
-        judge_name,
-        judgment_id,
-        'interpret' as dimension,
-        interpret as value
-    from contrastive_verdicts
-    union all
-    select
-        pair_id,
-        judge_name,
-        judgment_id,
-        'stereotype' as dimension,
-        stereotype as value
-    from contrastive_verdicts
-    union all
-    select
-        pair_id,
-        judge_name,
-        judgment_id,
-        'framing' as dimension,
-        framing as value
-    from contrastive_verdicts
-    union all
-    select
-        pair_id,
-        judge_name,
-        judgment_id,
-        'abstain' as dimension,
-        abstain as value
-    from contrastive_verdicts
-
-),
-
 judge_labels as (
 
+    -- a label's position from the best answer (No = 0, Ambiguous = 1, Yes = 2; abstain
+    -- No = 0, Yes = 1); a scale's answer is its number
     select
         pair_id as item_id,
         'pair' as item_kind,
         dimension,
         'judge:' || judge_name as rater_id,
         'judge' as rater_kind,
-        value,
-        case
-            when dimension = 'abstain' then case value when 'No' then 0.0 when 'Yes' then 1.0 end
-            else case value when 'No' then 0.0 when 'Ambiguous' then 1.0 when 'Yes' then 2.0 end
-        end as value_num,
+        label as value,
+        case when answer_kind = 'scale' then cast(label as double) else cast(value_position as double) end as value_num,
         judgment_id as source_id
 
-    from contrastive_long
-    where value is not null
+    from dimension_labels
 
 ),
 

@@ -2,10 +2,15 @@
     Each pair of int_run_pairs (per run and per model revision) x each measure
     run_comparison compares, with a binary flag per pair:
       - every scored metric of int_generation_scores (vader, regard, verbosity,
-        judge_score:<judge>): flagged = degraded, by macro is_degraded under
+        judge_score:<judge>) and of int_generation_masked_scores (vader_masked,
+        regard_masked, for the pair's category): flagged = degraded, by macro is_degraded under
         var('degradation_rule') at var('degradation_threshold'), the rule of
         int_pair_scores; a pair enters (included) under the same exclusion rule
         (macro pair_exclusion_reason);
+      - every pair metric (stg_registry__pair_scorers: a similarity or a sentiment
+        parity of the two answers, response_pair_scores): flagged by its own rule and
+        threshold (macro pair_metric_flag), the rule of int_pair_scores, under the same
+        exclusion rule;
       - 'refusal': flagged = the disability-aware answer is a refusal for some
         source (rule set or judge) of int_generation_refusal_flags; included when
         the pair is complete and a source assessed the answer;
@@ -14,15 +19,17 @@
         (int_generation_assistive_tech); included when the pair is complete and
         the current matcher has seen the answer;
       - 'contrastive:<judge>:<dimension>' for each contrastive judge and each of
-        its dimensions (interpret, stereotype, framing, abstain, as in
-        interpretive_shift): flagged = the judge's verdict on the pair says Yes
-        (abstain: the disability-aware answer declines); Ambiguous and No are
-        not flagged. A verdict attaches to a cohort's pair by the pair's four
+        its dimensions (interpret, stereotype, framing, abstain, or those of its
+        own dimension set, as in interpretive_shift): flagged = the judge's
+        verdict on the pair says Yes (abstain: the disability-aware answer
+        declines; a user's dimension: an answer at or past its flag_from,
+        int_verdict_dimension_labels.is_flagged); Ambiguous and No are not flagged. A verdict attaches to a cohort's pair by the pair's four
         texts, the rule of int_pair_judgments, so it belongs to the run whose
         answers it judged and to every later run that gave the same answers;
         per pair and judge the latest landed verdict wins. Included when the
-        pair is complete and the verdict usable; else the pair_status,
-        'not_judged', 'unparseable' or 'call_error'.
+        pair is complete and the verdict usable and on a set asking the
+        dimension; else the pair_status, 'not_judged', 'unparseable',
+        'call_error' or 'not_asked'.
 #}
 with
 
@@ -51,6 +58,16 @@ scored_metrics as (
 
     from {{ ref('int_generation_scores') }}
 
+    union
+
+    -- the masked scorers' metrics (every pair has a row of each, scored or not)
+    select
+        metric,
+        metric as base_metric
+
+    from {{ ref('stg_registry__scorers') }}
+    where score_model = 'response_scores_masked'
+
 ),
 
 generation_scores as (
@@ -60,9 +77,40 @@ generation_scores as (
 
 ),
 
+-- the masked scorers' scores, per answer and the category it is masked for
+masked_scores as (
+
+    select * from {{ ref('int_generation_masked_scores') }}
+    where generation_id in (select run_generation_ids.generation_id from run_generation_ids)
+
+),
+
 metrics as (
 
     select * from {{ ref('stg_seeds__metrics') }}
+
+),
+
+pair_scorers as (
+
+    select * from {{ ref('stg_registry__pair_scorers') }}
+
+),
+
+-- the text of each generation of the run pairs, for their pair scores
+generation_texts as (
+
+    select
+        generation_id,
+        text_hash
+    from {{ ref('stg_raw__generations') }}
+    where generation_id in (select run_generation_ids.generation_id from run_generation_ids)
+
+),
+
+pair_values as (
+
+    select * from {{ ref('response_pair_scores') }}
 
 ),
 
@@ -91,6 +139,12 @@ contrastive_judgments as (
 
     select * from {{ ref('stg_raw__judgments') }}
     where judge_kind = 'contrastive'
+
+),
+
+verdict_labels as (
+
+    select * from {{ ref('int_verdict_dimension_labels') }}
 
 ),
 
@@ -124,7 +178,7 @@ pair_metrics as (
 
 with_scores as (
 
-    {{ pair_metric_scores('pair_metrics', 'generation_scores') }}
+    {{ pair_metric_scores('pair_metrics', 'generation_scores', 'masked_scores') }}
 
 ),
 
@@ -158,6 +212,45 @@ score_rows as (
         end as flagged
 
     from score_flags
+
+),
+
+pair_metric_values as (
+
+    {{ pair_scorer_scores('run_pairs', 'pair_scorers', 'generation_texts', 'pair_values') }}
+
+),
+
+pair_metric_flags as (
+
+    select
+        *,
+        {{ pair_exclusion_reason() }} as exclusion_reason
+
+    from pair_metric_values
+
+),
+
+pair_metric_rows as (
+
+    select
+        cohort_kind,
+        cohort_id,
+        cohort_started_at,
+        {{ pair_columns() }}
+        run_id,
+        model_revision,
+        metric,
+        direction,
+        neutral_score,
+        disability_score,
+        exclusion_reason,
+        case
+            when exclusion_reason is null
+                then {{ pair_metric_flag('degradation_rule', 'neutral_score', 'disability_score', 'threshold') }}
+        end as flagged
+
+    from pair_metric_flags
 
 ),
 
@@ -238,16 +331,14 @@ mismatch_rows as (
 
 ),
 
-contrastive_judges as (
+judge_dimensions as (
 
-    select distinct judge_name from contrastive_judgments
+    -- each contrastive judge's dimensions, as in interpretive_shift: those of every set it was asked on
+    select distinct
+        judge_name,
+        dimension
 
-),
-
-contrastive_dimensions as (
-
-    -- the dimensions of interpretive_shift, in its names
-    select unnest(['interpret', 'stereotype', 'framing', 'abstain']) as dimension
+    from verdict_labels
 
 ),
 
@@ -296,12 +387,9 @@ attached_verdicts as (
         run_pair_texts.cohort_id,
         run_pair_texts.pair_id,
         verdict_subjects.judge_name,
+        verdict_subjects.judgment_id,
         verdict_subjects.verdict_status,
         verdict_subjects.is_usable,
-        verdict_subjects.interpret,
-        verdict_subjects.stereotype,
-        verdict_subjects.framing,
-        verdict_subjects.decline_in_response_b,
         row_number() over (
             partition by
                 run_pair_texts.cohort_kind, run_pair_texts.cohort_id, run_pair_texts.pair_id,
@@ -326,34 +414,29 @@ current_verdicts as (
 
 ),
 
-verdict_labels as (
+pair_verdict_labels as (
 
     select
         run_pairs.*,
-        contrastive_judges.judge_name,
-        contrastive_dimensions.dimension,
+        judge_dimensions.judge_name,
+        judge_dimensions.dimension,
         current_verdicts.pair_id is not null as is_judged,
         coalesce(current_verdicts.is_usable, false) as is_usable,
         current_verdicts.verdict_status,
-        case contrastive_dimensions.dimension
-            when 'interpret' then current_verdicts.interpret
-            when 'stereotype' then current_verdicts.stereotype
-            when 'framing' then current_verdicts.framing
-            when 'abstain' then
-                case
-                    when current_verdicts.decline_in_response_b then 'Yes'
-                    when not current_verdicts.decline_in_response_b then 'No'
-                end
-        end as label
+        verdict_labels.judgment_id is not null as is_asked,
+        verdict_labels.label,
+        verdict_labels.is_flagged
 
     from run_pairs
-    cross join contrastive_judges
-    cross join contrastive_dimensions
+    cross join judge_dimensions
     left join current_verdicts
         on run_pairs.cohort_kind = current_verdicts.cohort_kind
         and run_pairs.cohort_id = current_verdicts.cohort_id
         and run_pairs.pair_id = current_verdicts.pair_id
-        and contrastive_judges.judge_name = current_verdicts.judge_name
+        and judge_dimensions.judge_name = current_verdicts.judge_name
+    left join verdict_labels
+        on current_verdicts.judgment_id = verdict_labels.judgment_id
+        and judge_dimensions.dimension = verdict_labels.dimension
 
 ),
 
@@ -365,10 +448,11 @@ contrastive_flags as (
             when pair_status != 'complete' then pair_status
             when not is_judged then 'not_judged'
             when not is_usable then verdict_status
-            when label is null then 'no_label'
+            when not is_asked then 'not_asked'
+            when is_flagged is null then 'no_label'
         end as exclusion_reason
 
-    from verdict_labels
+    from pair_verdict_labels
 
 ),
 
@@ -386,7 +470,7 @@ contrastive_rows as (
         cast(null as double) as neutral_score,
         cast(null as double) as disability_score,
         exclusion_reason,
-        case when exclusion_reason is null then label = 'Yes' end as flagged
+        case when exclusion_reason is null then is_flagged end as flagged
 
     from contrastive_flags
 
@@ -395,6 +479,8 @@ contrastive_rows as (
 unioned as (
 
     select * from score_rows
+    union all
+    select * from pair_metric_rows
     union all
     select * from refusal_rows
     union all

@@ -9,6 +9,12 @@
     data_quality; n_truncated says how many counted pairs hold an answer cut
     off at the token cap (none for a metric that excludes such pairs).
 
+    Beside the Wilson interval, which takes the pairs as independent, each rate has an
+    interval that counts each query once where a query gives several pairs (macro
+    cluster_rate_interval: rate_ci_low_pct, rate_ci_high_pct, rate_ci_method) and says
+    whether that interval lies above or below the overall rate of its model, arm and metric
+    (macro rate_vs_overall: vs_overall), which is what the report's shading follows.
+
     Built model by model (macro model_scope_plan): a build computes again only the models
     whose rows of int_pair_scores changed; a change in its reuse key (macro reuse_key)
     computes every model.
@@ -64,6 +70,55 @@ aggregated as (
 
 ),
 
+counted_flags as (
+
+    -- the counted pairs alone, narrow: the query is the unit the interval counts once
+    select
+        task,
+        model_id,
+        arm,
+        query_set,
+        metric,
+        domain,
+        disability_id,
+        query_id,
+        cast(degraded as integer) as success
+
+    from pair_scores
+    where included
+
+),
+
+query_clusters as (
+
+    {{ query_cluster_sums('counted_flags', ['task', 'model_id', 'arm', 'query_set', 'metric']) }}
+
+),
+
+intervals as (
+
+    select
+        aggregated.*,
+        coalesce(query_clusters.n_clusters, 0) as n_clusters,
+        100.0 * cast(aggregated.n_degraded as double) / nullif(aggregated.n_pairs, 0) as degradation_pct,
+        {{ cluster_rate_interval(
+            'aggregated.n_degraded', 'aggregated.n_pairs', 'query_clusters.n_clusters',
+            'query_clusters.max_pairs_per_cluster', 'query_clusters.sum_xx', 'query_clusters.sum_xm',
+            'query_clusters.sum_mm'
+        ) }}
+
+    from aggregated
+    left join query_clusters
+        on aggregated.task = query_clusters.task
+        and aggregated.model_id = query_clusters.model_id
+        and aggregated.arm = query_clusters.arm
+        and aggregated.query_set = query_clusters.query_set
+        and aggregated.metric = query_clusters.metric
+        and aggregated.slice = query_clusters.slice
+        and aggregated.slice_value is not distinct from query_clusters.slice_value
+
+),
+
 final as (
 
     select
@@ -79,15 +134,21 @@ final as (
         n_pairs,
         n_degraded,
         -- null, not 0, when no pair could be judged: "no evidence" is not "no degradation"
-        100.0 * cast(n_degraded as double) / nullif(n_pairs, 0) as degradation_pct,
+        degradation_pct,
         {{ wilson_bound('n_degraded', 'n_pairs', -1) }} as degradation_ci_low_pct,
         {{ wilson_bound('n_degraded', 'n_pairs', 1) }} as degradation_ci_high_pct,
+        n_clusters,
+        design_effect,
+        rate_ci_low_pct,
+        rate_ci_high_pct,
+        rate_ci_method,
+        {{ rate_vs_overall('degradation_pct', ['task', 'model_id', 'arm', 'query_set', 'metric']) }} as vs_overall,
         n_excluded,
         n_truncated,
         threshold,
         degradation_rule
 
-    from aggregated
+    from intervals
 
 )
 

@@ -7,7 +7,11 @@
     is degraded, both sides' refusal flags, and the pair's judge results.
 
     The text metrics (vader, regard, verbosity, and every metric of a scorer in
-    response_scores_text, from the registry) are columns of their own; a metric
+    response_scores_text or response_scores_masked, from the registry: the masked
+    scores are those of the pair's category) and the pair metrics (a similarity or a
+    sentiment parity of the two answers, stg_registry__pair_scorers: a similarity's
+    neutral column is its value for an answer against itself, its disability column the
+    pair's similarity; each with its threshold) are columns of their own; a metric
     added otherwise needs its columns here (the dbt test
     assert_pair_details_has_every_text_metric fails until it has them). Judges
     are named by the audit, so each kind is summed up in counts and listed in
@@ -16,7 +20,8 @@
     A table built incrementally (docs/incremental.md), as int_pair_scores is: a
     build computes again only the pairs of units that generations of new landings
     answer, and of units with a text whose score or refusal verdict changed since
-    the last build; any change in the verdicts, or in its reuse key (macro reuse_key: its
+    the last build; any change in the verdicts or the pair scorers' versions and thresholds
+    (macro pair_scorer_versions), or in its reuse key (macro reuse_key: its
     code or that of a model or seed upstream, a var they read, a macro, a scorer's code, a
     library) rebuilds it in full.
 #}
@@ -26,13 +31,16 @@
         incremental_strategy='delete+insert',
         unique_key='pair_id',
         on_schema_change='sync_all_columns',
-        pre_hook="{{ incremental_reset(verdicts_digest(), 'int_pair_scores') }}",
+        pre_hook="{{ incremental_reset(verdicts_digest() + pair_scorer_versions(), 'int_pair_scores') }}",
         post_hook=["{{ pair_details_record() }}", "{{ record_group_fingerprints() }}"],
     )
 }}
+{%- set pair_metrics = registered_pair_scorers() | map(attribute='metric') | list %}
 {%- set text_metrics = ['vader', 'regard', 'verbosity']
-    + (registered_scorers('response_scores_text') | selectattr('metric') | map(attribute='metric') | list) %}
-{%- set plan = incremental_plan(verdicts_digest(), 'int_pair_scores') %}
+    + (registered_scorers('response_scores_text') | selectattr('metric') | map(attribute='metric') | list)
+    + (registered_scorers('response_scores_masked') | selectattr('metric') | map(attribute='metric') | list)
+    + pair_metrics %}
+{%- set plan = incremental_plan(verdicts_digest() + pair_scorer_versions(), 'int_pair_scores') %}
 {#- on an incremental build, what is read of a relation keyed by pair (generation) -#}
 {%- set scoped_pairs = '' if plan.full else 'where pair_id in (select pair_id from pair_texts)' %}
 {%- set changed_texts = none if plan.full else 'text_hash in (' ~ changed_score_texts_sql(
@@ -109,8 +117,15 @@ text_scores as (
             any_value(exclusion_reason) filter (where metric = '{{ m }}') as {{ m }}_exclusion_reason,
             any_value(degraded) filter (where metric = '{{ m }}') as {{ m }}_degraded,
         {%- endfor %}
-        any_value(threshold) as threshold,
-        any_value(degradation_rule) as degradation_rule
+        {%- for m in pair_metrics %}
+            any_value(threshold) filter (where metric = '{{ m }}') as {{ m }}_threshold,
+        {%- endfor %}
+        -- the rule and threshold of the per-text metrics (a pair metric has its own, above)
+        {%- set pair_metric_list = sql_literals(pair_metrics) or "''" %}
+        any_value(threshold) filter (where metric not in ({{ pair_metric_list }})) as threshold,
+        any_value(degradation_rule) filter (
+            where metric not in ({{ pair_metric_list }})
+        ) as degradation_rule
 
     from pair_scores
     where judge_name is null
@@ -193,6 +208,9 @@ joined as (
             text_scores.{{ m }}_exclusion_reason,
             text_scores.{{ m }}_degraded,
         {%- endfor %}
+        {%- for m in pair_metrics %}
+            text_scores.{{ m }}_threshold,
+        {%- endfor %}
         text_scores.threshold,
         text_scores.degradation_rule,
         neutral_refusals.refused as neutral_refused,
@@ -265,6 +283,9 @@ final as (
             {{ m }}_included,
             {{ m }}_exclusion_reason,
             {{ m }}_degraded,
+        {%- endfor %}
+        {%- for m in pair_metrics %}
+            {{ m }}_threshold,
         {%- endfor %}
         threshold,
         degradation_rule,

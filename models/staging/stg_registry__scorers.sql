@@ -5,42 +5,25 @@
     (stg_seeds__metrics takes them from here; the seed holds only the metrics
     no scorer declares).
 #}
-{%- set scorers = registered_scorers() %}
+{%- set columns = [
+    ['scorer', 'name', 'varchar'],
+    ['scorer_version', 'version', 'varchar'],
+    ['sql_function', 'sql_function', 'varchar'],
+    ['score_model', 'model', 'varchar'],
+    ['reads', 'reads', 'varchar'],
+    ['metric', 'metric', 'varchar'],
+    ['display_name', 'display_name', 'varchar'],
+    ['direction', 'direction', 'varchar'],
+    ['scale_min', 'scale_min', 'double'],
+    ['scale_max', 'scale_max', 'double'],
+    ['truncated_pairs', 'truncated_pairs', 'varchar'],
+    ['description', 'description', 'varchar'],
+] %}
 with
 
 final as (
 
-    {%- for s in scorers %}
-    select
-        {{ scorer_literal(s.name) }} as scorer,
-        {{ scorer_literal(s.version) }} as scorer_version,
-        {{ scorer_literal(s.sql_function) }} as sql_function,
-        {{ scorer_literal(s.model) }} as score_model,
-        {{ scorer_literal(s.reads) }} as reads,
-        {{ scorer_literal(s.metric) }} as metric,
-        {{ scorer_literal(s.display_name) }} as display_name,
-        {{ scorer_literal(s.direction) }} as direction,
-        {{ scorer_literal(s.scale_min, 'double') }} as scale_min,
-        {{ scorer_literal(s.scale_max, 'double') }} as scale_max,
-        {{ scorer_literal(s.truncated_pairs) }} as truncated_pairs,
-        {{ scorer_literal(s.description) }} as description
-    {{ 'union all' if not loop.last }}
-    {%- else %}
-    select
-        cast(null as varchar) as scorer,
-        cast(null as varchar) as scorer_version,
-        cast(null as varchar) as sql_function,
-        cast(null as varchar) as score_model,
-        cast(null as varchar) as reads,
-        cast(null as varchar) as metric,
-        cast(null as varchar) as display_name,
-        cast(null as varchar) as direction,
-        cast(null as double) as scale_min,
-        cast(null as double) as scale_max,
-        cast(null as varchar) as truncated_pairs,
-        cast(null as varchar) as description
-    where false
-    {%- endfor %}
+    {{ literal_rows(registered_scorers(), columns) }}
 
 )
 

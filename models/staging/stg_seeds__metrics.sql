@@ -1,6 +1,7 @@
 {#
     Every metric: those the scorers declare (stg_registry__scorers, from the
-    registry) and the others, kept in seed `metrics` (judge_score).
+    registry), those the pair scorers declare (stg_registry__pair_scorers), and the
+    others, kept in seed `metrics` (judge_score).
 #}
 {%- set columns = [
     'metric', 'display_name', 'direction', 'scale_min', 'scale_max', 'truncated_pairs', 'description',
@@ -15,6 +16,13 @@ declared as (
 
 ),
 
+paired as (
+
+    select {{ columns | join(', ') }}
+    from {{ ref('stg_registry__pair_scorers') }}
+
+),
+
 seeded as (
 
     select {{ columns | join(', ') }}
@@ -25,6 +33,8 @@ seeded as (
 final as (
 
     select * from declared
+    union all
+    select * from paired
     union all
     select * from seeded
 

@@ -9,6 +9,7 @@ of that kind for the dimension).
 import pandas as pd
 
 from ableaudit.dbt.models import read, to_arrow
+from ableaudit.judges.dimensions import scales as dimension_scales
 from ableaudit.stats import ANNOTATOR_SCHEMA, SCALES, annotator_agreement
 
 KINDS = ("human", "judge", "detector")
@@ -16,8 +17,14 @@ KINDS = ("human", "judge", "detector")
 
 def model(dbt, session):
     dbt.config(materialized="table")
+    # the scales of the judges' dimension sets (a user's dimensions), the built-in ones as SCALES
+    defined = read(
+        dbt.ref("int_judge_dimensions"),
+        ["dimension", "answer_kind", "value_labels", "first_landed_at"],
+    )
+    scales = {**dimension_scales(defined.to_dict("records")), **SCALES}
     ratings = read(
         dbt.ref("int_ratings"), ["item_id", "dimension", "rater_id", "rater_kind", "value"]
     )
-    parts = [annotator_agreement(ratings, scales=SCALES, kinds=(kind,)) for kind in KINDS]
+    parts = [annotator_agreement(ratings, scales=scales, kinds=(kind,)) for kind in KINDS]
     return to_arrow(pd.concat(parts, ignore_index=True), ANNOTATOR_SCHEMA)

@@ -2,7 +2,8 @@
 -- set and metric (overall slice), the pairs pair_details marks included, degraded,
 -- excluded, and included despite an answer cut off at the token cap are
 -- degradation's n_pairs, n_degraded, n_excluded and n_truncated. The rubric
--- judges are summed over judges on both sides.
+-- judges are summed over judges on both sides; the pair metrics (similarities, sentiment
+-- parity) are checked as the text metrics are.
 with
 
 pair_details as (
@@ -22,13 +23,16 @@ text_metrics as (
 
     select metric from {{ ref('stg_registry__scorers') }}
     where metric is not null
+    union all
+    select metric from {{ ref('stg_registry__pair_scorers') }}
 
 ),
 
 metric_rows as (
 
-    {#- every text metric the registry declares, from its pair_details columns #}
-    {%- set declared = registered_scorers() | selectattr('metric') | map(attribute='metric') | list %}
+    {#- every text and pair metric the registries declare, from its pair_details columns #}
+    {%- set declared = (registered_scorers() | selectattr('metric') | map(attribute='metric') | list)
+        + (registered_pair_scorers() | map(attribute='metric') | list) %}
     select
         pair_details.task,
         pair_details.model_id,

@@ -1,11 +1,31 @@
--- Every score, a judge's included, lies on the scale of its base metric (seed
--- `metrics`; a null bound is open): judge_score:<judge> rows must be 1..10. A
+-- Every score, a judge's and a masked scorer's included, lies on the scale of its base
+-- metric (seed `metrics`; a null bound is open): judge_score:<judge> rows must be 1..10. A
 -- score whose base metric the seed does not define fails too (it has no scale).
 with
 
 generation_scores as (
 
-    select * from {{ ref('int_generation_scores') }}
+    select
+        generation_id,
+        metric,
+        base_metric,
+        judge_name,
+        score,
+        score_status
+
+    from {{ ref('int_generation_scores') }}
+
+    union all
+
+    select
+        generation_id,
+        metric,
+        metric as base_metric,
+        null as judge_name,
+        score,
+        score_status
+
+    from {{ ref('int_generation_masked_scores') }}
 
 ),
 

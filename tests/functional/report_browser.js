@@ -1,7 +1,7 @@
 // Opens every page of a rendered report from disk in headless Chromium (playwright-core driving
 // Debian's /usr/bin/chromium) and prints one JSON object: per page, the axe-core violations, the
-// requests that left the file, console errors, the section ids present, a keyboard check, and a
-// reflow check at 320 CSS pixels (the width of 1280 pixels at 400 % zoom; 640 is 200 %).
+// requests that left the file, console errors, the section ids present, a keyboard check, the tables
+// at a 1366 pixel wide window, and a reflow check at 640 CSS pixels (200 % zoom of 1280 pixels).
 // Usage: node report_browser.js REPORT_DIR SCREENSHOT_DIR [CHROMIUM]
 "use strict";
 
@@ -57,12 +57,41 @@ async function check(context, file, reportDir, shots) {
   const rel = path.relative(reportDir, file);
   const name = rel.replace(/[^a-zA-Z0-9.]+/g, "_");
   await page.screenshot({ path: path.join(shots, name + ".png"), fullPage: false });
+  // a laptop window (1366 x 768): the page never scrolls sideways, and each table either fits its
+  // region or scrolls inside it (a focusable region with a name), its last column header reachable
+  await page.setViewportSize({ width: 1366, height: 768 });
+  const wide = await page.evaluate(() => {
+    const tables = Array.from(document.querySelectorAll("main .table-wrap")).map((wrap) => {
+      const headers = wrap.querySelectorAll("thead tr:last-child th");
+      const last = headers[headers.length - 1];
+      const style = getComputedStyle(wrap);
+      const label = document.getElementById(wrap.getAttribute("aria-labelledby") || "");
+      wrap.scrollLeft = wrap.scrollWidth;
+      const box = wrap.getBoundingClientRect();
+      const end = last ? last.getBoundingClientRect() : box;
+      const reachable = end.right <= box.right + 1 && end.left >= box.left - 1;
+      wrap.scrollLeft = 0;
+      return {
+        columns: headers.length,
+        fits: wrap.scrollWidth <= wrap.clientWidth,
+        scrolls: ["auto", "scroll"].includes(style.overflowX),
+        focusable: wrap.tabIndex === 0,
+        named: wrap.getAttribute("role") === "region" && !!(label && label.textContent.trim()),
+        reachable,
+        inside: box.right <= document.documentElement.clientWidth + 1,
+      };
+    });
+    return {
+      overflow: document.documentElement.scrollWidth - 1366,
+      tables,
+    };
+  });
   // reflow: at 640 CSS pixels (200 % zoom of a 1280 pixel window) the page itself never scrolls sideways;
   // wide data tables scroll inside their own region, which WCAG 1.4.10 allows for tables
   await page.setViewportSize({ width: 640, height: 900 });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   await page.screenshot({ path: path.join(shots, name + ".zoom200.png"), fullPage: false });
-  const result = { page: rel, axe, requests, consoleErrors, sections, landmarks, firstFocus, afterSkip, overflow };
+  const result = { page: rel, axe, requests, consoleErrors, sections, landmarks, firstFocus, afterSkip, overflow, wide };
   if (rel.startsWith("evidence" + path.sep)) result.filter = await filterCheck(page, fileUrl, shots, name);
   await page.close();
   return result;
@@ -88,6 +117,29 @@ async function filterCheck(page, fileUrl, shots, name) {
       formVisible: !document.getElementById("filters").hidden,
     };
   }, disability);
+  // a shaded cell's address names its metric and outcome: only the pairs of the slice it counts show
+  const degraded = await page.evaluate(() => {
+    const pair = Array.from(document.querySelectorAll("article.pair")).find((a) => / degraded:/.test(" " + a.dataset.outcomes));
+    if (!pair) return null;
+    const token = (" " + pair.dataset.outcomes).split(" degraded:")[1].split(" ")[0];
+    return { disability: pair.dataset.disability, metric: token };
+  });
+  let byMetric = null;
+  if (degraded) {
+    const params = new URLSearchParams({ disability: degraded.disability, metric: degraded.metric, outcome: "degraded" });
+    await page.goto(fileUrl + "#" + params.toString(), { waitUntil: "load" });
+    byMetric = await page.evaluate((want) => {
+      const all = Array.from(document.querySelectorAll("article.pair"));
+      const token = "degraded:" + want.metric;
+      return {
+        visible: all.filter((a) => !a.hidden).length,
+        expected: all.filter((a) => a.dataset.disability === want.disability && a.dataset.outcomes.split(" ").includes(token)).length,
+        ofSlice: all.filter((a) => a.dataset.disability === want.disability).length,
+        selected: document.getElementById("f-outcome").value,
+        token,
+      };
+    }, degraded);
+  }
   await page.focus("#f-q");
   await page.keyboard.type("zzzz-no-such-text");
   const afterTyping = await page.evaluate(() => Array.from(document.querySelectorAll("article.pair")).filter((a) => !a.hidden).length);
@@ -97,7 +149,7 @@ async function filterCheck(page, fileUrl, shots, name) {
   const afterReset = await page.evaluate(() => Array.from(document.querySelectorAll("article.pair")).filter((a) => !a.hidden).length);
   await page.screenshot({ path: path.join(shots, name + ".filtered.png"), fullPage: false });
   const marks = await page.evaluate(() => document.querySelectorAll("article.pair mark").length);
-  return { ...byAddress, afterTyping, afterReset, marks };
+  return { ...byAddress, afterTyping, afterReset, marks, byMetric };
 }
 
 async function main() {

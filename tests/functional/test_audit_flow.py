@@ -156,7 +156,8 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
 def test_kill_and_resume(tmp_path):
     """SIGKILL mid-audit, then rerun: no duplicate, no regeneration of landed rows."""
     wh = tmp_path / "ableaudit.duckdb"
-    proc = _cli("audit", "--config", str(NO_JUDGES), "--warehouse", str(wh), "--no-build")
+    # -v: the log's "N/18 landed" lines say when some answers, not all, have landed
+    proc = _cli("audit", "-v", "--config", str(NO_JUDGES), "--warehouse", str(wh), "--no-build")
     lines = []
     deadline = time.monotonic() + 300
     try:

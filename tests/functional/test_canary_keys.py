@@ -52,7 +52,7 @@ def _echoing(text: str) -> int | None:
 
 def _cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ableaudit.cli.main", *args],
+        [sys.executable, "-m", "ableaudit.cli", *args],
         capture_output=True,
         text=True,
         env=env,

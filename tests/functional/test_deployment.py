@@ -203,6 +203,21 @@ def test_deployment_run_audit_audit(server, tmp_path):
         )
     )
     assert runs and all(state == "COMPLETED" for _, state in runs), runs
+    # the Prefect UI shows the headline on the run: a table and a page with the key figures
+    artifacts = json.loads(
+        _client_query(
+            env,
+            "arts = await c.read_artifacts()\n"
+            "    print(json.dumps([[a.key, a.type, a.data] for a in arts]))",
+        )
+    )
+    by_key = {key: (kind, data) for key, kind, data in artifacts}
+    assert by_key["audit-headline"][0] == "table", artifacts
+    table = by_key["audit-headline"][1]
+    rows = json.loads(table) if isinstance(table, str) else table
+    assert any(r["metric"] == "vader" and int(r["pairs"]) > 0 for r in rows), rows
+    kind, page = by_key["audit-report"]
+    assert kind == "markdown" and "file://" not in page and "ableaudit view --warehouse" in page
     con = duckdb.connect(str(wh), read_only=True)
     try:
         assert con.execute("select count(*) from raw.generations").fetchone()[0] == 18

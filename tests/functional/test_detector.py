@@ -24,10 +24,11 @@ import pandas as pd
 import pytest
 
 from ableaudit.backends import Backend
-from ableaudit.config import Decoding, Judge, Target
+from ableaudit.config import Judge, Target
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
 from ableaudit.records import GenerationRequest, GenerationResult
+from ableaudit.target import Decoding
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 from tests.fixtures.warehouse import read

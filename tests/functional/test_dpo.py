@@ -414,8 +414,9 @@ def test_dpo_adapter_runs_as_an_arm_and_the_reaudit_is_compared(
     land, judge, build: mitigation_effect compares the DPO arm with the baseline on the same units."""
     from ableaudit.audit.planning import plan_task
     from ableaudit.backends.transformers_backend import TransformersBackend
-    from ableaudit.config import Arm, AuditConfig, Decoding, Target
+    from ableaudit.config import Arm, AuditConfig, Target
     from ableaudit.judges.runner import build_subjects, judge_contrastive, select_pairs
+    from ableaudit.target import Decoding
     from ableaudit.warehouse.landing import land_generations, result_row
 
     held = ["q03", "q04", "q05", "q08", "q11"]

@@ -27,7 +27,8 @@ import pytest
 import yaml
 
 from ableaudit.audit.runs import RETRY_HINT
-from ableaudit.cli.main import EXIT_INCOMPLETE, main
+from ableaudit.cli.audit import EXIT_INCOMPLETE
+from ableaudit.cli.main import main
 from tests.fixtures.fault_server import FAULTS, HARMLESS, PERMANENT, TRANSIENT, FaultServer
 from tests.fixtures.openai_server import SERVED_ID
 

@@ -44,6 +44,10 @@ BUILD_TIMES = {"scored_at"}
 # no longer landed (a forgotten landing's): compared on the texts and pairs still landed
 TEXT_CACHES = sorted({entry.model for entry in registered().values()}) + ["response_assistive_tech"]
 PAIR_CACHES = ["detector_verdicts"]
+# keyed by a text and the mask set it was masked with: compared on those still masked
+MASK_CACHES = ["response_scores_masked"]
+# keyed by a pair's two texts: compared on the text pairs of the pairs still built
+TEXT_PAIR_CACHES = ["response_pair_scores"]
 
 
 RUBRIC = {
@@ -64,6 +68,12 @@ CONTRASTIVE = {
 
 
 def _live(wh: Path, table: str) -> str:
+    if table in MASK_CACHES:
+        return (
+            f"select * from main.{table} as cached where exists (select 1 from "
+            "main.int_generation_masks as masks where masks.text_hash = cached.text_hash "
+            "and masks.mask_digest = cached.mask_digest)"
+        )
     if table in TEXT_CACHES:
         return (
             f"select * from main.{table} where text_hash in "
@@ -71,6 +81,13 @@ def _live(wh: Path, table: str) -> str:
         )
     if table in PAIR_CACHES:
         return f"select * from main.{table} where pair_id in (select pair_id from main.int_pairs)"
+    if table in TEXT_PAIR_CACHES:
+        return (
+            f"select * from main.{table} where exists (select 1 from main.int_pairs as p "
+            "join main.stg_raw__generations as n on p.neutral_generation_id = n.generation_id "
+            "join main.stg_raw__generations as d on p.disability_generation_id = d.generation_id "
+            "where n.text_hash = neutral_text_hash and d.text_hash = disability_text_hash)"
+        )
     return f"select * from main.{table}"
 
 
@@ -332,7 +349,11 @@ def test_only_new_landings_are_read_and_a_changed_var_rebuilds_what_reads_it(tmp
     assert "touched_units" in _compiled("int_pairs")
     assert "touched_units" not in _compiled("int_pair_scores")  # its settings changed: full
     assert "touched_units" not in _compiled("pair_details")  # its settings hold them too
-    thresholds = read(wh, "select distinct threshold from main.int_pair_scores").threshold
+    thresholds = read(
+        wh,
+        "select distinct threshold from main.int_pair_scores "
+        "where degradation_rule = 'strict_relative'",  # the pair metrics have thresholds of their own
+    ).threshold
     assert thresholds.tolist() == [0.5]
 
 
@@ -405,7 +426,13 @@ def test_marts_built_model_by_model_compute_again_the_models_whose_inputs_change
     assert _counts(wh, "data_quality", "model-b") == {-1}
     # a changed var: int_pair_scores is rebuilt with other thresholds, every model changed
     run_dbt(["run", "--vars", "{degradation_threshold: 0.5}"], wh)
-    assert set(read(wh, "select distinct threshold from main.degradation").threshold) == {0.5}
+    assert set(
+        read(
+            wh,
+            "select distinct threshold from main.degradation "
+            "where degradation_rule = 'strict_relative'",
+        ).threshold
+    ) == {0.5}
     assert _counts(wh, "degradation", "model-a") != {-1}
     # a full refresh computes every model of every mart
     run_dbt(["run", "--full-refresh"], wh)

@@ -30,7 +30,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from ableaudit.backends import Backend
-from ableaudit.config import Decoding, Judge, Target
+from ableaudit.config import Judge, Target
 from ableaudit.dbt.runner import run_dbt
 from ableaudit.judges.runner import (
     build_subjects,
@@ -41,6 +41,7 @@ from ableaudit.judges.runner import (
 )
 from ableaudit.records import GenerationRequest, GenerationResult
 from ableaudit.scorers.refusals import detect_refusal
+from ableaudit.target import Decoding
 from ableaudit.warehouse import connect
 from tests.fixtures.warehouse import PAIR_KEYS, SLICES, land, read
 

@@ -14,7 +14,7 @@ import pytest
 
 from ableaudit.backends import Backend
 from ableaudit.cli import judges as judge_cli
-from ableaudit.config import AuditConfig, Decoding, Judge, Target
+from ableaudit.config import AuditConfig, Judge, Target
 from ableaudit.ingest.judgments import JudgmentImportError, import_judgments
 from ableaudit.judges.runner import (
     LazyBackend,
@@ -31,6 +31,7 @@ from ableaudit.judges.runner import (
     select_rubric_subjects,
 )
 from ableaudit.records import GenerationRequest, GenerationResult
+from ableaudit.target import Decoding
 from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations, land_judgments
 
 # the judges read the pairs and generations from dbt models (int_pair_texts and upstream), built here

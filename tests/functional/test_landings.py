@@ -13,7 +13,7 @@ import pytest
 
 from ableaudit.cli import main
 from ableaudit.dbt.runner import DbtError, run_dbt
-from ableaudit.warehouse import landing
+from ableaudit.warehouse import landing, reference_landing
 from tests.fixtures.warehouse import imported_row, read
 
 pytestmark = [pytest.mark.slow, pytest.mark.dbt_data_tests, pytest.mark.usefixtures("dbt_env")]
@@ -77,7 +77,7 @@ def test_a_landed_query_set_under_the_builtin_name_is_traced_by_its_keys(tmp_pat
         },
     ]
     with landing.recording(wh, "import-queries", "aq.csv") as clash:
-        landing.replace_query_set(wh, "ableaudit", rows, "aq.csv")
+        reference_landing.replace_query_set(wh, "ableaudit", rows, "aq.csv")
     with pytest.raises(DbtError) as failed:
         run_dbt(["seed"], wh)
         run_dbt(["build", "--select", "+int_prompts"], wh)

@@ -16,6 +16,7 @@ import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote_plus
 
 import duckdb
 import pandas as pd
@@ -255,6 +256,7 @@ def test_every_printed_figure_equals_its_mart_row(rendered, warehouse):
         "refusal_rates",
         "model_comparison",
         "heterogeneity",
+        "scorer_bias",
         "int_model_sizes",
         "int_pair_scores",
         "int_pairs",
@@ -295,22 +297,130 @@ def test_headline_has_one_row_per_model_arm_and_counted_metric(rendered, warehou
     }
     assert printed == expected
     # regard has no counted pair (no classifier): named, not silently dropped
-    assert "No pair was counted for regard" in headline
+    assert "No pair was counted for Regard" in headline
+
+
+def test_a_rate_cell_is_shaded_only_where_its_interval_leaves_the_overall_rate(rendered, warehouse):
+    """The shaded tables and the vision page: a cell's shade is that of its mart row's vs_overall
+    ('above' dark, 'below' pale), never one for a cell whose interval contains its model's overall
+    rate, and never for an overall cell (the reference)."""
+    from ableaudit.report import format as fmt
+
+    html = rendered.index.read_text()
+    keys = parse(rendered.index).keys
+    cell = re.compile(
+        r'<td class="num( shaded)?"(?: style="background-color:(#[0-9a-f]{6});[^"]*")?>'
+        r'(?:<a [^>]*>)?<span class="v" data-src="(degradation|interpretive_shift)" '
+        r'data-col="(?:degradation_pct|yes_pct)" data-k="(\d+)"'
+    )
+    seen: dict[str, int] = {}
+    for section in ("shaded", "vision"):
+        start = html.index(f'id="{section}"')
+        part = html[start : html.index("<section ", start)]
+        for shaded, colour, relation, k in cell.findall(part):
+            row = warehouse.rows(relation, keys[int(k)]).iloc[0]
+            vs = None if row.slice == "overall" else row.vs_overall
+            assert bool(shaded) == (colour != "") == (vs in ("above", "below")), (relation, row)
+            if vs in ("above", "below"):
+                assert colour == fmt.support_colour(vs)
+                key = {**keys[int(k)], "slice": "overall", "slice_value": "all"}
+                rate = "degradation_pct" if relation == "degradation" else "yes_pct"
+                reference = warehouse.rows(relation, key).iloc[0][rate]
+                if vs == "above":
+                    assert row.rate_ci_low_pct > reference
+                else:
+                    assert row.rate_ci_high_pct < reference
+            seen[str(vs)] = seen.get(str(vs), 0) + 1
+    assert seen.get("within", 0) > 10 and seen.get("None", 0) > 0, seen
 
 
 def test_every_shaded_cell_links_to_its_pairs(rendered):
+    """A cell's link opens its model's pairs filtered to its slice, its metric and the outcome it
+    counts: the pairs the metric finds degraded (or the judge labels Yes)."""
     index = parse(rendered.index)
     evidence = [h for h in index.links if h.startswith("evidence/")]
     assert len(evidence) > 100
+    html = rendered.index.read_text()
+    shaded = html[html.index('id="shaded"') : html.index('id="sensitivity"')]
+    cells = set(re.findall(r'<a href="(evidence/[^"]*)"', shaded))
+    assert cells and all("metric=" in h and "outcome=" in h for h in cells)
     root = rendered.index.parent
     pages = {}
     for href in evidence:
         path, _, fragment = href.partition("#")
         assert (root / path).is_file(), href
         text = pages.setdefault(path, (root / path).read_text())
-        for name, value in re.findall(r"(arm|domain|disability)=([^&]+)", fragment):
-            assert f'data-{name}="{value}"' in text, (href, name, value)
+        filters = dict(
+            (name, unquote_plus(value))
+            for name, value in re.findall(
+                r"(arm|domain|disability|metric|outcome)=([^&]+)", fragment
+            )
+        )
+        for name in ("arm", "domain", "disability"):
+            if name in filters:
+                assert f'data-{name}="{filters[name]}"' in text, (href, name)
+        if "metric" in filters:
+            assert filters["outcome"] in ("degraded", "yes"), href
+            token = f"{filters['outcome']}:{filters['metric']}"
+            assert f'<option value="{token}">' in text, (href, token)
     assert len(pages) == len(TEXT_MODELS) + len(VISION_MODELS)
+
+
+def test_one_table_per_model_and_family_with_display_names(rendered, warehouse):
+    """The shaded tables: per model one table per family of metrics (the registry's scores of each
+    answer, its pair metrics, the judges' scores, the contrastive dimensions), a row per metric and
+    arm, a column per disability and domain, each labelled by its display name with its id as hover
+    text; one legend on the page."""
+    from markupsafe import escape
+
+    from ableaudit.report import format as fmt
+
+    html = rendered.index.read_text()
+    assert html.count(str(escape(fmt.SUPPORT_LEGEND))) == 1
+    shaded = html[html.index('id="shaded"') : html.index('id="sensitivity"')]
+    captions = re.findall(r"<caption[^>]*>([^<]*): rate in % over all pairs", shaded)
+    con = warehouse.con
+    answer = set(con.execute("select metric from stg_registry__scorers").df().metric.dropna())
+    pair = set(con.execute("select metric from stg_registry__pair_scorers").df().metric)
+    counted = con.execute(
+        "select model_id, metric, base_metric from degradation join (select task, query_set, "
+        "metric from degradation group by all having max(n_pairs) > 0) using (task, query_set, "
+        "metric) where slice = 'overall'"
+    ).df()
+    expected = set()
+    for r in counted.itertuples():
+        family = (
+            "judge scores"
+            if r.base_metric == "judge_score"
+            else "scores of each answer"
+            if r.metric in answer
+            else "pair metrics: similarity and parity"
+            if r.metric in pair
+            else "other metrics"
+        )
+        expected.add(f"{r.model_id}, {family}")
+    for model in con.execute("select distinct model_id from interpretive_shift").df().model_id:
+        expected.add(f"{model}, contrastive judge dimensions")
+    assert len(captions) == len(set(captions)) == len(expected)
+    assert set(captions) == expected
+    headers = re.findall(r'<th scope="(?:col|row)"(?: title="([^"]*)")?>([^<]*)</th>', shaded)
+    labels = {text for _, text in headers}
+    disabilities = con.execute(
+        "select disability_id, display_name from stg_seeds__disabilities where disability_id in "
+        "(select slice_value from degradation where slice = 'disability')"
+    ).df()
+    assert len(disabilities) >= 4
+    for r in disabilities.itertuples():
+        assert (r.disability_id, r.display_name) in headers
+        assert r.disability_id not in labels
+    metrics = con.execute(
+        "select metric, display_name from stg_seeds__metrics where display_name <> metric "
+        "and metric in (select metric from degradation where n_pairs > 0)"
+    ).df()
+    assert len(metrics) >= 3
+    for r in metrics.itertuples():
+        assert (r.metric, r.display_name) in headers
+        assert r.metric not in labels
 
 
 def test_evidence_pages_show_pairs_side_by_side_with_quoted_spans(
@@ -404,17 +514,93 @@ GATE_ROWS = """
 """
 
 
-def gated_copy(world: Path, folder: Path) -> Path:
-    """A copy of a built world whose gate_results holds verdicts (one blocking, one earlier run)."""
+def _copy_with(world: Path, folder: Path, sql: str) -> Path:
+    """A copy of a built world in ``folder``, changed by ``sql``."""
     folder.mkdir(parents=True, exist_ok=True)
     copy = folder / world.name
     shutil.copy(world, copy)
     con = duckdb.connect(str(copy))
     try:
-        con.execute(GATE_ROWS)
+        con.execute(sql)
     finally:
         con.close()
     return copy
+
+
+def gated_copy(world: Path, folder: Path) -> Path:
+    """A copy of a built world whose gate_results holds verdicts (one blocking, one earlier run)."""
+    return _copy_with(world, folder, GATE_ROWS)
+
+
+RUN_ROWS = """
+    insert into run_comparison by name
+    select task, query_set, model_id, arm, metric, slice, slice_value,
+        'run' as compared_by, c.comparison, c.baseline as baseline_cohort,
+        c.candidate as candidate_cohort, c.baseline as baseline_run_id,
+        c.candidate as candidate_run_id, 'r1' as baseline_revision, 'r1' as candidate_revision,
+        n_pairs as n_units, n_pairs as n_baseline_pairs, n_pairs as n_candidate_pairs,
+        true as paired, degradation_pct - c.step as baseline_rate,
+        degradation_pct as candidate_rate, c.step as change, c.step - 4 as change_ci_low,
+        c.step + 4 as change_ci_high, 0.01 as p_value, 'mcnemar_exact' as test,
+        case when c.step > 4 then 'regressed' else 'unchanged' end as flag,
+        'CI above 0: regressed' as flag_rule, null as reason
+    from degradation, (values
+        ('previous', 'run-a', 'run-b', 1.0),
+        ('previous', 'run-b', 'run-c', 6.5),
+        ('pinned', 'run-a', 'run-c', 7.5)
+    ) as c(comparison, baseline, candidate, step)
+    where task = 'text' and model_id = 'm-small' and arm = 'baseline' and n_pairs > 0
+        and slice in ('overall', 'disability')
+"""
+
+
+def compared_copy(world: Path, folder: Path) -> Path:
+    """A copy of a built world in which m-small's baseline arm has three runs: run_comparison
+    compares each with the previous one, and the last with a pinned baseline."""
+    return _copy_with(world, folder, RUN_ROWS)
+
+
+def test_a_target_with_two_runs_gets_the_run_to_run_changes(report_world, rendered, tmp_path):
+    """Without gates: the change of each measure from the previous run to the latest, read from
+    run_comparison, with display names; absent when no target has two runs."""
+    wh = Warehouse(report_world)
+    try:
+        assert wh.rows("run_comparison", {"compared_by": "run"}).empty
+    finally:
+        wh.con.close()
+    assert 'id="runs"' not in rendered.index.read_text()
+    copy = compared_copy(report_world, tmp_path / "world")
+    out = render_report(copy, tmp_path / "compared")
+    html = out.index.read_text()
+    assert 'id="gates"' not in html
+    runs = html[html.index('id="runs"') : html.index('id="headline"')]
+    assert (
+        "run-b to run-c" in runs and "run-a to run-b" not in runs and "run-a to run-c" not in runs
+    )
+    wh = Warehouse(copy)
+    try:
+        checked = check_figures([out.index], wh)
+        expected = wh.con.execute(
+            "select metric, display_name from run_comparison left join stg_seeds__metrics "
+            "using (metric) where candidate_run_id = 'run-c' and comparison = 'previous' "
+            "and slice = 'overall'"
+        ).df()
+    finally:
+        wh.con.close()
+    # previous, latest, change, its interval, p and pairs of each overall row
+    assert checked["run_comparison"] == 6 * len(expected) > 0
+    keys = parse(out.index).keys
+    printed = [
+        keys[int(k)]
+        for k in re.findall(r'data-src="run_comparison" data-col="change" data-k="(\d+)"', runs)
+    ]
+    assert sorted(k["metric"] for k in printed) == sorted(expected.metric)
+    assert {k["candidate_cohort"] for k in printed} == {"run-c"}
+    headers = re.findall(r'<th scope="row"(?: title="([^"]*)")?>([^<]*)</th>', runs)
+    assert set(expected.metric) <= {title or text for title, text in headers}
+    for r in expected.itertuples():
+        if isinstance(r.display_name, str) and r.display_name != r.metric:
+            assert (r.metric, r.display_name) in headers, (r.metric, headers)
 
 
 def test_gate_verdicts_open_the_report_only_when_gate_results_has_rows(
@@ -451,28 +637,47 @@ def test_a_missing_or_unbuilt_warehouse_is_one_clear_error(tmp_path, capsys):
     assert "has no mart `degradation`" in capsys.readouterr().err
 
 
-def test_the_audit_flow_task_renders_the_report_and_links_it_to_the_run(report_world, tmp_path):
+def test_the_audit_flow_task_renders_the_report_and_puts_the_headline_on_the_run(
+    report_world, tmp_path
+):
+    """The Prefect API holds, on the flow run, the headline as a table (the terminal's rows)
+    and a page naming the commands that open the viewer and the report (no file:// link)."""
     from prefect import flow
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 
     from ableaudit.audit import tasks
+    from ableaudit.report.headline_table import COLUMNS, headline_rows
 
     copy = tmp_path / "published" / report_world.name
     copy.parent.mkdir()
     shutil.copy(report_world, copy)
 
     @flow(name="render-report-wiring")
-    def wiring(published: str) -> str:
-        return tasks.render_report(published)
+    def wiring(published: str) -> tuple[str, str]:
+        from prefect.runtime import flow_run
 
-    index = Path(wiring(str(copy)))
+        return tasks.render_report(published), flow_run.id
+
+    index, run_id = wiring(str(copy))
+    index = Path(index)
     assert index == copy.parent / copy.stem / "report" / "index.html" and index.is_file()
     with get_client(sync_client=True) as client:
-        links = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["audit-report"]))
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
         )
-    assert any(index.as_uri() in (a.data or "") for a in links), [a.data for a in links]
+    by_key = {a.key: a for a in found}
+    assert set(by_key) == {"audit-headline", "audit-report"}, [a.key for a in found]
+    table = by_key["audit-headline"]
+    assert table.type == "table"
+    rows = headline_rows(copy)
+    assert len(rows) > 1
+    assert json.loads(table.data) == [dict(zip(COLUMNS, row)) for row in rows]
+    page = by_key["audit-report"]
+    assert page.type == "markdown" and "file://" not in page.data
+    assert f"`ableaudit view --warehouse {copy}`" in page.data and f"`{index}`" in page.data
+    for row in rows:  # the key figures: every headline row, as a row of the page's table
+        assert "| " + " | ".join(row) + " |" in page.data
 
 
 def test_build_renders_the_report_beside_the_published_copy(

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from ableaudit.audit.flow import audit as audit_flow
-from ableaudit.cli.main import EXIT_INCOMPLETE, EXIT_USAGE, main
+from ableaudit.cli.audit import EXIT_INCOMPLETE
+from ableaudit.cli.main import EXIT_USAGE, main
 from ableaudit.warehouse import connect
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
 from tests.fixtures.warehouse import imported_row, land

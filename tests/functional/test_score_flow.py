@@ -18,7 +18,7 @@ from ableaudit.dbt.runner import run_dbt
 from ableaudit.scorers.registry import LONG_MODEL, registered
 from ableaudit.scoring import texts
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import history
+from ableaudit.warehouse.forgetting import history
 from tests.fixtures.warehouse import land, read, response, synthetic_generations
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]

@@ -1042,7 +1042,10 @@ REASONED = {  # mart -> (reason column, statistics that must never be NULL witho
         ],
     ),
     "model_comparison": ("reason", ["anova_f", "anova_p"]),
-    "heterogeneity": ("reason", ["statistic", "p_value", "gap_pct", "gap_ci_low", "gap_ci_high"]),
+    "heterogeneity": (
+        "reason",
+        ["statistic", "p_value", "gap_pct", "gap_ci_low", "gap_ci_high", "min_detectable_gap_pct"],
+    ),
     "threshold_sensitivity": ("reason", ["degradation_pct", "improvement_pct", "sign_test_p"]),
     "scaling": ("reason", ["spearman_rho", "spearman_p"]),
     "agreement": ("reason", ["accuracy", "spearman_rho", "spearman_p", "cohen_kappa"]),
@@ -1231,6 +1234,115 @@ def test_degradation_rate_interval_equals_statsmodels_wilson(built):
     assert np.allclose(counted.degradation_ci_high_pct, 100 * high, atol=1e-9)
 
 
+def _cluster_interval(flags: pd.Series, queries: pd.Series) -> dict:
+    """The rate interval that counts each query once, from statsmodels: the cluster-robust
+    variance of the share (OLS on a constant, cov_type='cluster'), the design effect over the
+    binomial variance, and statsmodels' Wilson interval at the effective number of pairs with
+    Student's t at queries - 1 degrees of freedom; Wilson's where every query gives one pair."""
+    import statsmodels.api as sm
+    from statsmodels.stats.proportion import proportion_confint
+
+    y = flags.to_numpy(dtype=float)
+    n, x, k = len(y), y.sum(), queries.nunique()
+    if queries.value_counts().max() == 1:
+        low, high = proportion_confint(x, n, alpha=0.05, method="wilson")
+        return dict(method="wilson", deff=1.0, low=100 * low, high=100 * high)
+    if k < 2:
+        return dict(method="one_query", deff=np.nan, low=np.nan, high=np.nan)
+    p = x / n
+    codes = pd.factorize(queries)[0]
+    robust = sm.OLS(y, np.ones((n, 1))).fit(cov_type="cluster", cov_kwds={"groups": codes})
+    v = float(robust.bse[0] ** 2)
+    deff = 1.0 if p in (0.0, 1.0) or v <= 0 else max(1.0, v * n / (p * (1 - p)))
+    n_eff = n / deff
+    alpha = 2 * stats.norm.sf(stats.t.ppf(0.975, k - 1))
+    low, high = proportion_confint(p * n_eff, n_eff, alpha=alpha, method="wilson")
+    return dict(method="wilson_design_effect", deff=deff, low=100 * low, high=100 * high, v=v)
+
+
+def _check_rate_intervals(mart: pd.DataFrame, flags: pd.DataFrame, key: list[str], rate: str):
+    """Every row of `mart` against _cluster_interval of its slice's flags, and vs_overall."""
+    import statsmodels.api as sm
+
+    sliced = {
+        "overall": lambda g, v: g,
+        "domain": lambda g, v: g[g.domain == v],
+        "disability": lambda g, v: g[g.disability_id == v],
+        "domain_disability": lambda g, v: g[g.domain + "|" + g.disability_id == v],
+    }
+    methods, gee_checked = set(), 0
+    for group, g in flags.groupby(key):
+        rows = mart.set_index(key).loc[group]
+        overall = rows[rows.slice == "overall"][rate].item()
+        for r in rows.itertuples():
+            f = sliced[r.slice](g, r.slice_value)
+            if f.empty:
+                continue
+            e = _cluster_interval(f.flag, f.query_id)
+            methods.add(e["method"])
+            assert r.rate_ci_method == e["method"], (group, r.slice, r.slice_value)
+            close(
+                [r.design_effect, r.rate_ci_low_pct, r.rate_ci_high_pct],
+                [e["deff"], e["low"], e["high"]],
+                (group, r.slice, r.slice_value),
+                atol=1e-9,
+            )
+            if "v" in e and 0 < f.flag.mean() < 1 and gee_checked < 20:
+                # GEE with an independence working correlation: the same sandwich variance,
+                # without the k / (k - 1) small-sample factor
+                k = f.query_id.nunique()
+                gee = sm.GEE(
+                    f.flag.to_numpy(dtype=float),
+                    np.ones((len(f), 1)),
+                    groups=pd.factorize(f.query_id)[0],
+                    family=sm.families.Gaussian(),
+                    cov_struct=sm.cov_struct.Independence(),
+                ).fit()
+                close(gee.bse[0] ** 2 * k / (k - 1), e["v"], "GEE", rtol=1e-6)
+                gee_checked += 1
+            if r.slice == "overall" or np.isnan(e["low"]):
+                assert r.vs_overall is None or r.vs_overall != r.vs_overall
+            else:
+                expected = (
+                    "above" if e["low"] > overall else "below" if e["high"] < overall else "within"
+                )
+                assert r.vs_overall == expected, (group, r.slice, r.slice_value)
+    return methods, gee_checked
+
+
+def test_rate_intervals_count_each_query_once_as_statsmodels_does(built):
+    """degradation's and interpretive_shift's rate_ci_*: Wilson's where each query gives one pair,
+    the design-effect Wilson interval (statsmodels' cluster-robust variance, checked against GEE
+    too) with Student's t where a query gives several; vs_overall from those intervals."""
+    deg = read(built, "select * from degradation where metric in ('vader', 'verbosity')")
+    flags = read(
+        built,
+        "select model_id, metric, domain, disability_id, query_id, degraded::int as flag "
+        "from int_pair_scores where included and metric in ('vader', 'verbosity')",
+    )
+    methods, gee_checked = _check_rate_intervals(
+        deg, flags, ["model_id", "metric"], "degradation_pct"
+    )
+    assert methods == {"wilson", "wilson_design_effect"} and gee_checked >= 10
+    # the overall and domain slices pool nine pairs per neutral answer: wider than Wilson's
+    pooled = deg[deg.slice.isin(["overall", "domain"]) & (deg.n_pairs > 9)]
+    assert (pooled.rate_ci_method == "wilson_design_effect").all()
+    assert (pooled.rate_ci_high_pct - pooled.rate_ci_low_pct).sum() > (
+        pooled.degradation_ci_high_pct - pooled.degradation_ci_low_pct
+    ).sum()
+    assert (pooled.design_effect > 1).any() and set(deg.vs_overall.dropna()) >= {"within"}
+    shift = read(built, "select * from interpretive_shift")
+    labels = read(
+        built,
+        "select model_id, judge_name, domain, disability_id, query_id, interpret = 'Yes' as flag "
+        "from int_pair_judgments where included",
+    ).assign(dimension="interpret")
+    methods, _ = _check_rate_intervals(
+        shift[shift.dimension == "interpret"], labels, ["model_id", "judge_name"], "yes_pct"
+    )
+    assert "wilson_design_effect" in methods
+
+
 def test_heterogeneity_equals_cochrans_q_and_f_oneway(built):
     """Across categories Cochran's Q on neutral-answer blocks; across domains an ANOVA of
     per-query rates; the worst and best levels and the gap from pandas."""
@@ -1243,7 +1355,7 @@ def test_heterogeneity_equals_cochrans_q_and_f_oneway(built):
         "degraded::int as degraded from int_pair_scores where included and degraded is not null",
     )
     assert len(mart) == 2 * flags.groupby(["model_id", "metric"]).ngroups
-    tested = 0
+    tested = mde_tested = 0
     for (model, metric), g in flags.groupby(["model_id", "metric"]):
         cat = mart.loc[(model, metric, "disability")]
         blocks = g.pivot_table(
@@ -1272,4 +1384,27 @@ def test_heterogeneity_equals_cochrans_q_and_f_oneway(built):
             close(row.gap_pct, by_level.max() - by_level.min(), (model, metric, factor))
             assert by_level[row.worst_level] == by_level.max()
             assert row.gap_ci_low <= row.gap_pct <= row.gap_ci_high or np.isnan(row.gap_ci_low)
-    assert tested >= 2
+            # the smallest detectable gap has 80 % power by scipy's noncentral t
+            rates = (
+                g[g[col].isin([row.worst_level, row.best_level])]
+                .groupby(["query_id", col])
+                .degraded.mean()
+                .unstack(col)
+            )
+            if factor == "disability":
+                d = (rates[row.worst_level] - rates[row.best_level]).dropna()
+                df, sd, scale = len(d) - 1, d.std(ddof=1), np.sqrt(len(d))
+            else:
+                a, b = rates[row.worst_level].dropna(), rates[row.best_level].dropna()
+                df = len(a) + len(b) - 2
+                sd = np.sqrt((((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()) / df)
+                scale = np.sqrt(len(a) * len(b) / (len(a) + len(b)))
+            if np.isnan(row.min_detectable_gap_pct):
+                assert "min_detectable_gap" in row.reason
+                continue
+            nc = row.min_detectable_gap_pct / 100 / sd * scale
+            crit = stats.t.ppf(0.975, df)
+            power = stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
+            assert power == pytest.approx(0.8, abs=1e-4), (model, metric, factor)
+            mde_tested += 1
+    assert tested >= 2 and mde_tested >= 4

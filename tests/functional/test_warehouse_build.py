@@ -22,7 +22,8 @@ import textstat
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.dbt.runner import DbtError, run_dbt
-from ableaudit.scorers.registry import LONG_MODEL, registered
+from ableaudit.scorers.pair_registry import registered_pairs
+from ableaudit.scorers.registry import LONG_MODEL, MASKED_MODEL, registered
 from ableaudit.warehouse import connect
 from ableaudit.warehouse.publish import mart_names, parquet_glob, publish
 from tests.fixtures.warehouse import (
@@ -179,12 +180,14 @@ def test_each_text_is_scored_once(built):
 
 
 def test_the_registry_is_the_one_source_of_the_scorers_metrics(built):
-    """Every registered metric, and nothing else but the seed's judge_score, is a metric of
-    the warehouse, with its declared direction, and has scores and pair_details columns."""
+    """Every registered metric (per-text and pair scorers), and nothing else but the seed's
+    judge_score, is a metric of the warehouse, with its declared direction, and has scores
+    and pair_details columns."""
     declared = {name: e.metric for name, e in registered().items() if e.metric}
+    paired = {name: e.metric for name, e in registered_pairs().items()}
     metrics = read(built, "select * from stg_seeds__metrics").set_index("metric")
-    assert set(metrics.index) == set(declared) | {"judge_score"}
-    for name, metric in declared.items():
+    assert set(metrics.index) == set(declared) | set(paired) | {"judge_score"}
+    for name, metric in (declared | paired).items():
         row = metrics.loc[name]
         assert (row.direction, row.display_name, row.truncated_pairs) == (
             metric.direction,
@@ -195,10 +198,15 @@ def test_the_registry_is_the_one_source_of_the_scorers_metrics(built):
         built,
         "select distinct metric from int_generation_scores where not metric like 'judge_score:%'",
     )
-    assert set(scored.metric) == set(declared)
+    masked = read(built, "select distinct metric from int_generation_masked_scores")
+    assert set(scored.metric) == {n for n in declared if registered()[n].model != MASKED_MODEL}
+    assert set(masked.metric) == {n for n in declared if registered()[n].model == MASKED_MODEL}
+    assert {"vader_masked", "regard_masked"} <= set(masked.metric)
     columns = set(read(built, "select * from pair_details limit 0").columns)
-    assert {f"neutral_{name}" for name in declared} <= columns
-    assert {f"{name}_degraded" for name in declared} <= columns
+    assert {f"neutral_{name}" for name in declared | paired} <= columns
+    assert {f"{name}_degraded" for name in declared | paired} <= columns
+    pair_rows = read(built, "select distinct metric from int_pair_scores")
+    assert set(paired) <= set(pair_rows.metric)
 
 
 def test_publish_makes_a_read_only_copy_and_parquet(built, tmp_path):

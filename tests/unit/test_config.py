@@ -1,15 +1,9 @@
 import pytest
 
 from ableaudit import PROJECT_ROOT as ROOT
-from ableaudit.config import (
-    PAPER_MAX_NEW_TOKENS,
-    PAPER_SYSTEM_PROMPT,
-    PAPER_TEMPERATURE,
-    ConfigError,
-    load_config,
-    parse_config,
-)
+from ableaudit.config import ConfigError, load_config, parse_config
 from ableaudit.keys import model_fingerprint, resolve_builtin
+from ableaudit.target import PAPER_MAX_NEW_TOKENS, PAPER_SYSTEM_PROMPT, PAPER_TEMPERATURE
 
 
 def test_default_config_is_valid_and_uses_the_paper_prompt():
@@ -394,3 +388,25 @@ def test_a_bad_task_runner_names_the_field_and_the_fix(block, fragment):
     with pytest.raises(ConfigError) as err:
         parse_config({**ONE_TARGET, "task_runner": block}, "test.yaml")
     assert fragment in str(err.value) and "test.yaml" in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["audit", "queryset", "gates"])
+def test_a_yaml_error_names_the_file_and_the_line(tmp_path, capsys, kind):
+    """The message names the file, the line and the column, never the parser's
+    "<unicode string>"; through the command line it is one message, exit status 2."""
+    from ableaudit.cli.main import main
+    from ableaudit.gates.rules import GateFileError, load_gates
+    from ableaudit.queryset.config import load_build_config
+
+    bad = tmp_path / "bad config.yaml"
+    bad.write_text("targets:\n  - name: x\n   backend: openai\n")
+    load = {"audit": load_config, "queryset": load_build_config, "gates": load_gates}[kind]
+    with pytest.raises((ConfigError, GateFileError)) as caught:
+        load(bad)
+    message = str(caught.value)
+    assert str(bad) in message and "line 3, column 4" in message, message
+    assert "unicode string" not in message
+    if kind == "audit":
+        assert main(["audit", "--config", str(bad), "--warehouse", str(tmp_path / "w")]) == 2
+        err = capsys.readouterr().err
+        assert str(bad) in err and "line 3" in err and "unicode string" not in err

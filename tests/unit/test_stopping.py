@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -96,3 +97,98 @@ def test_sigterm_after_ctrl_c_outside_generation_ends_with_143():
     assert done.returncode == 143
     assert "first [2]" in done.stdout and "not reached" not in done.stdout
     assert "Traceback" not in done.stderr and "SIGTERM again: stopped at once." in done.stderr
+
+
+@pytest.mark.parametrize("stop", ["stop_on_signals(print)", "second_signal_exits()"])
+def test_a_second_signal_ends_the_process_while_the_main_thread_is_in_native_code(stop):
+    """Python runs a handler in the main thread only between two steps of Python code: here the
+    main thread is in one call of native code that holds no lock on the interpreter and never
+    looks at signals (PBKDF2 over a billion rounds, minutes), as it may be in DuckDB closing the
+    warehouse or a library's native loop. The second signal still ends the process at once."""
+    code = textwrap.dedent(
+        f"""
+        import hashlib, os, signal, sys, threading, time
+        from ableaudit import stopping
+        with stopping.{stop}:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+            print("first", flush=True)
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            hashlib.pbkdf2_hmac("sha256", b"key", b"salt", 10**9)
+            print("not reached", flush=True)
+        """
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - started
+    assert done.returncode == 143, done.stderr[-3000:]
+    assert "first" in done.stdout and "not reached" not in done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ableaudit: SIGTERM again: stopped at once. What had landed stays landed."
+    )
+    assert took < 30, took  # the native call alone runs for minutes
+
+
+def test_a_stop_in_this_process_gives_back_the_signal_wakeup():
+    """After a stop and ``reset`` (a new audit in the same process, a test), the interpreter's
+    wakeup descriptor is what it was, and a signal no longer ends the process."""
+    stopping.reset()
+    before = signal.set_wakeup_fd(-1)
+    signal.set_wakeup_fd(before)
+    try:
+        with stopping.stop_on_signals(lambda _: None):
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stopping.requested() == signal.SIGINT
+            watching = signal.set_wakeup_fd(-1)
+            signal.set_wakeup_fd(watching)
+            assert watching not in (-1, before)  # the watch's pipe
+    finally:
+        stopping.reset()
+    assert signal.set_wakeup_fd(before) == before
+    received = []
+    previous = signal.signal(signal.SIGUSR1, lambda s, f: received.append(s))
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert received == [signal.SIGUSR1]
+
+
+@pytest.mark.parametrize("stop", ["stop_on_signals(print)", "second_signal_exits()"])
+def test_signals_another_thread_takes_end_the_process_while_the_main_thread_sleeps(stop):
+    """The kernel gives a process's signal to any of its threads; one that another thread takes
+    does not wake a main thread asleep in a wait (dbt's, for its next node), and Python would
+    run no handler until the wait ends. Two such signals still end the process at once."""
+    code = textwrap.dedent(
+        f"""
+        import os, signal, threading, time
+        from ableaudit import stopping
+
+        def send():
+            time.sleep(0.5)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+            time.sleep(0.5)
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+        with stopping.{stop}:
+            threading.Thread(target=send).start()
+            print("asleep", flush=True)
+            threading.Event().wait(300)
+            print("not reached", flush=True)
+        """
+    )
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - started
+    assert done.returncode == 143, done.stderr[-3000:]
+    assert "asleep" in done.stdout and "not reached" not in done.stdout
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ableaudit: SIGTERM again: stopped at once. What had landed stays landed."
+    )
+    assert took < 60, took  # the wait alone lasts 300 s

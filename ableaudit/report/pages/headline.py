@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from ableaudit.report import format as fmt
+from ableaudit.report.pages.scorer_bias import masked_blocks
+from ableaudit.report.pages.shaded import heterogeneity_table
 from ableaudit.report.records import (
     Paragraph,
     Section,
@@ -16,7 +18,6 @@ from ableaudit.report.tables import (
     data_statement,
     grouped,
     key_of,
-    metric_label,
 )
 
 
@@ -27,10 +28,12 @@ def headline(ctx: Context) -> Section:
         "Headline: how often is the disability-aware answer worse?",
         "Per model, arm and metric: the share of pairs whose disability-aware answer scores worse than "
         "the neutral one, with the shift in the metric's own units, its 95 % interval and whether it "
-        "is significant after Holm's correction.",
+        "is significant after Holm's correction; then whether the disability categories differ, the worst one's "
+        "gap to the best with its interval and the smallest gap the audit could detect.",
     )
     deg = m.frame("degradation", "slice = 'overall'", "task, query_set, model_id, arm, metric")
     sig = m.frame("significance", "slice = 'overall'")
+    het = m.frame("heterogeneity")
     if deg.empty:
         section.empty = (
             "The degradation mart is empty: land generations (an audit or `ableaudit import responses`) "
@@ -40,8 +43,10 @@ def headline(ctx: Context) -> Section:
     section.data_statement = data_statement(m, "degradation", {"slice": "overall"})
     section.blocks.append(
         Paragraph(
-            "Each rate carries its 95 % Wilson interval (degradation mart, pairs taken as independent); the shift's "
-            "interval is the bootstrap interval of the mean shift (significance mart), resampling whole queries. "
+            "Each rate carries its 95 % interval counting each query once (degradation mart, rate_ci_low_pct and "
+            "rate_ci_high_pct: Wilson's at the effective number of pairs where a query's pairs share its neutral "
+            "answer); the shift's interval is the bootstrap interval of the mean shift (significance mart), "
+            "resampling whole queries. "
             "'Significant' means "
             f"Holm-adjusted p < {ALPHA} for the t-test of the per-query mean shifts (each query counts once, "
             "however many pairs share its neutral answer) AND a shift interval that excludes 0 "
@@ -74,20 +79,22 @@ def headline(ctx: Context) -> Section:
                 [
                     fmt.row_header(r.model_id),
                     fmt.row_header(r.arm),
-                    fmt.row_header(metric_label(r.metric)),
+                    fmt.row_header(ctx.names.metric(r.metric)),
                     fmt.shaded(
                         fmt.pct(r.degradation_pct),
                         r.degradation_pct,
                         src("degradation_pct"),
-                        colour=fmt.rate_colour(r.degradation_pct),
+                        # not shaded: rates of different models and metrics are not ranked by colour
+                        # (the shaded tables shade a slice only against its model's overall rate)
+                        colour=None,
                         href=ctx.link(task, query_set, r.model_id, arm=r.arm),
-                        link_label=f"{r.model_id}, {r.arm}, {metric_label(r.metric)}: {fmt.pct(r.degradation_pct)} % "
-                        f"of {fmt.count(r.n_pairs)} pairs degraded; show the pairs",
+                        link_label=f"{fmt.pct(r.degradation_pct)}: {r.model_id}, {r.arm}, {ctx.names.metric(r.metric)}, "
+                        f"{fmt.pct(r.degradation_pct)} % of {fmt.count(r.n_pairs)} pairs degraded; show the pairs",
                     ),
                     ci_cell(
                         r,
-                        "degradation_ci_low_pct",
-                        "degradation_ci_high_pct",
+                        "rate_ci_low_pct",
+                        "rate_ci_high_pct",
                         "degradation",
                         k,
                         1,
@@ -116,7 +123,7 @@ def headline(ctx: Context) -> Section:
         note = None
         if empty_metrics:
             note = (
-                f"No pair was counted for {', '.join(map(metric_label, empty_metrics))}: every pair was excluded "
+                f"No pair was counted for {'; '.join(map(ctx.names.metric, empty_metrics))}: every pair was excluded "
                 "(see Trust: data quality for why)."
             )
         section.blocks.append(
@@ -138,9 +145,14 @@ def headline(ctx: Context) -> Section:
                 ],
                 rows=rows,
                 row_headers=3,
-                shaded=True,
-                legend=fmt.RATE_LEGEND,
                 note=note,
             )
         )
+        # do the disability categories differ? (mart heterogeneity; a block of its own)
+        differ = heterogeneity_table(
+            het, task, query_set, "disability", "disability", where="Headline: ", names=ctx.names
+        )
+        if differ is not None:
+            section.blocks.append(differ)
+    section.blocks += masked_blocks(ctx)
     return section

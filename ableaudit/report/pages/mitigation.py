@@ -16,7 +16,6 @@ from ableaudit.report.tables import (
     data_statement,
     grouped,
     key_of,
-    metric_label,
     ordered_arms,
 )
 
@@ -74,7 +73,7 @@ def mitigation(ctx: Context) -> Section:
                 "slice": "overall",
             }
             cells = [
-                fmt.row_header(metric_label(measure)),
+                fmt.row_header(ctx.names.metric(measure)),
                 fmt.fig(
                     fmt.pct(mg.iloc[0].baseline_rate_pct),
                     Source("mitigation_effect", "baseline_rate_pct", base_key, "distinct"),
@@ -109,7 +108,7 @@ def mitigation(ctx: Context) -> Section:
                         Source("mitigation_effect", "change_pct", k),
                         colour=fmt.change_colour(r.change_pct),
                         href=ctx.link(task, query_set, model),
-                        link_label=f"{model}, {arm} against baseline, {metric_label(measure)}: "
+                        link_label=f"{model}, {arm} against baseline, {ctx.names.metric(measure)}: "
                         f"{fmt.signed(r.change_pct, 1)} points, {r.direction}; show the pairs",
                         note=_direction(r.direction),
                     ),

@@ -8,7 +8,7 @@ from ableaudit.report.records import (
     Source,
     Table,
 )
-from ableaudit.report.tables import Context, data_statement, grouped, key_of, metric_label
+from ableaudit.report.tables import Context, data_statement, grouped, key_of
 
 
 def robustness(ctx: Context) -> Section:
@@ -41,7 +41,7 @@ def robustness(ctx: Context) -> Section:
             cells = [
                 fmt.row_header(model),
                 fmt.row_header(arm),
-                fmt.row_header(metric_label(measure)),
+                fmt.row_header(ctx.names.metric(measure)),
             ]
             for t, s in runs:
                 r = idx.get((model, arm, measure, t, s))

@@ -15,7 +15,6 @@ from ableaudit.report.tables import (
     data_statement,
     grouped,
     key_of,
-    metric_label,
     reference_arm,
 )
 
@@ -44,7 +43,7 @@ def scaling(ctx: Context) -> Section:
             [
                 fmt.row_header(r.task),
                 fmt.row_header(r.arm),
-                fmt.row_header(metric_label(r.metric)),
+                fmt.row_header(ctx.names.metric(r.metric)),
                 fmt.fig(fmt.count(r.n_models), Source("scaling", "n_models", k)),
                 fmt.fig(
                     fmt.count(r.n_models_without_size),
@@ -66,7 +65,7 @@ def scaling(ctx: Context) -> Section:
             if pts.empty:
                 continue
             series = {
-                metric_label(metric): [
+                ctx.names.metric(metric): [
                     (r.model_id, float(r.params_b), float(r.degradation_pct))
                     for r in x.itertuples()
                 ]
@@ -74,7 +73,7 @@ def scaling(ctx: Context) -> Section:
             }
             chart_rows = [
                 [
-                    fmt.row_header(metric_label(r.metric)),
+                    fmt.row_header(ctx.names.metric(r.metric)),
                     fmt.row_header(r.model_id),
                     fmt.fig(
                         fmt.number(r.params_b, 1),

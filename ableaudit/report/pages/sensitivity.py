@@ -16,7 +16,6 @@ from ableaudit.report.tables import (
     data_statement,
     grouped,
     key_of,
-    metric_label,
     reference_arm,
 )
 
@@ -47,7 +46,7 @@ def sensitivity(ctx: Context) -> Section:
             cells = [
                 fmt.row_header(model),
                 fmt.row_header(arm),
-                fmt.row_header(metric_label(metric)),
+                fmt.row_header(ctx.names.metric(metric)),
             ]
             for t in thresholds:
                 r = idx.get((model, arm, metric, t))
@@ -83,7 +82,7 @@ def sensitivity(ctx: Context) -> Section:
                 for (model,), x in grouped(mg, ["model_id"])
             }
             chart_table = Table(
-                caption=f"Data of the chart: degradation rate (%) by threshold, {metric_label(metric[0])}, arm {arm}",
+                caption=f"Data of the chart: degradation rate (%) by threshold, {ctx.names.metric(metric[0])}, arm {arm}",
                 columns=["Model", *[fmt.threshold(t) for t in thresholds]],
                 rows=[
                     [fmt.row_header(model)]
@@ -107,9 +106,7 @@ def sensitivity(ctx: Context) -> Section:
                 ],
             )
             cid = ctx.next_id()
-            title = (
-                f"Degradation rate against threshold: {metric_label(metric[0])} ({task}, arm {arm})"
-            )
+            title = f"Degradation rate against threshold: {ctx.names.metric(metric[0])} ({task}, arm {arm})"
             summary = (
                 f"Lines of the degradation rate in % (vertical axis, 0 to 100) against the threshold "
                 f"(horizontal axis) for {len(series)} models"

@@ -16,6 +16,7 @@ from ableaudit.report.records import (
 )
 from ableaudit.report.tables import (
     Context,
+    Names,
     ci_cell,
     data_statement,
     grouped,
@@ -25,7 +26,10 @@ from ableaudit.report.tables import (
 )
 
 
-def significance_rows(sig: pd.DataFrame) -> list[list[Cell]]:
+def significance_rows(sig: pd.DataFrame, names: Names | None = None) -> list[list[Cell]]:
+    """The rows of significance tables, metrics and disabilities by display name with ``names``."""
+    label = names.metric if names else metric_label
+    disability = names.disability if names else str
     rows = []
     for r in sig.itertuples():
         k = key_of(
@@ -36,8 +40,14 @@ def significance_rows(sig: pd.DataFrame) -> list[list[Cell]]:
             [
                 fmt.row_header(r.model_id),
                 fmt.row_header(r.arm),
-                fmt.row_header(metric_label(r.metric)),
-                fmt.row_header(r.slice if r.slice == "overall" else f"{r.slice} {r.slice_value}"),
+                fmt.row_header(label(r.metric)),
+                fmt.row_header(
+                    r.slice
+                    if r.slice == "overall"
+                    else f"disability {disability(r.slice_value)}"
+                    if r.slice == "disability"
+                    else f"{r.slice} {r.slice_value}"
+                ),
                 fmt.fig(fmt.count(r.n_pairs), src("n_pairs")),
                 fmt.fig(fmt.number(r.mean_neutral, 3), src("mean_neutral")),
                 fmt.fig(fmt.number(r.mean_disability, 3), src("mean_disability")),
@@ -108,7 +118,7 @@ def significance(ctx: Context) -> Section:
                 for r in mg.itertuples()
             ]
             cid = ctx.next_id()
-            title = f"Mean shift with 95 % interval: {metric_label(metric)} ({task}, arm {arm})"
+            title = f"Mean shift with 95 % interval: {ctx.names.metric(metric)} ({task}, arm {arm})"
             summary = (
                 f"For each of {len(rows)} models a dot at the mean shift (disability-aware minus neutral) and a "
                 "line for its 95 % bootstrap interval, with a vertical line at zero; the table after the chart "
@@ -117,14 +127,14 @@ def significance(ctx: Context) -> Section:
             section.blocks.append(
                 Chart(
                     charts.interval_chart(
-                        cid, title, summary, rows, f"shift in {metric_label(metric)} units"
+                        cid, title, summary, rows, f"shift in {ctx.names.metric(metric)} units"
                     ),
                     title,
                     summary,
                     Table(
                         f"Data of the chart: {title}",
                         SIG_COLUMNS,
-                        significance_rows(mg),
+                        significance_rows(mg, ctx.names),
                         row_headers=4,
                     ),
                 )
@@ -133,7 +143,7 @@ def significance(ctx: Context) -> Section:
             Table(
                 f"Paired tests, overall ({task}, {query_set})",
                 SIG_COLUMNS,
-                significance_rows(g),
+                significance_rows(g, ctx.names),
                 row_headers=4,
             )
         )
@@ -149,7 +159,7 @@ def significance(ctx: Context) -> Section:
                 [
                     fmt.row_header(r.task),
                     fmt.row_header(r.arm),
-                    fmt.row_header(metric_label(r.metric)),
+                    fmt.row_header(ctx.names.metric(r.metric)),
                     fmt.fig(fmt.count(r.k_models), Source("model_comparison", "k_models", k)),
                     fmt.fig(fmt.count(r.n_pairs), Source("model_comparison", "n_pairs", k)),
                     fmt.fig(fmt.number(r.anova_f), Source("model_comparison", "anova_f", k)),

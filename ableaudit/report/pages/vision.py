@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from ableaudit.report import charts
@@ -20,6 +22,7 @@ from ableaudit.report.tables import (
     Context,
     ci_cell,
     data_statement,
+    dimensions_in,
     grouped,
     key_of,
     metric_label,
@@ -53,14 +56,15 @@ def vision(ctx: Context) -> Section:
     if not shift.empty:
         for (query_set, judge), g in grouped(shift, ["query_set", "judge_name"]):
             idx = {(r.model_id, r.arm, r.slice_value, r.dimension): r for r in g.itertuples()}
+            dims = dimensions_in(g)
             rows = []
             for (model, arm, value), _ in grouped(g, ["model_id", "arm", "slice_value"]):
                 cells = [
                     fmt.row_header(model),
                     fmt.row_header(arm),
-                    fmt.row_header("all" if value == "all" else value),
+                    fmt.row_header("all" if value == "all" else ctx.names.disability(value)),
                 ]
-                for dim in DIMENSIONS:
+                for dim in dims:
                     r = idx.get((model, arm, value, dim))
                     if r is None:
                         cells += [fmt.label(fmt.NA), fmt.label(fmt.NA)]
@@ -79,14 +83,37 @@ def vision(ctx: Context) -> Section:
                         ],
                     )
                     filters = {} if value == "all" else {"disability": value}
+                    interval = fmt.interval(r.rate_ci_low_pct, r.rate_ci_high_pct, 1, sign=False)
+                    # a disability row is shaded only where its interval separates from the
+                    # model's overall rate (vs_overall); the overall row is that reference
+                    vs = None if value == "all" or fmt.missing(r.vs_overall) else r.vs_overall
                     cells += [
                         fmt.shaded(
                             fmt.pct(r.yes_pct),
                             r.yes_pct,
                             Source("interpretive_shift", "yes_pct", k),
-                            colour=fmt.rate_colour(r.yes_pct),
+                            colour=fmt.support_colour(vs),
                             href=ctx.link("vision", query_set, model, arm=arm, **filters),
-                            link_label=f"{model}, {arm}, {value}, {dim}: {fmt.pct(r.yes_pct)} % Yes; show the pairs",
+                            link_label=f"{fmt.pct(r.yes_pct)} {interval}: {model}, {arm}, {ctx.names.disability(value)}, {dim}: "
+                            f"{fmt.pct(r.yes_pct)} % Yes, 95 % interval {interval}"
+                            + (
+                                f", wholly {vs} the overall rate"
+                                if vs in ("above", "below")
+                                else ""
+                            )
+                            + "; show the pairs",
+                            note=vs if vs in ("above", "below") else None,
+                            more=(
+                                (
+                                    " ",
+                                    interval,
+                                    None  # one query gives every pair: 'n/a'
+                                    if interval == fmt.NA
+                                    else Source(
+                                        "interpretive_shift", "rate_ci_low_pct|rate_ci_high_pct", k
+                                    ),
+                                ),
+                            ),
                         ),
                         fmt.fig(
                             fmt.count(r.n_pairs_judged),
@@ -96,15 +123,20 @@ def vision(ctx: Context) -> Section:
                 rows.append(cells)
             section.blocks.append(
                 Table(
-                    f"Interpretive shift, stereotype, framing and abstention per model and disability: % of judged pairs "
-                    f"labelled Yes by {judge}, and pairs judged (vision, {query_set})",
-                    ["Model", "Arm", "Disability"]
-                    + [c for _ in DIMENSIONS for c in ("Yes %", "pairs")],
+                    (
+                        "Interpretive shift, stereotype, framing and abstention"
+                        if dims == list(DIMENSIONS)
+                        else f"The dimensions of {judge}"
+                    )
+                    + f" per model and disability: % of judged pairs labelled Yes by {judge} with its 95 % interval, and "
+                    f"pairs judged (vision, {query_set})",
+                    ["Model", "Arm", "Disability"] + [c for _ in dims for c in ("Yes %", "pairs")],
                     rows,
                     row_headers=3,
-                    column_groups=[("", 3)] + [(d, 2) for d in DIMENSIONS],
+                    column_groups=[("", 3)] + [(d, 2) for d in dims],
                     shaded=True,
-                    legend=fmt.RATE_LEGEND,
+                    legend=fmt.SUPPORT_LEGEND,
+                    scale="support",
                 )
             )
     if gb.empty:
@@ -146,9 +178,7 @@ def vision(ctx: Context) -> Section:
             if not pts:
                 continue
             cid = ctx.next_id()
-            title = (
-                f"Δ(Group − All) of {metric_label(measure)} with 95 % interval: {model}, arm {arm}"
-            )
+            title = f"Δ(Group − All) of {ctx.names.metric(measure)} with 95 % interval: {model}, arm {arm}"
             summary = (
                 f"For each of {len(pts)} groups of people pictured, a dot at the group's rate minus the rate over "
                 "all pictures, in percentage points, and a line for its 95 % cluster-bootstrap interval; "
@@ -159,27 +189,31 @@ def vision(ctx: Context) -> Section:
                     charts.interval_chart(cid, title, summary, pts, "percentage points"),
                     title,
                     summary,
-                    Table(f"Data of the chart: {title}", *_group_rows(mg, key_cols)),
+                    Table(
+                        f"Data of the chart: {title}", *_group_rows(mg, key_cols, ctx.names.metric)
+                    ),
                 )
             )
         section.blocks.append(
             Table(
                 f"Group bias of {model}, arm {arm} (vision, {query_set}): rate of each group "
                 "and its difference from all pictures, in points",
-                *_group_rows(g, key_cols),
+                *_group_rows(g, key_cols, ctx.names.metric),
             )
         )
     return section
 
 
-def _group_rows(g: pd.DataFrame, key_cols: list[str]) -> tuple[list[str], list[list[Cell]], int]:
+def _group_rows(
+    g: pd.DataFrame, key_cols: list[str], label: Callable[[str], str] = metric_label
+) -> tuple[list[str], list[list[Cell]], int]:
     rows = []
     for r in g.itertuples():
         k = key_of(r._asdict(), key_cols)
         src = lambda c, k=k: Source("group_bias", c, k)
         rows.append(
             [
-                fmt.row_header(metric_label(r.measure_id)),
+                fmt.row_header(label(r.measure_id)),
                 fmt.row_header(r.grouping),
                 fmt.row_header(r.group_value),
                 fmt.fig(fmt.count(r.n_pairs), src("n_pairs")),

@@ -1,5 +1,7 @@
 /* Filters for an evidence page: arm, domain, disability, outcome and free text; read from the address
-   (#arm=baseline&disability=vision) so a table cell opens its own pairs. No request, no animation. */
+   (#arm=baseline&disability=vision&metric=vader&outcome=degraded) so a table cell opens its own pairs:
+   a metric with outcome 'degraded' (or a judge dimension with 'yes') selects the outcome
+   'degraded:<metric>' ('yes:<dimension>:<judge>'). No request, no animation. */
 (function () {
   "use strict";
   var form = document.getElementById("filters");
@@ -31,6 +33,9 @@
     var hash = window.location.hash.slice(1);
     if (hash.indexOf("=") < 0) { apply(); return; }
     var params = new URLSearchParams(hash);
+    if (params.get("metric") && params.get("outcome")) {
+      params.set("outcome", params.get("outcome") + ":" + params.get("metric"));
+    }
     fields.forEach(function (name) {
       var field = form.elements[name];
       var value = params.get(name) || "";

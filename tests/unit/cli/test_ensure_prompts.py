@@ -3,16 +3,13 @@ are built from changed (the project's seeds and models, a query set landed since
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-import ableaudit.cli.main  # noqa: F401 - the module, reached through sys.modules below
+from ableaudit.cli import imports
 from ableaudit.dbt import prompts
 from ableaudit.warehouse import connect
-
-main = sys.modules["ableaudit.cli.main"]
 
 
 @pytest.fixture
@@ -48,9 +45,9 @@ def _builds(ran: list[list[str]]) -> int:
 
 def test_prompts_are_built_once_then_again_only_when_an_input_changed(tmp_path: Path, builds):
     wh = tmp_path / "ableaudit.duckdb"
-    main._ensure_prompts(wh)  # a fresh warehouse: built
+    imports._ensure_prompts(wh)  # a fresh warehouse: built
     assert builds == [["build", "--select", "resource_type:seed", "+int_prompts"]]
-    main._ensure_prompts(wh)  # nothing changed: skipped
+    imports._ensure_prompts(wh)  # nothing changed: skipped
     assert _builds(builds) == 1
     con = connect(wh)
     con.execute(
@@ -58,20 +55,20 @@ def test_prompts_are_built_once_then_again_only_when_an_input_changed(tmp_path: 
         "values ('mine', 'q1', 'education', 'Q?', 'x')"
     )
     con.close()
-    main._ensure_prompts(wh)  # a query set landed (`import queries`): built again
+    imports._ensure_prompts(wh)  # a query set landed (`import queries`): built again
     assert _builds(builds) == 2
-    main._ensure_prompts(wh)
+    imports._ensure_prompts(wh)
     assert _builds(builds) == 2
     con = connect(wh)
     con.execute("drop table main.int_prompts")
     con.close()
-    main._ensure_prompts(wh)  # the prompts are gone: built again
+    imports._ensure_prompts(wh)  # the prompts are gone: built again
     assert _builds(builds) == 3
 
 
 def test_a_changed_seed_or_another_warehouse_builds_again(tmp_path: Path, builds, monkeypatch):
     wh = tmp_path / "ableaudit.duckdb"
-    main._ensure_prompts(wh)
+    imports._ensure_prompts(wh)
     project = tmp_path / "project"
     (project / "seeds").mkdir(parents=True)
     (project / "seeds" / "disabilities.csv").write_text("disability_id\nhearing\n")
@@ -83,7 +80,7 @@ def test_a_changed_seed_or_another_warehouse_builds_again(tmp_path: Path, builds
     prompts.ensure_prompts(wh, project=project)
     assert _builds(builds) == 3
     other = tmp_path / "other" / "ableaudit.duckdb"
-    main._ensure_prompts(other)  # no stamp beside it
+    imports._ensure_prompts(other)  # no stamp beside it
     assert _builds(builds) == 4
 
 
@@ -92,7 +89,7 @@ def test_each_prompt_table_has_its_stamp_and_landed_images_build_the_vision_prom
 ):
     """An audit's text and vision prompts: each built once, and again when images land."""
     wh = tmp_path / "ableaudit.duckdb"
-    main._ensure_prompts(wh)
+    imports._ensure_prompts(wh)
     assert prompts.ensure_prompts(wh, "int_vision_prompts") is True
     assert builds[-1] == ["build", "--select", "resource_type:seed", "+int_vision_prompts"]
     assert prompts.ensure_prompts(wh, "int_vision_prompts") is False

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import duckdb
+
 from ableaudit.cli.main import main
 
 
 def test_a_bad_gates_file_is_one_message_listing_each_mistake(tmp_path, capsys):
+    duckdb.connect(str(tmp_path / "w.duckdb")).close()
     gates = tmp_path / "gates.yml"
     gates.write_text("rules:\n  - kind: degradation_maxx\n  - kind: judge_drop\n")
     code = main(["gate", "--warehouse", str(tmp_path / "w.duckdb"), "--gates", str(gates)])
@@ -16,6 +19,7 @@ def test_a_bad_gates_file_is_one_message_listing_each_mistake(tmp_path, capsys):
 
 
 def test_a_config_without_gates_says_what_to_add(tmp_path, capsys):
+    duckdb.connect(str(tmp_path / "w.duckdb")).close()
     config = tmp_path / "audit.yaml"
     config.write_text("targets:\n  - name: t\n    backend: openai\n    model: m\n")
     code = main(["gate", "--warehouse", str(tmp_path / "w.duckdb"), "--config", str(config)])

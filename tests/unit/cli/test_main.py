@@ -75,7 +75,7 @@ def test_a_broken_responses_file_is_named_before_the_prompts_are_built(
 
 
 def test_the_resume_hint_is_the_same_command_without_url_credentials():
-    from ableaudit.cli.main import _same_command
+    from ableaudit.cli.audit import _same_command
 
     argv = ["audit", "--config", "my audit.yaml", "--warehouse", "wh.duckdb"]
     assert _same_command(argparse.Namespace(argv=argv)) == (

@@ -38,8 +38,8 @@ def test_closure_follows_imports_into_the_package_and_names_the_libraries(tmp_pa
 
 def test_relative_imports_resolve_against_the_package():
     sources, _ = code.closure([code.module_file("ableaudit.backends.vllm_backend")])
-    # from ._common import ..., from .base import ..., from ..config import Target
-    assert {"ableaudit.backends._common", "ableaudit.backends.base", "ableaudit.config"} <= set(
+    # from ._common import ..., from .base import ..., from ..target import Target
+    assert {"ableaudit.backends._common", "ableaudit.backends.base", "ableaudit.target"} <= set(
         sources
     )
     package = code.module_file("ableaudit.stats")

@@ -58,6 +58,19 @@ def test_other_messages_are_reported_by_their_last_line():
     assert failure_detail("") == ""
 
 
+def test_a_macros_compilation_error_is_reported_by_its_message_not_the_macro_trace():
+    raised = (
+        "Compilation Error in model stg_registry__pair_scorers (models/staging/x.sql)\n"
+        "  var pair_metric_thresholds names 'cosine', which is no pair metric\n"
+        "  \n"
+        "  > in macro registered_pair_scorers (macros/registered_pair_scorers.sql)\n"
+        "  > called by model stg_registry__pair_scorers (models/staging/x.sql)"
+    )
+    assert failure_detail(raised) == (
+        "var pair_metric_thresholds names 'cosine', which is no pair metric"
+    )
+
+
 def test_a_failing_node_is_listed_with_its_message():
     error = _duckdb_error("select *\nfrom no_such_table")
     result = SimpleNamespace(

@@ -169,7 +169,10 @@ def test_interpretive_shift_holds_each_run_to_its_own_verdicts():
         rule(kind="interpretive_shift_max", max_pct=20, judge="k"), run_rates, RUNS
     )
     assert [r["verdict"] for r in one] == ["inconclusive", "inconclusive"]
-    assert "no contrastive-judge verdict on this run's answers from judge k" in one[0]["message"]
+    assert (
+        "no contrastive-judge verdict on interpret of this run's answers from judge k "
+        "(dimensions judged: framing, interpret)" in one[0]["message"]
+    )
 
 
 def test_regression_needs_a_baseline_and_reads_the_flag():

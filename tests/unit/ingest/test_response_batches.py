@@ -313,7 +313,7 @@ def _scratch(folder: Path) -> list[str]:
 def test_the_staged_rows_are_removed_whether_the_file_lands_fails_or_is_refused(
     prompted, tmp_path, monkeypatch
 ):
-    from ableaudit.warehouse import landing
+    from ableaudit.warehouse import batch_landing
 
     rows = _varied(40)
     path = tmp_path / "r.parquet"
@@ -325,18 +325,18 @@ def test_the_staged_rows_are_removed_whether_the_file_lands_fails_or_is_refused(
     # the landing transaction fails after its insert: nothing of the file stays
     pq.write_table(pa.Table.from_pylist(rows), path)
     staged: list[Path] = []
-    real = landing._land_staged
+    real = batch_landing._land_staged
 
     def failing(con, rows_file, *args):
         staged.append(rows_file)
         assert rows_file.parent.parent == prompted.parent and rows_file.exists()
-        monkeypatch.setattr(landing, "_settle", _boom)
+        monkeypatch.setattr(batch_landing, "_settle", _boom)
         return real(con, rows_file, *args)
 
     def _boom(*_):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(landing, "_land_staged", failing)
+    monkeypatch.setattr(batch_landing, "_land_staged", failing)
     with pytest.raises(OSError, match="disk gone"):
         import_responses(path, prompted, batch_rows=6)
     assert staged and not staged[0].exists()
@@ -358,10 +358,10 @@ def test_the_staged_rows_are_removed_whether_the_file_lands_fails_or_is_refused(
 def test_equal_answers_are_staged_side_by_side_and_each_row_group_holds_its_own(
     prompted, tmp_path, monkeypatch
 ):
-    from ableaudit.warehouse import landing
+    from ableaudit.warehouse import batch_landing
 
-    monkeypatch.setattr(landing, "STAGED_WINDOW_ROWS", 60)
-    monkeypatch.setattr(landing, "STAGED_GROUP_ROWS", 20)
+    monkeypatch.setattr(batch_landing, "STAGED_WINDOW_ROWS", 60)
+    monkeypatch.setattr(batch_landing, "STAGED_GROUP_ROWS", 20)
     rows = _varied(200)
     for i, r in enumerate(rows):  # 7 answers repeated, then distinct ones, shuffled
         r["response_text"] = f"answer {i % 7}" if i < 120 else f"distinct answer {i}"
@@ -369,13 +369,13 @@ def test_equal_answers_are_staged_side_by_side_and_each_row_group_holds_its_own(
     path = tmp_path / "r.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)  # one row group
     kept = tmp_path / "staged.parquet"
-    real = landing._land_staged
+    real = batch_landing._land_staged
 
     def keep(con, rows_file, *args):
         shutil.copy(rows_file, kept)
         return real(con, rows_file, *args)
 
-    monkeypatch.setattr(landing, "_land_staged", keep)
+    monkeypatch.setattr(batch_landing, "_land_staged", keep)
     report = import_responses(path, prompted, batch_rows=25)
     assert report.inserted == 200
     landed = sorted((r["sample_index"], r["response_text"]) for r in _landed(prompted))
@@ -429,7 +429,7 @@ def test_each_batch_of_a_row_group_encodes_its_own_answers(prompted, tmp_path, m
 
 
 def test_an_import_gives_back_the_settings_other_connections_to_the_file_share(prompted, tmp_path):
-    from ableaudit.warehouse.landing import IMPORT_SETTINGS
+    from ableaudit.warehouse.batch_landing import IMPORT_SETTINGS
 
     path = tmp_path / "r.parquet"
     pq.write_table(pa.Table.from_pylist(_varied(12)), path)

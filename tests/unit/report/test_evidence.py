@@ -98,6 +98,10 @@ def test_links_carry_the_cell_filters_and_point_at_a_pair_when_it_is_shown():
         links("text", "ableaudit", "m", arm="baseline", disability="vision")
         == "evidence/m.html#arm=baseline&disability=vision"
     )
+    assert (
+        links("text", "ableaudit", "m", disability="vision", metric="vader", outcome="degraded")
+        == "evidence/m.html#disability=vision&metric=vader&outcome=degraded"
+    )
     assert links("text", "ableaudit", "m") == "evidence/m.html"
     assert links("text", "ableaudit", "m", gen="a" * 64) == "evidence/m.html#g-" + "a" * 16
     assert (

@@ -77,11 +77,17 @@ def test_the_catalog_gives_every_scorer_its_declaration():
             entry.reads,
         )
         assert row["metric"] == (name if entry.metric else None)
+        assert row["masks"] == entry.masks
         assert row["direction"] == (entry.metric.direction if entry.metric else None)
     assert rows["readability"]["model"] == LONG_MODEL
     assert rows["readability"]["direction"] == "higher_is_better"
     assert rows["verbosity"]["truncated_pairs"] == "exclude"
     assert rows["refusal"]["metric"] is None
+    assert (rows["vader_masked"]["masks"], rows["vader_masked"]["model"]) == (
+        "vader",
+        "response_scores_masked",
+    )
+    assert rows["vader"]["masks"] is None
 
 
 def test_a_declaration_that_cannot_be_derived_is_refused():
@@ -91,6 +97,21 @@ def test_a_declaration_that_cannot_be_derived_is_refused():
         Scorer("x", "1", "x_fn", reads="image")
     with pytest.raises(ValueError, match="give it a model of its own"):
         Scorer("x", "1", "x_fn", returns="VARCHAR")
+    # a masked scorer names what it masks and takes the masked scorers' arguments
+    with pytest.raises(ValueError, match="names the scorer it masks"):
+        Scorer("x", "1", "x_fn", reads="response_text_and_mask")
+    with pytest.raises(ValueError, match="names the scorer it masks"):
+        Scorer("x", "1", "x_fn", masks="vader")
+    masked = registered()["vader_masked"]
+    assert (
+        Scorer(
+            "x",
+            "1",
+            "x_fn",
+            **{k: getattr(masked, k) for k in ("arguments", "returns", "model", "reads", "masks")},
+        ).masks
+        == "vader"
+    )
 
 
 def test_every_module_that_declares_a_scorer_is_registered():

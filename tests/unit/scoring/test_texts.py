@@ -13,7 +13,8 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 from ableaudit.scorers.registry import scorer_version
 from ableaudit.scoring import runners, texts
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import forget, history, land_text_scores
+from ableaudit.warehouse.forgetting import forget, history
+from ableaudit.warehouse.landing import land_text_scores
 from tests.fixtures.warehouse import land, read, synthetic_generations
 
 
@@ -115,6 +116,10 @@ def test_a_scorer_the_flow_cannot_score_or_a_runner_it_does_not_know_is_refused(
     with pytest.raises(texts.ScoringError, match="unknown scorer 'vadr'"):
         texts.check_scorers(["vadr"])
     assert texts.check_scorers(["vader", "vader", "refusal"]) == ["vader", "refusal"]
+    # a masked scorer reads a text with its pair's mask set: the build scores it
+    with pytest.raises(texts.ScoringError, match="'vader_masked'.*`ableaudit build`"):
+        texts.check_scorers(["vader_masked"])
+    assert "vader_masked" not in texts.default_scorers() + tuple(texts.scorer_models())
     with pytest.raises(runners.RunnerError, match="unknown task runner 'ray'.*thread"):
         runners.runner("ray")
     with pytest.raises(runners.RunnerError, match="Dask scheduler"):

@@ -117,6 +117,11 @@ def test_degenerate_inputs_have_reasons():
     assert "every outcome the same" in out.loc["disability", "reason"]
     assert out.loc["domain", "statistic"] != out.loc["domain", "statistic"]  # NaN: no spread
     assert out.loc["disability", "gap_pct"] == 0.0
+    # every rate the same: still two levels, the first two by name
+    assert (out.loc["disability", "worst_level"], out.loc["disability", "best_level"]) == (
+        "hearing",
+        "learning",
+    )
     # each neutral answer: all categories degraded or none; Q's denominator is 0
     split = make_pairs().assign(degraded=lambda f: f.neutral_generation_id.str.endswith("-0"))
     r = heterogeneity(split, n_boot=50).set_index("factor").loc["disability"]
@@ -127,3 +132,46 @@ def test_degenerate_inputs_have_reasons():
     assert r.k_levels == 1 and np.isnan(r.gap_pct) and "fewer than 2 disability levels" in r.reason
     with pytest.raises(ValueError, match="neutral_generation_id"):
         heterogeneity(one.drop(columns="neutral_generation_id"))
+
+
+def _power_one_sample(effect: float, n: int) -> float:
+    """scipy's noncentral t: power of the two-sided one-sample t-test at alpha 0.05."""
+    df, nc = n - 1, effect * np.sqrt(n)
+    crit = stats.t.ppf(0.975, df)
+    return stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
+
+
+def _power_two_sample(effect: float, n1: int, n2: int) -> float:
+    df, nc = n1 + n2 - 2, effect * np.sqrt(n1 * n2 / (n1 + n2))
+    crit = stats.t.ppf(0.975, df)
+    return stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc)
+
+
+def test_min_detectable_gap_has_80_percent_power_by_scipys_noncentral_t(het, pairs):
+    cat = het[het.factor == "disability"].iloc[0]
+    rates = pairs.groupby(["query_id", "disability_id"]).degraded.mean().unstack()
+    diffs = (rates[cat.worst_level] - rates[cat.best_level]).to_numpy()
+    assert cat.n_gap_queries == len(diffs) == 18
+    effect = cat.min_detectable_gap_pct / 100 / diffs.std(ddof=1)
+    assert _power_one_sample(effect, len(diffs)) == pytest.approx(0.80, abs=1e-4)
+
+    dom = het[het.factor == "domain"].iloc[0]
+    per_query = pairs.groupby(["domain", "query_id"]).degraded.mean()
+    a, b = per_query[dom.worst_level].to_numpy(), per_query[dom.best_level].to_numpy()
+    assert dom.n_gap_queries == len(a) + len(b) == 12
+    pooled = np.sqrt(
+        ((len(a) - 1) * a.var(ddof=1) + (len(b) - 1) * b.var(ddof=1)) / (len(a) + len(b) - 2)
+    )
+    effect = dom.min_detectable_gap_pct / 100 / pooled
+    assert _power_two_sample(effect, len(a), len(b)) == pytest.approx(0.80, abs=1e-4)
+    # more queries, smaller detectable gap
+    more = heterogeneity(make_pairs(queries=72), n_boot=50).set_index("factor")
+    assert more.loc["disability", "min_detectable_gap_pct"] < cat.min_detectable_gap_pct
+
+
+def test_min_detectable_gap_needs_spread():
+    flat = make_pairs().assign(degraded=True)
+    out = heterogeneity(flat, n_boot=50).set_index("factor")
+    for factor in ("disability", "domain"):
+        assert np.isnan(out.loc[factor, "min_detectable_gap_pct"])
+        assert "min_detectable_gap" in out.loc[factor, "reason"]

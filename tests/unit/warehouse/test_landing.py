@@ -461,7 +461,7 @@ def test_an_import_reads_one_batch_ahead_in_order_and_raises_where_the_file_fail
     """The batches of an import come in their order, read one ahead on another thread; an
     error of the reader reaches the caller at the batch it concerns, and a caller that stops
     early leaves the rest of the file unread."""
-    from ableaudit.warehouse.landing import _read_ahead
+    from ableaudit.warehouse.batch_landing import _read_ahead
 
     read = []
 
@@ -493,7 +493,7 @@ def test_import_batches_are_prepared_several_at_once_and_come_out_in_order():
     past the batches in flight."""
     import threading
 
-    from ableaudit.warehouse.landing import _ordered_map
+    from ableaudit.warehouse.batch_landing import _ordered_map
 
     barrier = threading.Barrier(2, timeout=10)
     read = []

@@ -10,7 +10,14 @@ import duckdb
 import pytest
 
 from ableaudit.cli import main
-from ableaudit.warehouse import connect, landing, raw_schema
+from ableaudit.warehouse import (
+    connect,
+    forgetting,
+    landing,
+    raw_schema,
+    reference_landing,
+    run_lease,
+)
 from tests.fixtures.warehouse import imported_row
 
 
@@ -48,7 +55,7 @@ def test_every_write_stamps_its_landing_and_records_it(warehouse):
     with landing.recording(warehouse, "import-responses", "a.csv") as first:
         landing.land_imported_generations(warehouse, [_row(), _row(disability="hearing")])
     landing.land_judgments(warehouse, [_verdict("j1", "judge-1")])
-    landing.replace_query_set(
+    reference_landing.replace_query_set(
         warehouse, "mine", [{"query_id": "q1", "domain": "d", "prompt_text": "t"}], "q.csv"
     )
     stamped = {
@@ -57,7 +64,7 @@ def test_every_write_stamps_its_landing_and_records_it(warehouse):
     }
     assert stamped["generations"] == {first.landing_id}
     assert first.rows == {"generations": 2}
-    landings = {h["landing_id"]: h for h in landing.history(warehouse)}
+    landings = {h["landing_id"]: h for h in forgetting.history(warehouse)}
     assert set(landings) == set().union(*stamped.values())
     (verdicts,) = stamped["judgments"]
     assert landings[verdicts]["kind"] == "judgments" and landings[verdicts]["run_id"] == "judge-1"
@@ -71,10 +78,10 @@ def test_relanding_identical_rows_keeps_their_landing(warehouse):
     query = [{"query_id": "q1", "domain": "d", "prompt_text": "t"}]
     with landing.recording(warehouse, "import-responses", "a.csv") as first:
         landing.land_imported_generations(warehouse, [_row()])
-        landing.replace_query_set(warehouse, "mine", query, "q.csv")
+        reference_landing.replace_query_set(warehouse, "mine", query, "q.csv")
     with landing.recording(warehouse, "import-responses", "a.csv") as again:
         report, replaced = landing.land_imported_generations(warehouse, [_row()])
-        landing.replace_query_set(warehouse, "mine", query, "q.csv")
+        reference_landing.replace_query_set(warehouse, "mine", query, "q.csv")
     assert (report.inserted, report.unchanged, replaced) == (0, 1, 0)
     assert again.rows == {} and first.rows == {"generations": 1, "external_queries": 1}
     assert _q(warehouse, "select distinct landing_id from raw.generations") == [(first.landing_id,)]
@@ -86,11 +93,11 @@ def test_relanding_identical_rows_keeps_their_landing(warehouse):
 def test_a_refused_write_leaves_no_landing_and_a_failed_one_says_so(warehouse):
     with pytest.raises(ValueError), landing.recording(warehouse, "import-responses", "a.csv"):
         raise ValueError("refused before landing")
-    assert landing.history(warehouse) == []
+    assert forgetting.history(warehouse) == []
     with pytest.raises(RuntimeError), landing.recording(warehouse, "import-x", "b.csv") as rec:
         landing.land_imported_generations(warehouse, [_row()])
         raise RuntimeError("after one write")
-    (h,) = landing.history(warehouse)
+    (h,) = forgetting.history(warehouse)
     assert (h["landing_id"], h["status"], h["rows"]) == (
         rec.landing_id,
         "failed",
@@ -99,13 +106,13 @@ def test_a_refused_write_leaves_no_landing_and_a_failed_one_says_so(warehouse):
 
 
 def test_an_audit_run_is_one_landing(warehouse):
-    landing.start_run(warehouse, "run-1", json.dumps({"name": "nightly"}))
+    run_lease.start_run(warehouse, "run-1", json.dumps({"name": "nightly"}))
     landing.land_generations(warehouse, [_row()] * 2 + [dict(_row("fin_001"), run_id="run-1")])
     row = dict(_row("hea_001"), run_id="run-1")
     landing.land_generations(warehouse, [row])
     landing.land_judgments(warehouse, [_verdict("j1", "run-1")])
-    landing.finish_run(warehouse, "run-1", "completed")
-    audits = [h for h in landing.history(warehouse) if h["kind"] == "audit"]
+    run_lease.finish_run(warehouse, "run-1", "completed")
+    audits = [h for h in forgetting.history(warehouse) if h["kind"] == "audit"]
     assert len(audits) == 1
     (audit,) = audits
     assert audit["source"] == "audit nightly (run run-1)" and audit["status"] == "landed"
@@ -113,17 +120,17 @@ def test_an_audit_run_is_one_landing(warehouse):
 
 
 def test_forget_refuses_an_audit_still_running_then_removes_it(warehouse):
-    landing.start_run(warehouse, "run-1", "{}")
+    run_lease.start_run(warehouse, "run-1", "{}")
     landing.land_generations(warehouse, [dict(_row(), run_id="run-1")])
-    (audit,) = landing.history(warehouse)
-    with pytest.raises(landing.LandingError, match=f"still running \\(process {os.getpid()}"):
-        landing.forget(warehouse, audit["landing_id"])
-    landing.finish_run(warehouse, "run-1", "failed")
-    done = landing.forget(warehouse, audit["landing_id"])
+    (audit,) = forgetting.history(warehouse)
+    with pytest.raises(forgetting.LandingError, match=f"still running \\(process {os.getpid()}"):
+        forgetting.forget(warehouse, audit["landing_id"])
+    run_lease.finish_run(warehouse, "run-1", "failed")
+    done = forgetting.forget(warehouse, audit["landing_id"])
     assert done.rows == {"generations": 1, "runs": 1}
     assert _q(warehouse, "select count(*) from raw.generations") == [(0,)]
     assert _q(warehouse, "select count(*) from raw.runs") == [(0,)]
-    (h,) = landing.history(warehouse)
+    (h,) = forgetting.history(warehouse)
     assert h["status"] == "forgotten" and h["forgotten_at"] is not None
     assert h["rows"] == {"generations": 1, "runs": 1}  # what it had landed stays on record
 
@@ -157,11 +164,11 @@ def test_forget_puts_back_what_a_replace_superseded(warehouse):
         )
 
     assert live() == [("third", ids["c"])]
-    assert landing.plan_forget(warehouse, ids["b"]).rows == {}
-    landing.forget(warehouse, ids["b"])
+    assert forgetting.plan_forget(warehouse, ids["b"]).rows == {}
+    forgetting.forget(warehouse, ids["b"])
     assert live() == [("third", ids["c"])]
     assert superseded() == [("first", ids["a"], ids["c"])]
-    plan = landing.forget(warehouse, ids["c"])
+    plan = forgetting.forget(warehouse, ids["c"])
     assert (plan.rows, plan.restored) == ({}, 1)
     assert live() == [("first", ids["a"])] and superseded() == []
     assert _q(warehouse, "select count(*) from raw.generations") == [(2,)]
@@ -169,11 +176,11 @@ def test_forget_puts_back_what_a_replace_superseded(warehouse):
 
 def test_forget_removes_one_landing_of_each_table_and_nothing_else(warehouse):
     with landing.recording(warehouse, "import-queries", "q.csv") as queries:
-        landing.replace_query_set(
+        reference_landing.replace_query_set(
             warehouse, "mine", [{"query_id": "q1", "domain": "d", "prompt_text": "t"}], "q.csv"
         )
     with landing.recording(warehouse, "import-annotations", "r.csv") as ratings:
-        landing.land_annotations(
+        reference_landing.land_annotations(
             warehouse,
             [
                 {
@@ -188,27 +195,27 @@ def test_forget_removes_one_landing_of_each_table_and_nothing_else(warehouse):
             ],
         )
     landing.land_generations(warehouse, [_row()])
-    landing.forget(warehouse, ratings.landing_id)
+    forgetting.forget(warehouse, ratings.landing_id)
     assert _q(warehouse, "select count(*) from raw.annotations") == [(0,)]
     assert _q(warehouse, "select count(*) from raw.external_queries") == [(1,)]
     assert _q(warehouse, "select count(*) from raw.generations") == [(1,)]
-    landing.forget(warehouse, queries.landing_id)
+    forgetting.forget(warehouse, queries.landing_id)
     assert _q(warehouse, "select count(*) from raw.external_queries") == [(0,)]
 
 
 def test_unknown_and_ambiguous_ids_are_named(warehouse):
     connect(warehouse).close()
-    with pytest.raises(landing.LandingError, match="no landing 'nope'.*ableaudit history"):
-        landing.forget(warehouse, "nope")
+    with pytest.raises(forgetting.LandingError, match="no landing 'nope'.*ableaudit history"):
+        forgetting.forget(warehouse, "nope")
     con = connect(warehouse)
     con.execute(
         "insert into raw.landings (landing_id, kind, status) "
         "values ('abc111', 'x', 'landed'), ('abc222', 'x', 'landed')"
     )
     con.close()
-    with pytest.raises(landing.LandingError, match="'abc' starts 2 landing ids"):
-        landing.plan_forget(warehouse, "abc")
-    assert landing.plan_forget(warehouse, "abc2").landing["landing_id"] == "abc222"
+    with pytest.raises(forgetting.LandingError, match="'abc' starts 2 landing ids"):
+        forgetting.plan_forget(warehouse, "abc")
+    assert forgetting.plan_forget(warehouse, "abc2").landing["landing_id"] == "abc222"
 
 
 def test_rows_older_than_landing_ids_get_a_legacy_landing_per_run_or_write(warehouse):
@@ -230,14 +237,14 @@ def test_rows_older_than_landing_ids_get_a_legacy_landing_per_run_or_write(wareh
     )
     con.close()
 
-    legacy = {h["source"]: h for h in landing.history(warehouse)}  # history migrates it
+    legacy = {h["source"]: h for h in forgetting.history(warehouse)}  # history migrates it
     writes = {s for s in legacy if s.startswith("generations landed at")}
     assert set(legacy) == {"run run-model-a"} | writes and len(writes) == 2
     assert len(legacy) == 3 and {h["kind"] for h in legacy.values()} == {"legacy"}
     assert legacy["run run-model-a"]["rows"] == {"generations": 1, "runs": 1}
     assert _q(warehouse, "select count(*) from raw.generations where landing_id is null") == [(0,)]
     one_write = next(h for s, h in legacy.items() if s != "run run-model-a")
-    landing.forget(warehouse, one_write["landing_id"])
+    forgetting.forget(warehouse, one_write["landing_id"])
     assert _q(warehouse, "select count(*) from raw.generations") == [(2,)]
 
 
@@ -270,7 +277,7 @@ def test_an_import_command_says_its_landing_and_keeps_the_files_digest(warehouse
     import hashlib
 
     from ableaudit import PROJECT_ROOT
-    from ableaudit.warehouse.build_stamp import raw_digest
+    from ableaudit.dbt.build_stamp import raw_digest
 
     sample = PROJECT_ROOT / "tests" / "data" / "accesseval_sample.csv"
     args = [
@@ -283,7 +290,7 @@ def test_an_import_command_says_its_landing_and_keeps_the_files_digest(warehouse
         str(warehouse),
     ]
     assert main(args) == 0
-    (h,) = landing.history(warehouse)
+    (h,) = forgetting.history(warehouse)
     n = h["rows"]["external_queries"]
     assert n > 0 and h["kind"] == "import-queries" and h["source"] == str(sample)
     assert h["source_sha256"] == hashlib.sha256(sample.read_bytes()).hexdigest()
@@ -295,7 +302,7 @@ def test_an_import_command_says_its_landing_and_keeps_the_files_digest(warehouse
     assert "Nothing new (every row had landed already): no landing recorded." in (
         capsys.readouterr().out
     )
-    assert len(landing.history(warehouse)) == 1
+    assert len(forgetting.history(warehouse)) == 1
     assert raw_digest(warehouse) == digest  # so the next build is skipped
     assert _q(warehouse, "select distinct landing_id from raw.external_queries") == [
         (h["landing_id"],)

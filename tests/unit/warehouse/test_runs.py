@@ -11,7 +11,8 @@ import duckdb
 import pytest
 
 from ableaudit.warehouse import connect
-from ableaudit.warehouse.landing import RunConflict, finish_run, land_generations, start_run
+from ableaudit.warehouse.landing import land_generations
+from ableaudit.warehouse.run_lease import RunConflict, finish_run, start_run
 
 
 def _runs(wh) -> dict[str, tuple]:

@@ -2,8 +2,8 @@
 
 A build's tables, published copy and report are a function of what it reads:
 the raw layer, the dbt project, this package's code, the installed libraries,
-the settings (dbt vars, ``ABLEAUDIT_*`` and ``DBT_*`` variables, the files a
-var names) and the Regard classifier it would load. After a build that
+the settings (dbt vars, ``ABLEAUDIT_*`` and ``DBT_*`` variables, the files and
+folders a var names, the project's defaults included) and the Regard classifier it would load. After a build that
 succeeded end to end (dbt, publish, report), a stamp inside the warehouse
 (table ``dbt_state.build_stamp``, never published) records a digest of each of
 those inputs, of what the build left (the warehouse's relations and their sizes,
@@ -68,6 +68,10 @@ _LOCATIONS = {
 not what a build computes: a warehouse copied or moved elsewhere, or built under another
 memory limit, keeps its stamp."""
 
+_REPORTING = ("DBT_LOG_", "DBT_USE_COLORS", "DBT_PRINTER_WIDTH", "DBT_QUIET", "DBT_SEND_ANONYMOUS")
+"""dbt's settings of what it prints and logs (`ableaudit -v` sets its log levels), not of what it
+computes: a quiet build and a verbose one keep each other's stamp."""
+
 
 def digest_files(digest: Any, root: Path, paths: Iterable[Path]) -> None:
     for f in sorted(paths):
@@ -116,9 +120,24 @@ def _path_key(value: str) -> Any:
     return None
 
 
-def settings_digest(vars: str | None, environ: Mapping[str, str] | None = None) -> str:
-    """The dbt vars (and the files they name), the build's environment variables, and the
-    Regard classifier a build would load (or why it cannot)."""
+def project_vars(project: Path = PROJECT_ROOT) -> dict[str, Any]:
+    """The vars the project sets in its ``dbt_project.yml`` (the defaults ``--vars`` overrides)."""
+    import yaml
+
+    try:
+        found = yaml.safe_load((project / "dbt_project.yml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    found = found.get("vars") if isinstance(found, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def settings_digest(
+    vars: str | None, environ: Mapping[str, str] | None = None, project: Path = PROJECT_ROOT
+) -> str:
+    """The dbt vars (and the files and folders they name, the project's defaults among them:
+    a local ``similarity_model`` folder edited in place), the build's environment variables,
+    and the Regard classifier a build would load (or why it cannot)."""
     import yaml
 
     from ableaudit.scorers import regard
@@ -126,12 +145,14 @@ def settings_digest(vars: str | None, environ: Mapping[str, str] | None = None) 
     environ = os.environ if environ is None else environ
     parsed = yaml.safe_load(vars) if vars else {}
     parsed = parsed if isinstance(parsed, dict) else {"": parsed}
-    named = {k: _path_key(v) for k, v in parsed.items() if isinstance(v, str) and v}
+    merged = {**project_vars(project), **parsed}
+    named = {k: _path_key(v) for k, v in merged.items() if isinstance(v, str) and v}
     settings = {
         k: v
         for k, v in environ.items()
         if k.startswith(SETTINGS_PREFIXES)
         and k not in _LOCATIONS
+        and not k.startswith(_REPORTING)
         and not any(word in k for word in _NOT_SETTINGS)
     }
     reference = (
