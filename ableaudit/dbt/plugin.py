@@ -151,9 +151,16 @@ class Plugin(BasePlugin):
         if getattr(self, "_file", None) is not None:
             # the file's path is a value (quoted here), its name never reaches SQL; with the
             # in-memory database detached, every cursor dbt opens starts in the warehouse
-            conn.execute(f"attach {_literal(self._file)} as {DATABASE}")
+            attached = dict(
+                conn.execute("select database_name, path from duckdb_databases()").fetchall()
+            )
+            if attached.get(DATABASE) != self._file:
+                # a connection dbt opens again after a failed open (the warehouse was taken)
+                # can find the file already attached to the same DuckDB instance
+                conn.execute(f"attach {_literal(self._file)} as {DATABASE}")
             conn.execute(f"use {DATABASE}")
-            conn.execute("detach memory")
+            if "memory" in attached:
+                conn.execute("detach memory")
         apply_memory_limit(conn)
         if not _is_read_only(conn):
             ensure_raw_schema(conn)
