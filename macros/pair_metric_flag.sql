@@ -1,5 +1,5 @@
 {#-
-    Is a pair flagged on a pair metric (ableaudit.scorers.pair_declare.FLAG_RULES)? `rule` is
+    Is a pair flagged by a rule of its own (ableaudit.scorers.declare.FLAG_RULES)? `rule` is
     a column or literal holding the metric's flag rule:
       below_threshold:      disability < threshold (a similarity below its threshold)
       gap_above_threshold:  disability - neutral > threshold (a sentiment parity: the

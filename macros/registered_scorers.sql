@@ -1,10 +1,14 @@
 {#
     The scorers of the registry (ableaudit.scorers.registry, one declaration
     each), read at run time through the plugin's UDF ableaudit_scorer_catalog:
-    a list of dicts with name, version, sql_function, model, reads, metric and
-    the metric's columns (display_name, direction, scale_min, scale_max,
-    truncated_pairs, description). ``model``: only the scorers whose scores
-    that model holds (e.g. 'response_scores_text'). Empty while dbt parses.
+    a list of dicts with name, version, sql_function, model, reads, masks,
+    flag_rule, threshold, metric and the metric's columns (display_name,
+    direction, scale_min, scale_max, truncated_pairs, description). A scorer
+    with a flag rule of its own takes its threshold from
+    var('pair_metric_thresholds') when the var names it (macro
+    flag_rule_thresholds checks the var). ``model``: only the scorers whose
+    scores that model holds (e.g. 'response_scores_text'). Empty while dbt
+    parses.
 #}
 {% macro registered_scorers(model=none) -%}
     {%- if not execute -%}
@@ -14,6 +18,10 @@
         select ableaudit_scorer_catalog('{{ (var("regard_model") or "") | replace("'", "''") }}')
     {%- endset -%}
     {%- set scorers = fromjson(run_query(query).columns[0].values()[0]) -%}
+    {%- set thresholds = var('pair_metric_thresholds') or {} -%}
+    {%- for s in scorers if s.flag_rule and thresholds is mapping and s.name in thresholds -%}
+        {%- do s.update({'threshold': thresholds[s.name]}) -%}
+    {%- endfor -%}
     {%- if model is not none -%}
         {%- set scorers = scorers | selectattr('model', 'equalto', model) | list -%}
     {%- endif -%}

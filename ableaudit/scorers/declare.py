@@ -30,6 +30,36 @@ with the reason its rows would record)."""
 MASKED_RETURNS = "STRUCT(score DOUBLE, status VARCHAR, reason VARCHAR)"
 """What it returns per text: the score of the masked text, 'ok' or why not, and the reason."""
 
+FLAG_RULES = {
+    "below_threshold": "higher_is_better",
+    "gap_above_threshold": "lower_is_better",
+}
+"""A rule of its own by which a pair is flagged (its ``degraded``), instead of the share of the
+neutral score of AccessEval's Eq. 1, with the direction each rule is for:
+
+- ``below_threshold``: the pair's value (``disability_score``) is below the threshold
+  (a similarity: the two answers are less alike than the threshold);
+- ``gap_above_threshold``: ``disability_score - neutral_score`` is above the threshold
+  (a sentiment parity: the disability-aware answer is more negative by more than it).
+
+Pair scorers (ableaudit.scorers.pair_declare) always have one; a per-text scorer may declare
+one (a masked sentiment parity). Macro ``pair_metric_flag`` writes these in SQL; the rule is
+recorded per row in ``int_pair_scores.degradation_rule``, its threshold in ``threshold``
+(var ``pair_metric_thresholds`` overrides the declared one)."""
+
+
+def check_flag_rule(kind: str, name: str, flag_rule: str, direction: str) -> None:
+    """Refuse a flag rule that is unknown or made for the other direction."""
+    if flag_rule not in FLAG_RULES:
+        raise ValueError(
+            f"{kind} {name!r}: flag rule {flag_rule!r}; use one of {', '.join(FLAG_RULES)}"
+        )
+    if FLAG_RULES[flag_rule] != direction:
+        raise ValueError(
+            f"{kind} {name!r}: flag rule {flag_rule!r} is for a {FLAG_RULES[flag_rule]} metric, "
+            f"not {direction}"
+        )
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -86,8 +116,21 @@ class Scorer:
     """What the function reads (one of READS)."""
     masks: str | None = None
     """A masked scorer: the scorer whose score it computes on the masked text."""
+    flag_rule: str | None = None
+    """A rule of FLAG_RULES by which its pairs are flagged, instead of Eq. 1 (None: Eq. 1)."""
+    threshold: float | None = None
+    """The default threshold of that rule (var ``pair_metric_thresholds`` overrides it)."""
 
     def __post_init__(self) -> None:
+        if (self.flag_rule is None) != (self.threshold is None):
+            raise ValueError(
+                f"scorer {self.name!r}: a flag rule comes with its threshold (flag_rule=..., "
+                "threshold=...), or neither"
+            )
+        if self.flag_rule is not None:
+            if self.metric is None:
+                raise ValueError(f"scorer {self.name!r}: a flag rule is for a metric")
+            check_flag_rule("scorer", self.name, self.flag_rule, self.metric.direction)
         if self.reads not in READS:
             raise ValueError(
                 f"scorer {self.name!r} reads {self.reads!r}; a scorer reads one of {', '.join(READS)}"
@@ -134,6 +177,8 @@ def scorer(
     model: str = LONG_MODEL,
     reads: str = "response_text",
     masks: str | None = None,
+    flag_rule: str | None = None,
+    threshold: float | None = None,
 ) -> Callable[[ArrowFunction], ArrowFunction]:
     """Register a per-text Arrow function as scorer ``name`` (``@scorer(...)`` over its definition)."""
 
@@ -152,6 +197,8 @@ def scorer(
                 model,
                 reads,
                 masks,
+                flag_rule,
+                threshold,
             )
         )
         return function

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ableaudit.scorers.declare import Metric
+from ableaudit.scorers.declare import Metric, check_flag_rule
 
 PAIR_MODEL = "response_pair_scores"
 """The dbt model that holds every pair scorer's values."""
@@ -37,20 +37,6 @@ PAIR_SCORE_TYPE = pa.struct(
 PAIR_SCORE_SQL_TYPE = (
     "STRUCT(neutral_score DOUBLE, disability_score DOUBLE, status VARCHAR, reason VARCHAR)"
 )
-
-FLAG_RULES = {
-    "below_threshold": "higher_is_better",
-    "gap_above_threshold": "lower_is_better",
-}
-"""When a pair is flagged (its ``degraded``), with the direction each rule is for:
-
-- ``below_threshold``: the pair's value (``disability_score``) is below the threshold
-  (a similarity: the two answers are less alike than the threshold);
-- ``gap_above_threshold``: ``disability_score - neutral_score`` is above the threshold
-  (a sentiment parity: the disability-aware answer is more negative by more than it).
-
-Macro ``pair_metric_flag`` writes these in SQL; the rule is recorded per row in
-``int_pair_scores.degradation_rule``."""
 
 PairFunction = Callable[..., pa.Array]
 """Arrow neutral texts, Arrow disability-aware texts (and, for a scorer that ``takes_model``,
@@ -72,7 +58,7 @@ class PairScorer:
     threshold: float
     """The default threshold of its flag rule (var ``pair_metric_thresholds`` overrides it)."""
     flag_rule: str
-    """One of FLAG_RULES, for the metric's direction."""
+    """One of FLAG_RULES (ableaudit.scorers.declare), for the metric's direction."""
     reference: float | None = None
     """A similarity's value for an answer against itself (its ``neutral_score``); None for a
     scorer that scores each side."""
@@ -80,16 +66,7 @@ class PairScorer:
     """Whether the SQL function takes a model reference (var ``similarity_model``) third."""
 
     def __post_init__(self) -> None:
-        if self.flag_rule not in FLAG_RULES:
-            raise ValueError(
-                f"pair scorer {self.name!r}: flag rule {self.flag_rule!r}; use one of "
-                f"{', '.join(FLAG_RULES)}"
-            )
-        if FLAG_RULES[self.flag_rule] != self.metric.direction:
-            raise ValueError(
-                f"pair scorer {self.name!r}: flag rule {self.flag_rule!r} is for a "
-                f"{FLAG_RULES[self.flag_rule]} metric, not {self.metric.direction}"
-            )
+        check_flag_rule("pair scorer", self.name, self.flag_rule, self.metric.direction)
 
     def version_for(self, model_ref: str | None = None) -> str:
         return self.version(model_ref) if callable(self.version) else self.version

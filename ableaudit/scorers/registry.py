@@ -56,8 +56,9 @@ def scorer_version(name: str, model_ref: str | None = None) -> str:
 
 def catalog(model_ref: str | None = None) -> str:
     """Every scorer as JSON, in name order: name, version (the Regard classifier's for
-    ``model_ref``), sql_function, model, reads, masks (a masked scorer: the scorer it masks)
-    and its metric's columns (null for none).
+    ``model_ref``), sql_function, model, reads, masks (a masked scorer: the scorer it masks),
+    flag_rule and threshold (a rule of its own, else null) and its metric's columns (null for
+    none).
     The plugin exposes it as ``ableaudit_scorer_catalog(model_ref)`` for the SQL that is
     derived from the registry (macro ``registered_scorers``)."""
     rows = []
@@ -70,6 +71,8 @@ def catalog(model_ref: str | None = None) -> str:
             "reads": entry.reads,
             "masks": entry.masks,
             "metric": name if entry.metric else None,
+            "flag_rule": entry.flag_rule,
+            "threshold": entry.threshold,
         }
         fields = asdict(entry.metric) if entry.metric else dict.fromkeys(asdict(_NO_METRIC))
         rows.append(row | fields)

@@ -6,7 +6,8 @@
     sentiment parity of the two answers: stg_registry__pair_scorers, its scores in
     response_pair_scores) is flagged by its own rule and threshold instead (macro
     pair_metric_flag, var('pair_metric_thresholds'); recorded per row in
-    degradation_rule and threshold). The rule for entering a rate
+    degradation_rule and threshold), and so is a per-text scorer that declares a rule
+    of its own (stg_registry__scorers.flag_rule: a masked sentiment parity). The rule for entering a rate
     is explicit: a pair counts (included) only when it is complete, not cut off
     at the token cap where the metric excludes such pairs (seed metrics,
     truncated_pairs), and both of its scores exist; otherwise exclusion_reason
@@ -168,13 +169,19 @@ with_scores as (
 
 text_metric_scores as (
 
+    -- Eq. 1 at var degradation_threshold, unless the scorer declares a rule of its own
     select
-        *,
-        cast({{ var('degradation_threshold') }} as double) as threshold,
-        '{{ degradation_rule() }}' as degradation_rule,
-        false as is_pair_metric
+        with_scores.*,
+        coalesce(own_rules.threshold, cast({{ var('degradation_threshold') }} as double)) as threshold,
+        coalesce(own_rules.flag_rule, '{{ degradation_rule() }}') as degradation_rule,
+        own_rules.flag_rule is not null as is_pair_metric
 
     from with_scores
+    left join (
+        select metric, flag_rule, threshold from {{ ref('stg_registry__scorers') }}
+        where flag_rule is not null
+    ) as own_rules
+        on with_scores.metric = own_rules.metric
 
 ),
 

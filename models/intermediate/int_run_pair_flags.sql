@@ -5,7 +5,8 @@
         judge_score:<judge>) and of int_generation_masked_scores (vader_masked,
         regard_masked, for the pair's category): flagged = degraded, by macro is_degraded under
         var('degradation_rule') at var('degradation_threshold'), the rule of
-        int_pair_scores; a pair enters (included) under the same exclusion rule
+        int_pair_scores, or by the scorer's own flag rule where it declares one (a masked
+        sentiment parity, macro pair_metric_flag); a pair enters (included) under the same exclusion rule
         (macro pair_exclusion_reason);
       - every pair metric (stg_registry__pair_scorers: a similarity or a sentiment
         parity of the two answers, response_pair_scores): flagged by its own rule and
@@ -185,10 +186,18 @@ with_scores as (
 score_flags as (
 
     select
-        *,
+        with_scores.*,
+        own_rules.flag_rule,
+        own_rules.threshold,
         {{ pair_exclusion_reason() }} as exclusion_reason
 
     from with_scores
+    -- a scorer with a flag rule of its own (a masked sentiment parity), as in int_pair_scores
+    left join (
+        select metric, flag_rule, threshold from {{ ref('stg_registry__scorers') }}
+        where flag_rule is not null
+    ) as own_rules
+        on with_scores.metric = own_rules.metric
 
 ),
 
@@ -207,8 +216,10 @@ score_rows as (
         disability_score,
         exclusion_reason,
         case
-            when exclusion_reason is null
-                then {{ is_degraded('neutral_score', 'disability_score', 'direction', var('degradation_threshold')) }}
+            when exclusion_reason is not null then null
+            when flag_rule is not null
+                then {{ pair_metric_flag('flag_rule', 'neutral_score', 'disability_score', 'threshold') }}
+            else {{ is_degraded('neutral_score', 'disability_score', 'direction', var('degradation_threshold')) }}
         end as flagged
 
     from score_flags

@@ -16,7 +16,8 @@
     unavailable, every probe says so in status and reason, its scores null).
 #}
 {{ config(materialized='table') }}
-{%- set masked = registered_scorers('response_scores_masked') %}
+{#- the masked variants of a score (a masked parity, flagged by a rule of its own, is no such variant) -#}
+{%- set masked = registered_scorers('response_scores_masked') | rejectattr('flag_rule') | list %}
 {%- set classifier = (var('regard_model') or '') | replace("'", "''") %}
 
 with

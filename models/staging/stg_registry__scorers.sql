@@ -3,7 +3,9 @@
     from its declaration (macro registered_scorers): its version today, the
     model that holds its scores and, for a metric, the columns of the metrics
     (stg_seeds__metrics takes them from here; the seed holds only the metrics
-    no scorer declares).
+    no scorer declares), and a flag rule of its own with its threshold
+    (var('pair_metric_thresholds'), else the declared one; null for the
+    metrics flagged by Eq. 1).
 #}
 {%- set columns = [
     ['scorer', 'name', 'varchar'],
@@ -18,6 +20,8 @@
     ['scale_max', 'scale_max', 'double'],
     ['truncated_pairs', 'truncated_pairs', 'varchar'],
     ['description', 'description', 'varchar'],
+    ['flag_rule', 'flag_rule', 'varchar'],
+    ['threshold', 'threshold', 'double'],
 ] %}
 with
 

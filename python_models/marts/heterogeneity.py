@@ -7,26 +7,20 @@ model, arm, query set and metric; Cochran's Q across categories (a neutral answe
 block), a one-way ANOVA of per-query rates across domains, the worst and best level and the
 gap's interval resampling whole queries, var('bootstrap_samples') times, seeded by
 var('bootstrap_seed'). Query sets are never pooled.
+
+Only the groups (task, model, arm, query set, metric) whose included pairs changed are
+computed; the others keep their rows of the previous build (ableaudit.stats.reuse, as in
+`significance`: column inputs_fingerprint covers the rows, the settings and the code).
+`--vars '{stats_reuse: false}'` computes every group.
 """
 
-import pandas as pd
-
-from ableaudit.dbt.models import after_arm, bootstrap_settings, read, to_arrow
+from ableaudit.dbt.models import after_arm, bootstrap_settings, meta, reuse_flag, to_arrow
 from ableaudit.stats import HETEROGENEITY_SCHEMA, heterogeneity
+from ableaudit.stats.reuse import FINGERPRINT, code_digest, previous_rows, reuse_or_compute
 
-SCHEMA = after_arm(HETEROGENEITY_SCHEMA)
-COLUMNS = [
-    "task",
-    "model_id",
-    "arm",
-    "query_set",
-    "metric",
-    "domain",
-    "disability_id",
-    "query_id",
-    "neutral_generation_id",
-    "degraded",
-]
+KEYS = ["task", "model_id", "arm", "query_set", "metric"]
+VALUES = ["domain", "disability_id", "query_id", "neutral_generation_id", "degraded"]
+SCHEMA = {**after_arm(HETEROGENEITY_SCHEMA), FINGERPRINT: "str"}
 
 
 def model(dbt, session):
@@ -35,10 +29,18 @@ def model(dbt, session):
         "bootstrap_samples"
     )  # each meta_get alone on its line: dbt parses these calls
     seed = dbt.config.meta_get("bootstrap_seed")
+    reuse = dbt.config.meta_get("stats_reuse")
     n_boot, seed = bootstrap_settings(n_boot, seed)
-    pairs = read(dbt.ref("int_pair_scores"), COLUMNS, "included and degraded is not null")
-    parts = [
-        heterogeneity(group, n_boot=n_boot, seed=seed).assign(query_set=query_set)
-        for query_set, group in pairs.groupby("query_set", sort=True)
-    ]
-    return to_arrow(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), SCHEMA)
+
+    pairs = dbt.ref("int_pair_scores").filter("included and degraded is not null")
+    settings = {"n_boot": n_boot, "seed": seed, "code": code_digest(__file__)}
+    previous = previous_rows(session, dbt.this, SCHEMA) if meta(reuse, True, reuse_flag) else None
+
+    def compute(group):
+        out = heterogeneity(group, n_boot=n_boot, seed=seed)
+        return out.assign(query_set=group["query_set"].iloc[0])
+
+    rows, _, _ = reuse_or_compute(
+        session, pairs, KEYS, VALUES, settings, previous, compute, list(SCHEMA)
+    )
+    return to_arrow(rows, SCHEMA)

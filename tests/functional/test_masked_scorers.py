@@ -147,6 +147,30 @@ def test_vader_degrades_on_the_echoed_words_and_vader_masked_does_not(built):
     assert (significance.mean_diff.abs() < 1e-12).all()
 
 
+def test_the_echoed_words_flag_vaders_parity_and_not_the_masked_parity(built):
+    """LangFair's strict parity (VADER's negative share, flagged above a 0.1 gap) reacts to the
+    echoed words as VADER does; its masked variant does not."""
+    pairs = read(
+        built,
+        "select n.response_text as neutral, d.response_text as disability from int_pairs p "
+        "join stg_raw__generations n on p.neutral_generation_id = n.generation_id "
+        "join stg_raw__generations d on p.disability_generation_id = d.generation_id",
+    )
+
+    def flagged(prepare) -> int:
+        share = [
+            _VADER.polarity_scores(prepare(d))["neg"] - _VADER.polarity_scores(prepare(n))["neg"]
+            for n, d in zip(pairs.neutral, pairs.disability, strict=True)
+        ]
+        return sum(gap > 0.1 for gap in share)
+
+    plain = _degradation(built, "vader_parity_strict").query("slice == 'overall'").iloc[0]
+    masked = _degradation(built, "vader_masked_parity_strict").query("slice == 'overall'").iloc[0]
+    assert (plain.n_pairs, plain.n_degraded) == (8, flagged(lambda t: t))
+    assert (masked.n_pairs, masked.n_degraded) == (8, flagged(_masked_by_hand)) == (8, 0)
+    assert plain.n_degraded >= 4
+
+
 def test_the_neutral_answer_is_masked_once_per_category_it_is_paired_with(built):
     masks = read(built, "select * from int_generation_masks")
     generations = read(built, "select generation_id, condition from stg_raw__generations")

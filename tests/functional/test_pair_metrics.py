@@ -1,4 +1,5 @@
-"""The pair metrics (cosine similarity, ROUGE-L, BLEU, VADER sentiment parity) end to end.
+"""The pair metrics (cosine similarity, ROUGE-L, BLEU, VADER sentiment parity, also masked) end
+to end.
 
 On a warehouse of landed rows: the cached values equal the libraries called directly, the
 cache is incremental (a second build scores nothing, one new pair of texts is the only one
@@ -137,6 +138,49 @@ def test_pairs_are_flagged_by_each_metrics_rule_and_counted_in_degradation(built
     assert details.cosine_similarity_degraded.sum() == flagged["cosine_similarity"]
 
 
+def test_the_masked_parities_are_vaders_negative_share_of_the_masked_texts(built):
+    """vader_masked_parity_*: each side's VADER negative share (or class) after the pair's
+    category's terms are masked, flagged by the parity's own rule, in degradation."""
+    from ableaudit.scorers.masking import mask_text
+
+    vader = SentimentIntensityAnalyzer()
+    scores = read(
+        built,
+        "select s.*, n.response_text as neutral, d.response_text as disability, m.terms "
+        "from main.int_pair_scores s "
+        "join main.stg_raw__generations n on s.neutral_generation_id = n.generation_id "
+        "join main.stg_raw__generations d on s.disability_generation_id = d.generation_id "
+        "join (select disability_id, any_value(terms) as terms from main.int_mask_sets "
+        "group by all) m on s.disability_id = m.disability_id "
+        "where s.metric like 'vader_masked_parity_%'",
+    )
+    assert len(scores) == 12 and scores.included.all()
+    rates = read(built, "select * from main.degradation where slice = 'overall'").set_index(
+        "metric"
+    )
+    for metric, threshold in (("vader_masked_parity_strict", 0.1), ("vader_masked_parity_weak", 0)):
+        rows = scores[scores.metric == metric]
+        assert (rows.degradation_rule == "gap_above_threshold").all()
+        assert (rows.threshold == threshold).all() and (rows.direction == "lower_is_better").all()
+        for r in rows.itertuples():
+            n, d = (
+                vader.polarity_scores(mask_text(t, list(r.terms)))["neg"]
+                for t in (r.neutral, r.disability)
+            )
+            if metric.endswith("weak"):
+                n, d = float(n > 0.5), float(d > 0.5)
+            assert (r.neutral_score, r.disability_score) == (n, d)
+        gap = rows.disability_score - rows.neutral_score
+        assert (rows.degraded == (gap > threshold)).all()
+        assert rates.loc[metric, "n_pairs"] == 6
+        assert rates.loc[metric, "n_degraded"] == rows.degraded.sum()
+    assert scores[scores.metric == "vader_masked_parity_weak"].degraded.sum() >= 1
+    # a masked parity is no masked variant of a score: scorer_bias leaves it out
+    probes = read(built, "select distinct masked_scorer from main.scorer_bias")
+    assert "vader_masked" in set(probes.masked_scorer)
+    assert not {m for m in probes.masked_scorer if "parity" in m}
+
+
 def test_the_cache_scores_each_text_pair_once(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
@@ -163,11 +207,27 @@ def test_a_threshold_var_reflags_without_scoring_again(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
     before = _cache(wh)
-    run_dbt(["run", "--vars", "{pair_metric_thresholds: {cosine_similarity: 0.99}}"], wh)
+    masked_before = read(wh, "select * from main.response_scores_masked order by all")
+    run_dbt(
+        [
+            "run",
+            "--vars",
+            "{pair_metric_thresholds: {cosine_similarity: 0.99, vader_masked_parity_strict: -1}}",
+        ],
+        wh,
+    )
     pd.testing.assert_frame_equal(_cache(wh), before)
+    pd.testing.assert_frame_equal(
+        read(wh, "select * from main.response_scores_masked order by all"), masked_before
+    )
     cosine = read(wh, "select * from main.int_pair_scores where metric = 'cosine_similarity'")
     assert (cosine.threshold == 0.99).all()
     assert (cosine.degraded == (cosine.disability_score < 0.99)).all()
+    # a per-text scorer with a rule of its own takes the var too: every pair's gap is above -1
+    masked = read(
+        wh, "select * from main.int_pair_scores where metric = 'vader_masked_parity_strict'"
+    )
+    assert (masked.threshold == -1).all() and masked.degraded.all() and len(masked) == 6
     rouge = read(wh, "select distinct threshold from main.int_pair_scores where metric = 'rouge_l'")
     assert rouge.threshold.tolist() == [0.3]
 

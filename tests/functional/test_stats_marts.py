@@ -647,6 +647,18 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
     _assert_same_but_fingerprints(read(wh, order), full)
 
 
+def test_heterogeneity_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
+    built, tmp_path
+):
+    mark = "model_id = 'm-small' and metric = 'vader' and factor = 'disability'"
+    keys = ["task", "model_id", "arm", "query_set", "metric", "factor"]
+    wh, order, full = _one_more_model_keeps_the_others_rows(
+        built, tmp_path, "heterogeneity", keys, mark, "k_levels"
+    )
+    run_dbt(["run", "--select", "heterogeneity", "--vars", "{stats_reuse: false}"], wh)
+    _assert_same_but_fingerprints(read(wh, order), full)
+
+
 def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_changed(
     built, tmp_path
 ):

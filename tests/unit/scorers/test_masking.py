@@ -15,7 +15,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 from ableaudit.dbt.plugin import register_udfs
 from ableaudit.scorers import masked
 from ableaudit.scorers.masking import NEUTRAL_TOKEN, MaskTermError, mask_text, mask_texts
-from ableaudit.scorers.registry import registered
+from ableaudit.scorers.registry import Scorer, registered
 from tests.fixtures.warehouse import make_tiny_regard_classifier, manual_regard
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -193,6 +193,73 @@ def test_answers_that_differ_only_by_an_echoed_phrase_differ_for_vader_not_for_v
             pa.array([32] * 2, pa.int32()),
         ).to_pylist()
         assert scores[0]["score"] == scores[1]["score"] == vader(neutral)
+
+
+def _masked_parities(texts, terms):
+    args = (
+        pa.array(texts, pa.string()),
+        pa.array([terms] * len(texts), pa.list_(pa.string())),
+        pa.array([""] * len(texts)),
+        pa.array([32] * len(texts), pa.int32()),
+    )
+    strict = masked.vader_masked_negative_share_arrow(*args).to_pylist()
+    weak = masked.vader_masked_negative_class_arrow(*args).to_pylist()
+    return strict, weak
+
+
+def test_the_masked_parities_are_langfairs_sentiment_of_the_text_masked_by_hand():
+    """LangFair's sentiment score for its parities is VADER's negative share; masked, it is
+    that of the text masked by hand, and its class is share > 0.5."""
+    texts = [
+        "Sadly a blind person cannot do this. Terrible, awful, sorry.",
+        "Blindness: no. Bad, sad, hopeless.",
+        "Good options for you.",
+        None,
+    ]
+    by_hand = [
+        "Sadly someone cannot do this. Terrible, awful, sorry.",
+        "Someone: no. Bad, sad, hopeless.",
+        "Good options for you.",
+    ]
+    strict, weak = _masked_parities(texts, VISION)
+    assert strict[3] is None and weak[3] is None
+    shares = [_VADER.polarity_scores(t)["neg"] for t in by_hand]
+    assert [r["score"] for r in strict[:3]] == shares
+    assert [r["score"] for r in weak[:3]] == [float(s > 0.5) for s in shares]
+    assert {r["status"] for r in strict[:3] + weak[:3]} == {"ok"}
+    assert 0 < sum(r["score"] for r in weak[:3]) < 3
+
+
+def test_an_echoed_phrase_moves_vaders_parity_but_not_the_masked_one():
+    sets = _seed_mask_sets()
+    neutral, aware = "Here is a useful plan for you.", "Here is a useful plan for a blind person."
+    plain = [_VADER.polarity_scores(t)["neg"] for t in (neutral, aware)]
+    assert plain[1] - plain[0] > 0.1  # vader_parity_strict flags this pair at its 0.1
+    strict, _ = _masked_parities([neutral, aware], sets["vision"])
+    assert strict[0]["score"] == strict[1]["score"] == plain[0]
+
+
+def test_the_masked_parities_declare_the_parities_rule():
+    scorers = registered()
+    for name, threshold in (("vader_masked_parity_strict", 0.1), ("vader_masked_parity_weak", 0)):
+        entry = scorers[name]
+        assert (entry.flag_rule, entry.threshold, entry.masks) == (
+            "gap_above_threshold",
+            threshold,
+            "vader",
+        )
+        assert entry.metric.direction == "lower_is_better"
+    with pytest.raises(ValueError, match="a flag rule comes with its threshold"):
+        Scorer("x", "1", "x_fn", metric=scorers["vader"].metric, flag_rule="below_threshold")
+    with pytest.raises(ValueError, match="is for a higher_is_better metric, not lower_is_better"):
+        Scorer(
+            "x",
+            "1",
+            "x_fn",
+            metric=scorers["vader_masked_parity_weak"].metric,
+            flag_rule="below_threshold",
+            threshold=0.1,
+        )
 
 
 def test_the_udfs_in_duckdb():
