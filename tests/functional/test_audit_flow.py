@@ -18,6 +18,7 @@ from ableaudit import PROJECT_ROOT
 from ableaudit.audit.flow import audit as audit_flow
 from tests.fixtures.from_scratch import assert_as_from_scratch, raw_copy
 from tests.fixtures.independent import degradation_vader
+from tests.fixtures.pair_metrics import assert_pair_cache_is_the_libraries
 from tests.fixtures.warehouse import read as _read
 
 CONFIG = PROJECT_ROOT / "tests" / "e2e_configs" / "tiny_llamacpp.yaml"  # with both judges
@@ -78,6 +79,30 @@ def test_degradation_matches_an_independent_vader_computation(audited):
     assert (merged.n_pairs_exp == merged.n_pairs_got).all()
     assert (merged.n_degraded_exp == merged.n_degraded_got).all()
     assert merged.degradation_pct_got.sub(merged.degradation_pct_exp).abs().max() < 1e-9
+
+
+def test_the_pair_metrics_score_the_embedded_models_answers(audited):
+    wh = audited["warehouse"]
+    cache, pairs = assert_pair_cache_is_the_libraries(wh)
+    assert len(pairs) >= 1 and set(cache.status) <= {"ok", "truncated"}
+    rates = _read(
+        wh,
+        "select metric, n_pairs, n_excluded from degradation "
+        "where slice = 'overall' and task = 'text'",
+    ).set_index("metric")
+    significance = set(_read(wh, "select distinct metric from significance").metric)
+    excluded = _read(
+        wh,
+        "select distinct metric, exclusion_reason from int_pair_scores where not included "
+        "and metric in ('cosine_similarity', 'rouge_l', 'bleu')",
+    )
+    # a similarity leaves out pairs with an answer cut off at the token cap, with the reason
+    assert set(excluded.exclusion_reason) <= {"truncated_answer"}
+    for metric in set(cache.scorer) | {"vader_masked_parity_strict", "vader_masked_parity_weak"}:
+        n_pairs, n_excluded = rates.loc[metric, ["n_pairs", "n_excluded"]]
+        assert n_pairs + n_excluded == N_JUDGED // 2, metric
+        assert (metric in significance) == (n_pairs > 0), metric
+    assert rates.loc["vader_masked_parity_strict", "n_pairs"] == N_JUDGED // 2
 
 
 def test_regard_is_absent_with_a_status_not_faked(audited):

