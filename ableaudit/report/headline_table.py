@@ -147,7 +147,7 @@ MASKED_COLUMNS = ("model", "arm", "metric", "degraded %", "masked", "degraded %"
 def masked_block(warehouse: str | Path) -> list[str]:
     """Each scorer's rate beside its masked variant's, and the difference in points: the
     degradation the disability words add by themselves (none before a build that made mart
-    scorer_bias)."""
+    scorer_bias; no row where neither has a rate)."""
     con = duckdb.connect(str(warehouse), read_only=True)
     try:
         if not con.execute(
@@ -168,6 +168,8 @@ def masked_block(warehouse: str | Path) -> list[str]:
             "n/a" if pct is None or masked_pct is None else f"{pct - masked_pct:+.1f}",
         )
         for model, arm, metric, pct, masked, masked_pct in found
+        # neither rate (a scorer that could not run: the note below says why) compares nothing
+        if pct is not None or masked_pct is not None
     ]
     if not rows:
         return []
