@@ -264,6 +264,21 @@ def test_every_printed_figure_equals_its_mart_row(rendered, warehouse):
         assert checked.get(relation, 0) > 0, (relation, checked)
 
 
+def test_the_assistive_technology_page_names_disabilities_and_technologies(rendered, warehouse):
+    html = rendered.index.read_text()
+    section = html[html.index('id="assistive"') : html.index('id="trust"')]
+    rates = warehouse.rows("assistive_tech_mismatch_rates", {})
+    names = warehouse.rows("stg_seeds__disabilities", {}).set_index("disability_id").display_name
+    groups = set(rates.disability_group) - {"all"}
+    assert groups and "All disabilities" in section
+    for group in groups:
+        assert f">{names[group]}<" in section, group
+        assert f">{group}<" not in section, group  # never the id as a cell's text
+    mentions = warehouse.rows("assistive_tech_mentions", {})
+    for technology_id in set(mentions.technology_id):
+        assert f">{technology_id}<" not in section and technology_id + "," not in section
+
+
 def test_headline_has_one_row_per_model_arm_and_counted_metric(rendered, warehouse):
     html = rendered.index.read_text()
     headline = html[html.index('id="headline"') : html.index('id="shaded"')]

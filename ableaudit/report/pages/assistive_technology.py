@@ -12,6 +12,11 @@ from ableaudit.report.records import (
 from ableaudit.report.tables import Context, data_statement, grouped, key_of, reference_arm
 
 
+def _group_name(ctx: Context, group: str) -> str:
+    """A disability group's display name: the seed's for a disability id, and 'all' in words."""
+    return "All disabilities" if group == "all" else ctx.names.disability(group)
+
+
 def assistive_technology(ctx: Context) -> Section:
     m = ctx.marts
     section = Section(
@@ -43,6 +48,9 @@ def assistive_technology(ctx: Context) -> Section:
         (("Answers per row" if k == "Pairs per row" else k), v) for k, v in section.data_statement
     ]
     key_cols = ["task", "model_id", "arm", "query_set", "disability_group"]
+    technology_names = (
+        dict(zip(mentions.technology_id, mentions.technology_name)) if not mentions.empty else {}
+    )
     rows = []
     for r in rates.itertuples():
         k = key_of(r._asdict(), key_cols)
@@ -52,7 +60,7 @@ def assistive_technology(ctx: Context) -> Section:
             [
                 fmt.row_header(r.model_id),
                 fmt.row_header(r.arm),
-                fmt.row_header(r.disability_group),
+                fmt.row_header(_group_name(ctx, r.disability_group)),
                 fmt.fig(fmt.count(r.n_matched), src("n_matched")),
                 fmt.fig(fmt.count(r.n_responses_recommending), src("n_responses_recommending")),
                 fmt.fig(
@@ -64,7 +72,11 @@ def assistive_technology(ctx: Context) -> Section:
                     src("mismatch_pct"),
                     colour=fmt.rate_colour(r.mismatch_pct),
                 ),
-                fmt.label(", ".join(top) if top is not None and len(top) else "none"),
+                fmt.label(
+                    ", ".join(technology_names.get(t, t) for t in top)
+                    if top is not None and len(top)
+                    else "none"
+                ),
             ]
         )
     section.blocks.append(
@@ -126,7 +138,8 @@ def assistive_technology(ctx: Context) -> Section:
                         src,
                         colour=fmt.rate_colour(r.recommend_pct) if mismatch else None,
                         href=ctx.link(task, query_set, model, arm=arm, disability=dg),
-                        link_label=f"{model}, {name} recommended to {dg}: {fmt.pct(r.recommend_pct)} %, "
+                        link_label=f"{model}, {name} recommended to {_group_name(ctx, dg)}: "
+                        f"{fmt.pct(r.recommend_pct)} %, "
                         f"{r.fit}; show the pairs",
                         note=r.fit,
                     )
@@ -135,7 +148,7 @@ def assistive_technology(ctx: Context) -> Section:
         section.blocks.append(
             Table(
                 f"Technology x disability for {model}, arm {arm} ({task}): % of answers recommending it, with its fit",
-                ["Technology", *groups],
+                ["Technology", *(_group_name(ctx, dg) for dg in groups)],
                 rows,
                 row_headers=1,
                 shaded=True,
@@ -161,7 +174,7 @@ def assistive_technology(ctx: Context) -> Section:
                     fmt.row_header(r.model_id),
                     fmt.row_header(r.arm),
                     fmt.row_header(r.technology_name),
-                    fmt.label(r.disability_group),
+                    fmt.label(_group_name(ctx, r.disability_group)),
                     fmt.fig(
                         fmt.count(r.n_recommending),
                         Source("assistive_tech_mentions", "n_recommending", k),
