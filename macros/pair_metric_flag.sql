@@ -14,3 +14,15 @@
         when 'gap_above_threshold' then {{ disability }} - {{ neutral }} > {{ threshold }} + 1e-9
     end
 {%- endmacro %}
+
+{#-
+    The metrics of the per-text scorers that declare a flag rule of their own (a masked
+    sentiment parity), with the rule and its threshold: a subquery to left join on metric,
+    for int_pair_scores and int_run_pair_flags.
+-#}
+{% macro own_flag_rules() -%}
+    (
+        select metric, flag_rule, threshold from {{ ref('stg_registry__scorers') }}
+        where flag_rule is not null
+    )
+{%- endmacro %}

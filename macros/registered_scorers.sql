@@ -6,7 +6,7 @@
     direction, scale_min, scale_max, truncated_pairs, description). A scorer
     with a flag rule of its own takes its threshold from
     var('pair_metric_thresholds') when the var names it (macro
-    flag_rule_thresholds checks the var). ``model``: only the scorers whose
+    registered_pair_scorers checks the var). ``model``: only the scorers whose
     scores that model holds (e.g. 'response_scores_text'). Empty while dbt
     parses.
 #}

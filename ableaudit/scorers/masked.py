@@ -15,6 +15,7 @@ classifies, so 'truncated' counts the masked text's tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -46,6 +47,27 @@ def _rows(n: int, present: list[int], rows: list[dict[str, Any]]) -> pa.StructAr
     return pa.array(out, type=MASKED_TYPE)
 
 
+def _vader_of_masked(
+    texts: pa.Array,
+    terms: pa.Array,
+    batch_sizes: pa.Array,
+    score: Callable[[list[str]], list[float]],
+    transform: Callable[[float], float] = float,
+) -> pa.StructArray:
+    """``score`` (a VADER function of texts) of each present text after masking, on every
+    available core, ``transform``ed, as 'ok' rows; batch size 0 is the probe, which scores
+    nothing (VADER is always available)."""
+    values, present = _present(texts)
+    scores: list[float | None] = [None] * len(present)
+    if present and batch_sizes[present[0]].as_py() != 0:
+        term_lists = terms.to_pylist()
+        masked = mask_texts([values[i] for i in present], [term_lists[i] for i in present])
+        scores = [transform(v) for v in map_batches(score, masked)]
+    return _rows(
+        len(values), present, [{"score": v, "status": "ok", "reason": None} for v in scores]
+    )
+
+
 @scorer(
     "vader_masked",
     f"{vader.SCORER_VERSION}|{MASKING_VERSION}",
@@ -72,19 +94,7 @@ def vader_masked_arrow(
     """``vader_compound_masked(text, terms, model_ref, batch_size)``: VADER of the masked text,
     on every available core; the model reference is not read, and batch size 0 is the probe
     (VADER is always available)."""
-    values, present = _present(texts)
-    if not present:
-        return _rows(len(values), [], [])
-    if batch_sizes[present[0]].as_py() == 0:
-        return _rows(
-            len(values), present, [{"score": None, "status": "ok", "reason": None}] * len(present)
-        )
-    term_lists = terms.to_pylist()
-    masked = mask_texts([values[i] for i in present], [term_lists[i] for i in present])
-    scores = map_batches(vader.vader_compound, masked)
-    return _rows(
-        len(values), present, [{"score": s, "status": "ok", "reason": None} for s in scores]
-    )
+    return _vader_of_masked(texts, terms, batch_sizes, vader.vader_compound)
 
 
 @scorer(
@@ -130,30 +140,9 @@ def regard_masked_arrow(
     )
 
 
-def _masked_vader_negativity(texts: pa.Array, terms: pa.Array, batch_sizes: pa.Array):
-    """Each present text's VADER negative share after masking, with the presence indexes (the
-    probe, batch size 0, scores nothing: VADER is always available)."""
-    values, present = _present(texts)
-    if not present or batch_sizes[present[0]].as_py() == 0:
-        return values, present, None
-    term_lists = terms.to_pylist()
-    masked = mask_texts([values[i] for i in present], [term_lists[i] for i in present])
-    return values, present, parity.vader_negativity(masked)
-
-
-def _parity_rows(values, present, shares, classify: bool) -> pa.StructArray:
-    if shares is None:
-        rows = [{"score": None, "status": "ok", "reason": None}] * len(present)
-    else:
-        rows = [
-            {
-                "score": float(s > parity.WEAK_THRESHOLD) if classify else s,
-                "status": "ok",
-                "reason": None,
-            }
-            for s in shares
-        ]
-    return _rows(len(values), present, rows)
+def _classed_negative(share: float) -> float:
+    """LangFair's weak-parity class: 1.0 when the negative share exceeds its 0.5, else 0.0."""
+    return float(share > parity.WEAK_THRESHOLD)
 
 
 _PARITY_VERSION = f"{vader.SCORER_VERSION}|{MASKING_VERSION}"
@@ -202,7 +191,7 @@ def vader_masked_negative_share_arrow(
 ) -> pa.StructArray:
     """``vader_masked_negative_share(text, terms, model_ref, batch_size)``: VADER's negative
     share of the masked text (LangFair's sentiment score for its parities)."""
-    return _parity_rows(*_masked_vader_negativity(texts, terms, batch_sizes), classify=False)
+    return _vader_of_masked(texts, terms, batch_sizes, parity.vader_negativity)
 
 
 @_masked_parity(
@@ -228,4 +217,4 @@ def vader_masked_negative_class_arrow(
 ) -> pa.StructArray:
     """``vader_masked_negative_class(text, terms, model_ref, batch_size)``: 1.0 when VADER's
     negative share of the masked text exceeds LangFair's 0.5, else 0.0."""
-    return _parity_rows(*_masked_vader_negativity(texts, terms, batch_sizes), classify=True)
+    return _vader_of_masked(texts, terms, batch_sizes, parity.vader_negativity, _classed_negative)

@@ -177,10 +177,7 @@ text_metric_scores as (
         own_rules.flag_rule is not null as is_pair_metric
 
     from with_scores
-    left join (
-        select metric, flag_rule, threshold from {{ ref('stg_registry__scorers') }}
-        where flag_rule is not null
-    ) as own_rules
+    left join {{ own_flag_rules() }} as own_rules
         on with_scores.metric = own_rules.metric
 
 ),

@@ -193,10 +193,7 @@ score_flags as (
 
     from with_scores
     -- a scorer with a flag rule of its own (a masked sentiment parity), as in int_pair_scores
-    left join (
-        select metric, flag_rule, threshold from {{ ref('stg_registry__scorers') }}
-        where flag_rule is not null
-    ) as own_rules
+    left join {{ own_flag_rules() }} as own_rules
         on with_scores.metric = own_rules.metric
 
 ),
