@@ -81,17 +81,23 @@ SHARED_SESSION_FIXTURES = {
 # The files that take longest (PYTEST_ADDOPTS=--durations=50 make test), handed out first so
 # that no worker starts one of them while the other is nearly done.
 LONGEST_FIRST = (
-    "tests/functional/test_differential_build.py",
     "tests/functional/test_report.py",
     "tests/functional/test_report_browser.py",
-    "tests/functional/test_incremental_build.py",
     "tests/functional/test_build_skip.py",
+    "tests/functional/test_pair_metrics.py",
     "tests/functional/test_reuse_key.py",
+    "tests/functional/test_viewer.py",
+    "tests/functional/test_viewer_browser.py",
     "tests/functional/test_audit_flow.py",
-    "tests/functional/test_cluster_runner.py",
     "tests/functional/test_warehouse_build.py",
-    "tests/functional/test_stats_marts.py",
+    "tests/functional/test_run_comparison.py",
+    "tests/functional/test_differential_build.py",
     "tests/functional/test_reaudit_alerts.py",
+    "tests/functional/test_detector.py",
+    "tests/functional/test_vision_audit.py",
+    "tests/functional/test_judge_dimensions.py",
+    "tests/functional/test_canary_keys.py",
+    "tests/functional/test_stats_marts.py",
 )
 
 

@@ -41,13 +41,19 @@ def _per_domain(value: str) -> int | str:
     """--subset: a number of neutral queries per domain, or 'all'."""
     if value.strip().lower() == "all":
         return "all"
+    return _queries(value, " per domain")
+
+
+def _queries(value: str, per: str = "") -> int:
+    """A number of neutral queries, 1 or more (--first-look; --subset, ``per`` domain)."""
     try:
         n = int(value)
     except ValueError:
         n = 0
     if n < 1:
+        more = " or 'all'" if per else ""
         raise argparse.ArgumentTypeError(
-            f"{value!r}: give a number of neutral queries per domain (1 or more) or 'all'"
+            f"{value!r}: give a number of neutral queries{per} (1 or more){more}"
         )
     return n
 
@@ -123,37 +129,106 @@ def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     from ableaudit.audit.prefect_server import temporary_server
 
     try:
-        with temporary_server():
+        with temporary_server(), tempfile.TemporaryDirectory(prefix="ableaudit-look-") as scratch:
+            if args.first_look:
+                code = _first_look(args, config, wh, Path(scratch))
+                if code:
+                    return code
             return _audit(args, config, wh)
     except KeyboardInterrupt:  # before the flow could take the signal over: nothing generated
         print(f"\nableaudit: stopped by Ctrl-C (SIGINT). Resume with: {_same_command(args)}")
         return EXIT_STATUS_SIGINT
 
 
-def _audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
+def _flow(args: argparse.Namespace, config: Path, wh: Path) -> tuple[int, dict]:
+    """The audit flow on ``config``: (0, its summary), or (an exit status, {}) once the
+    reason is printed."""
     from ableaudit.audit.flow import audit as flow
-    from ableaudit.audit.flow import result_paths
     from ableaudit.audit.runs import AuditIncomplete, AuditInterrupted
     from ableaudit.gates import GateBlocked
     from ableaudit.stopping import EXIT_STATUS
 
     try:
-        summary = flow(
+        return 0, flow(
             config=str(config), warehouse=str(wh), build=False if args.no_build else None
         )
     except AuditIncomplete as err:
         print(f"ableaudit: audit incomplete: {err}", file=sys.stderr)
-        return EXIT_INCOMPLETE
+        return EXIT_INCOMPLETE, {}
     except AuditInterrupted as stop:
         print(
             f"\nableaudit: {stop}.\nThe run is marked 'interrupted' in raw.runs of {wh}. Resume "
             f"with the same command (answers already landed are not asked for again):\n"
             f"  {_same_command(args)}"
         )
-        return EXIT_STATUS[stop.signum]
+        return EXIT_STATUS[stop.signum], {}
     except GateBlocked as err:
         print(f"ableaudit: release gate failed: {err}", file=sys.stderr)
-        return EXIT_GATE_FAILED
+        return EXIT_GATE_FAILED, {}
+
+
+def first_look_config(config: Path, wh: Path, queries: int, scratch: Path) -> tuple[Path, int]:
+    """The config ``--first-look N`` audits first, written to ``scratch``, and how many neutral
+    queries the whole audit asks: the config's text targets on N of its neutral queries (the
+    first of each domain, domains in order), without gates or alerts. Every prompt of the first
+    look is one of the whole audit's, so the whole audit then asks only for the rest."""
+    from ableaudit.audit.planning import audit_task, select_prompts
+    from ableaudit.audit.preflight import config_yaml
+    from ableaudit.config import load_config
+    from ableaudit.dbt.prompts import ensure_prompts
+
+    cfg = load_config(config)
+    if not cfg.text_targets:
+        raise UsageError(
+            f"--first-look previews the text audit, and {config} has no text target: leave it out"
+        )
+    ensure_prompts(wh, audit_task(cfg, "text").table)
+    rows = select_prompts(wh, cfg, "text")
+    first: dict[str, str] = {}
+    for row in rows:
+        first.setdefault(row["domain"], row["query_id"])
+    total = len({row["query_id"] for row in rows})
+    chosen = [first[d] for d in sorted(first)][:queries]
+    data = cfg.model_dump(mode="json", exclude_unset=True)
+    data["subset"] = {**data.get("subset", {}), "per_domain": None, "query_ids": chosen}
+    text = {t.name for t in cfg.text_targets}
+    data["targets"] = [t for t in data["targets"] if t["name"] in text]
+    for key in ("gates", "alerts"):
+        data.pop(key, None)
+    out = scratch / "first-look.yaml"
+    out.write_text(
+        f"# The first look of {config}: `ableaudit audit --first-look`\n" + config_yaml(data)
+    )
+    return out, total
+
+
+def _first_look(args: argparse.Namespace, config: Path, wh: Path, scratch: Path) -> int:
+    """``--first-look N``: N neutral queries audited, built and summarised before the whole audit."""
+    import time
+
+    from ableaudit.report.headline_table import headline
+
+    started = time.monotonic()
+    look, total = first_look_config(config, wh, args.first_look, scratch)
+    code, summary = _flow(args, look, wh)
+    if code or not summary.get("published"):
+        return code
+    minutes, seconds = divmod(round(time.monotonic() - started), 60)
+    shown = min(args.first_look, total)
+    print(
+        f"\nFirst look ({shown} of {total} neutral queries, {minutes}m{seconds:02d}s); "
+        "the whole audit goes on and asks only for the rest:\n"
+    )
+    print(headline(summary["published"]))
+    return 0
+
+
+def _audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
+    from ableaudit.audit.flow import result_paths
+
+    code, summary = _flow(args, config, wh)
+    if code:
+        return code
     print()
     print(f"Audit finished (run {summary['run_id']}).")
     for name, counts in summary["targets"].items():
@@ -256,6 +331,13 @@ def add_audit_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentP
         action="append",
         metavar="URL",
         help="the judge model's server (default: the --base-url server)",
+    )
+    p.add_argument(
+        "--first-look",
+        type=_queries,
+        metavar="N",
+        help="first audit, build and summarise N neutral queries (one per domain), then the whole "
+        "audit, which asks only for the rest: a first result in minutes (`make audit` uses 2)",
     )
     p.add_argument(
         "--print-config",

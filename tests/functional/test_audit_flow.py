@@ -178,6 +178,7 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
     )
 
 
+@pytest.mark.long
 def test_kill_and_resume(tmp_path):
     """SIGKILL mid-audit, then rerun: no duplicate, no regeneration of landed rows."""
     wh = tmp_path / "ableaudit.duckdb"

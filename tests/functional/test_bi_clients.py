@@ -129,6 +129,7 @@ def live(published) -> dict[str, dict]:
         con.close()
 
 
+@pytest.mark.long
 def test_duckdb_cli_1x_lists_and_reads_every_mart(published, live):
     _, copy = published
     cli = str(bi_tool("duckdb"))

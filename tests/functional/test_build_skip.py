@@ -478,6 +478,7 @@ def _second_run(rows: list[dict]) -> list[dict]:
     return again
 
 
+@pytest.mark.long
 def test_a_gate_with_other_vars_does_not_outlive_the_next_build(tmp_path, capsys):
     """`ableaudit gate --vars` rebuilds the per-run models with its vars on a warehouse of two
     runs; the next plain build brings back what the project's vars make of them, as the
@@ -584,6 +585,7 @@ def test_a_moved_warehouse_names_the_files_beside_it_never_the_old_folders(
     assert str(copied.parent / "published") in out
 
 
+@pytest.mark.long
 def test_a_build_under_the_paper_literal_rule_passes_its_unit_tests(
     built, tmp_path, capsys, monkeypatch
 ):

@@ -75,6 +75,7 @@ DASK = {"kind": "dask", "n_workers": 2, "processes": False, "chunk_size": 5}
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_dask_cluster_lands_every_prompt_once_and_equals_the_thread_runner(
     tmp_path, servers, monkeypatch
 ):
@@ -127,6 +128,7 @@ def test_a_dask_cluster_lands_every_prompt_once_and_equals_the_thread_runner(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_stop_lands_the_chunks_that_finished_and_a_rerun_asks_the_rest(
     tmp_path, servers, monkeypatch
 ):
@@ -164,6 +166,7 @@ def test_a_stop_lands_the_chunks_that_finished_and_a_rerun_asks_the_rest(
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_local_ray_cluster_lands_every_prompt_once(tmp_path, servers):
     """Opt-in: runs where ray and prefect-ray are installed (docs/scale-out.md says how)."""
     pytest.importorskip(
@@ -240,6 +243,7 @@ def _judge_chunk_recording_the_thread(*args, **kwargs):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_judges_on_a_dask_cluster_land_every_verdict_once_and_equal_the_thread_runner(
     tmp_path, servers, monkeypatch
 ):
@@ -314,6 +318,7 @@ def test_judges_on_a_dask_cluster_land_every_verdict_once_and_equal_the_thread_r
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_judges_on_a_local_ray_cluster_land_what_the_thread_runner_lands(tmp_path, servers):
     """Opt-in, as the Ray test above: the flow's judge step, then ``ableaudit judge``, with
     their judge chunks in Ray's worker processes; the same verdicts as on threads."""

@@ -490,7 +490,7 @@ def _distinct(steps: int):
     return st.permutations(drawn_actions()).map(lambda order: order[:steps])
 
 
-# CI: 2 sequences of 2 distinct steps after the base build (docs/testing.md: its time).
+# `make test-long`: 2 sequences of 2 distinct steps, then 100 of 6 drawn steps (docs/testing.md).
 CI_SEQUENCES, CI_STEPS = 2, 2
 LONG_SEQUENCES, LONG_STEPS = 100, 6
 _SETTINGS = dict(
@@ -504,6 +504,7 @@ _SETTINGS = dict(
 )
 
 
+@pytest.mark.long
 @pytest.mark.timeout(1800)  # 7.9 minutes with the base build on 2 shared cores under load
 @settings(max_examples=CI_SEQUENCES, **_SETTINGS)
 @given(steps=_distinct(CI_STEPS))

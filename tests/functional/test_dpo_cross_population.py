@@ -26,7 +26,7 @@ from ableaudit.records import GenerationRequest, GenerationResult
 from tests.fixtures.tiny_vlm import make_pairs_tree, write_png
 from tests.fixtures.warehouse import read
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 SIDE = 32
 TEST_TREE = {"status": {"phone": ["black_man", "white_woman"], "lab_coat": ["white_man"]}}

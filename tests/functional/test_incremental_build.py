@@ -250,6 +250,7 @@ def _state(wh: Path) -> pd.DataFrame:
     return read(wh, "select model, count(*) as n from dbt_state.incremental_state group by model")
 
 
+@pytest.mark.long
 def test_incremental_builds_equal_a_full_refresh_after_each_landing(tmp_path, capsys):
     wh = tmp_path / "ableaudit.duckdb"
     run_dbt(["seed"], wh)
@@ -393,6 +394,7 @@ def _counts(wh: Path, mart: str, model: str) -> set:
     return set(read(wh, f"select {column} from main.{mart} where model_id = '{model}'")[column])
 
 
+@pytest.mark.long
 def test_marts_built_model_by_model_compute_again_the_models_whose_inputs_changed(tmp_path):
     wh = _built_with_model_a(tmp_path)
     assert all(_counts(wh, mart, "model-a") for mart in BY_MODEL)

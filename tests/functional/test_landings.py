@@ -24,6 +24,7 @@ def _history(wh: Path, capsys) -> dict[str, dict]:
     return {h["landing_id"]: h for h in json.loads(capsys.readouterr().out)}
 
 
+@pytest.mark.long
 def test_a_build_failing_on_landed_rows_names_the_landing_and_forget_undoes_it(tmp_path, capsys):
     wh = tmp_path / "ableaudit.duckdb"
     good = imported_row("model-a", "baseline", "edu_001", "education", None, "ok", "Plan ahead.")

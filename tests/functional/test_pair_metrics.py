@@ -166,6 +166,7 @@ def test_the_cache_scores_each_text_pair_once(built, tmp_path):
     assert len(scores) == 7 and scores.disability_score.notna().all()
 
 
+@pytest.mark.long
 def test_a_threshold_var_reflags_without_scoring_again(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
@@ -200,6 +201,7 @@ def test_a_threshold_var_reflags_without_scoring_again(built, tmp_path):
         run_dbt(["run", "--vars", "{pair_metric_thresholds: {bleu: high}}"], wh)
 
 
+@pytest.mark.long
 def test_another_embedding_model_scores_every_text_pair_once_more(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)

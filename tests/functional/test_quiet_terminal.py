@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from ableaudit import PROJECT_ROOT
@@ -88,3 +89,39 @@ def test_the_readme_gate_example_gives_a_first_audit_a_verdict(audited):
     assert "Release gate: PASSED" in done.stdout, done.stdout  # the echo server degrades nothing
     assert "BLOCKS" not in done.stdout
     assert (folder / "gates.xml").is_file()
+
+
+def test_a_first_look_prints_rates_before_the_whole_audit_which_asks_only_the_rest(
+    tmp_path: Path,
+):
+    """`--first-look 2`: two neutral queries audited, built and summarised first; the whole
+    audit then lands only the prompts the first look did not ask, each prompt once."""
+    wh = tmp_path / "warehouse" / "ableaudit.duckdb"
+    server = FakeOpenAIServer()
+    try:
+        done = _run(
+            ["audit", "--model", SERVED_ID, "--base-url", server.base_url, "--subset", "1"]
+            + ["--first-look", "2", "--warehouse", str(wh)],
+            tmp_path,
+        )
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    look = out.index("First look (2 of 6 neutral queries")
+    assert out.index("degraded %", look) < out.index("Audit finished") < out.rindex("degraded %")
+    con = duckdb.connect(str(wh), read_only=True)
+    try:
+        per_run = con.execute(
+            "select r.run_id, count(g.generation_id), count(distinct g.query_id) "
+            "from raw.runs as r left join raw.generations as g using (run_id) "
+            "group by r.run_id, r.started_at order by r.started_at"
+        ).fetchall()
+        rows, unique = con.execute(
+            "select count(*), count(distinct generation_id) from raw.generations"
+        ).fetchone()
+    finally:
+        con.close()
+    # 6 domains x 1 query x (1 neutral + 9 disabilities); the first look's 2 queries first
+    assert [(n, q) for _, n, q in per_run] == [(20, 2), (40, 4)]
+    assert rows == unique == 60

@@ -558,6 +558,7 @@ def test_significance_ci_resamples_whole_queries(built, pairs):
     assert (row.ci_high - row.ci_low) > 1.5 * (pair_high - pair_low)
 
 
+@pytest.mark.long
 def test_bootstrap_vars_and_thresholds_vars(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
@@ -635,6 +636,7 @@ def _assert_same_but_fingerprints(got: pd.DataFrame, want: pd.DataFrame) -> None
     )
 
 
+@pytest.mark.long
 def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
     built, tmp_path
 ):
@@ -647,6 +649,7 @@ def test_significance_after_one_more_model_keeps_the_others_rows_and_equals_a_fu
     _assert_same_but_fingerprints(read(wh, order), full)
 
 
+@pytest.mark.long
 def test_heterogeneity_after_one_more_model_keeps_the_others_rows_and_equals_a_full_build(
     built, tmp_path
 ):
@@ -659,6 +662,7 @@ def test_heterogeneity_after_one_more_model_keeps_the_others_rows_and_equals_a_f
     _assert_same_but_fingerprints(read(wh, order), full)
 
 
+@pytest.mark.long
 def test_threshold_sensitivity_counts_again_only_the_models_whose_pair_scores_changed(
     built, tmp_path
 ):

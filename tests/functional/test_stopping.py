@@ -23,7 +23,7 @@ import yaml
 from ableaudit.warehouse import connect
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 N_PROMPTS = 6 * 2  # per_domain 1 over 6 domains: neutral + one disability
 DELAY_S = 4.0  # per request: the whole audit needs 6 rounds of 2, about 24 s of generation

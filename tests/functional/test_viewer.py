@@ -101,6 +101,7 @@ def matched_count(html: str) -> int:
     return int(re.search(r'id="result-count">(\d+) pairs? match', html).group(1))
 
 
+@pytest.mark.long
 def test_pages_read_the_copy_while_a_build_holds_the_live_file(viewer, viewer_copy):
     """A second process holds the live file for writing, as a build does: every page still
     answers. After the requests, neither the live file nor the copy is held by the viewer."""

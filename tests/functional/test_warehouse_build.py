@@ -108,6 +108,7 @@ def test_degradation_equals_an_independent_computation(built, metric, scorer, hi
     ).any()  # data is not degenerate
 
 
+@pytest.mark.long
 def test_threshold_override_via_vars(built, tmp_path):
     wh = tmp_path / "ableaudit.duckdb"
     shutil.copy(built, wh)
@@ -262,6 +263,7 @@ BUILD_SCORES = [
 ]
 
 
+@pytest.mark.long
 def test_regard_retry_then_scored_and_rebuild_scores_only_new_texts(tmp_path, monkeypatch):
     model_dir = tmp_path / "regard-model"
     monkeypatch.setenv("ABLEAUDIT_REGARD_MODEL", str(model_dir))

@@ -120,6 +120,7 @@ def nastiest(tmp_path_factory: pytest.TempPathFactory, dbt_env) -> dict:
     }
 
 
+@pytest.mark.long
 def test_the_nastiest_path_is_imported_into_and_built(nastiest):
     wh = nastiest["wh"]
     assert "Landed from" in _ok(nastiest["imported"], "import")
@@ -160,6 +161,7 @@ def _copy(nastiest: dict, wh: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ABLEAUDIT_WAREHOUSE", str(wh))  # main() sets it; restored after
 
 
+@pytest.mark.long
 def test_every_command_at_the_nastiest_path(nastiest, tmp_path, capsys, monkeypatch):
     wh = tmp_path / NASTIEST
     _copy(nastiest, wh, monkeypatch)

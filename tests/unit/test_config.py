@@ -11,7 +11,7 @@ def test_default_config_is_valid_and_uses_the_paper_prompt():
     assert cfg.temperatures == [PAPER_TEMPERATURE]
     t = cfg.targets[0]
     assert t.backend == "llamacpp" and t.system_prompt == PAPER_SYSTEM_PROMPT
-    assert cfg.subset.per_domain == 2
+    assert cfg.subset.per_domain == 1
     # the window holds the prompt and the longest answer the cap allows
     assert t.decoding.max_new_tokens + 512 <= t.options["n_ctx"]
 
