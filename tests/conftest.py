@@ -93,7 +93,6 @@ LONGEST_FIRST = (
     "tests/functional/test_run_comparison.py",
     "tests/functional/test_differential_build.py",
     "tests/functional/test_reaudit_alerts.py",
-    "tests/functional/test_detector.py",
     "tests/functional/test_vision_audit.py",
     "tests/functional/test_judge_dimensions.py",
     "tests/functional/test_canary_keys.py",

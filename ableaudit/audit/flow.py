@@ -49,7 +49,13 @@ from ableaudit.warehouse.publish import parquet_folder  # noqa: E402
 
 
 def audit_targets(
-    wh: str, cfg: AuditConfig, kind: str, image_root: str | None, run_id: str, planned: list[str]
+    wh: str,
+    cfg: AuditConfig,
+    kind: str,
+    image_root: str | None,
+    run_id: str,
+    planned: list[str],
+    first_look: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Every target of task ``kind``, ``parallel_targets`` at once on the config's task runner
     (threads here by default; a Dask or Ray cluster with ``task_runner:``, the flow landing
@@ -61,6 +67,8 @@ def audit_targets(
     then the flow fails naming each failed target.
     """
     prompts = tasks.prepare_prompts(wh, cfg, kind)
+    if first_look is not None:
+        prompts = first_look_prompts(prompts, first_look)
     get_run_logger().info("audit %s: %d %s prompts", cfg.name, len(prompts), kind)
     plans = plan_task(cfg, kind, prompts, image_root, run_id)
     refuse_imported_units(plans, imported_units(wh, plans))
@@ -88,6 +96,19 @@ def audit_targets(
             "a re-run generates only what is missing): " + "; ".join(failed)
         )
     return totals
+
+
+def first_look_prompts(prompts: list[dict[str, Any]], look: dict[str, int]) -> list[dict[str, Any]]:
+    """The prompts of a first look at ``look["queries"]`` neutral queries: the first query of
+    each domain, domains in order. Every one is a prompt of the whole audit, which then asks
+    only for the rest. Sets ``look["of"]``, the whole audit's neutral queries."""
+    first: dict[str, str] = {}
+    for row in prompts:
+        first.setdefault(row["domain"], row["query_id"])
+    chosen = {first[d] for d in sorted(first)[: look["queries"]]}
+    look["of"] = len({row["query_id"] for row in prompts})
+    look["queries"] = len(chosen)
+    return [row for row in prompts if row["query_id"] in chosen]
 
 
 def judges_on_cluster(wh: str, cfg: AuditConfig, run_id: str) -> dict[str, Any]:
@@ -157,7 +178,10 @@ def _on_threads(
 
 @flow(name="audit", log_prints=True)
 def audit(
-    config: str = "configs/default.yaml", warehouse: str | None = None, build: bool | None = None
+    config: str = "configs/default.yaml",
+    warehouse: str | None = None,
+    build: bool | None = None,
+    first_look: int | None = None,
 ) -> dict[str, Any]:
     """Audit every target of the config on the selected prompts; land, judge, build, publish.
 
@@ -169,10 +193,18 @@ def audit(
     written) before the build, which is `ableaudit build`'s (``ableaudit.build``): its stamp
     lets the next `ableaudit build` skip. The last log lines say where the warehouse, the
     published copy, its Parquet folder and the report are.
+
+    ``first_look``: only that many neutral queries of the text targets (the first of each
+    domain), without gates or alerts: a first result before the whole audit (``ableaudit
+    audit --first-look``). The summary's ``first_look`` says how many of how many.
     """
     config_path = tasks.resolve_config_path(config)
     redaction.install_log_redaction()  # a flow run a worker started passes no command line
     cfg = load_config(config_path)
+    look = None
+    if first_look:
+        look = {"queries": first_look}
+        cfg = cfg.model_copy(update={"targets": cfg.text_targets, "alerts": None, "gates": None})
     gates = cfg.gates_path(config_path)
     if gates is not None:
         load_gates(gates)  # a mistake in the gates file stops the audit before it starts
@@ -181,6 +213,8 @@ def audit(
     stopping.reset()
     start_run(wh, run_id, cfg)
     summary: dict[str, Any] = {"run_id": run_id, "warehouse": wh, "targets": {}}
+    if look is not None:
+        summary["first_look"] = look
     status = "failed"
     finished = False
     logger = get_run_logger()
@@ -198,7 +232,9 @@ def audit(
                     summary["images"] = tasks.load_images(wh, cfg)
                     image_root = str(cfg.vision.images_folder())
                 step = "generation"
-                summary["targets"].update(audit_targets(wh, cfg, kind, image_root, run_id, planned))
+                summary["targets"].update(
+                    audit_targets(wh, cfg, kind, image_root, run_id, planned, look)
+                )
             for kind in kinds if cfg.judges else []:
                 step = "judges"
                 stopping.check()

@@ -122,6 +122,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             return 0
         # Before Prefect or dbt start: a mistake in the config surfaces in seconds.
         config, _ = preflight(config, wh)
+        if args.first_look:
+            _check_first_look(args, config)
         return _run_audit(args, config, wh)
 
 
@@ -129,9 +131,9 @@ def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
     from ableaudit.audit.prefect_server import temporary_server
 
     try:
-        with temporary_server(), tempfile.TemporaryDirectory(prefix="ableaudit-look-") as scratch:
+        with temporary_server():
             if args.first_look:
-                code = _first_look(args, config, wh, Path(scratch))
+                code = _first_look(args, config, wh)
                 if code:
                     return code
             return _audit(args, config, wh)
@@ -140,7 +142,9 @@ def _run_audit(args: argparse.Namespace, config: Path, wh: Path) -> int:
         return EXIT_STATUS_SIGINT
 
 
-def _flow(args: argparse.Namespace, config: Path, wh: Path) -> tuple[int, dict]:
+def _flow(
+    args: argparse.Namespace, config: Path, wh: Path, first_look: int | None = None
+) -> tuple[int, dict]:
     """The audit flow on ``config``: (0, its summary), or (an exit status, {}) once the
     reason is printed."""
     from ableaudit.audit.flow import audit as flow
@@ -150,7 +154,10 @@ def _flow(args: argparse.Namespace, config: Path, wh: Path) -> tuple[int, dict]:
 
     try:
         return 0, flow(
-            config=str(config), warehouse=str(wh), build=False if args.no_build else None
+            config=str(config),
+            warehouse=str(wh),
+            build=False if args.no_build else None,
+            first_look=first_look,
         )
     except AuditIncomplete as err:
         print(f"ableaudit: audit incomplete: {err}", file=sys.stderr)
@@ -167,56 +174,33 @@ def _flow(args: argparse.Namespace, config: Path, wh: Path) -> tuple[int, dict]:
         return EXIT_GATE_FAILED, {}
 
 
-def first_look_config(config: Path, wh: Path, queries: int, scratch: Path) -> tuple[Path, int]:
-    """The config ``--first-look N`` audits first, written to ``scratch``, and how many neutral
-    queries the whole audit asks: the config's text targets on N of its neutral queries (the
-    first of each domain, domains in order), without gates or alerts. Every prompt of the first
-    look is one of the whole audit's, so the whole audit then asks only for the rest."""
-    from ableaudit.audit.planning import audit_task, select_prompts
-    from ableaudit.audit.preflight import config_yaml
+def _check_first_look(args: argparse.Namespace, config: Path) -> None:
+    """--first-look needs text targets and a build."""
     from ableaudit.config import load_config
-    from ableaudit.dbt.prompts import ensure_prompts
 
     cfg = load_config(config)
     if not cfg.text_targets:
+        raise UsageError(f"--first-look shows text targets first, and {config} has none")
+    if args.no_build or not cfg.build:
         raise UsageError(
-            f"--first-look previews the text audit, and {config} has no text target: leave it out"
+            "--first-look prints rates, which need a build: leave out --no-build (or `build: false`)"
         )
-    ensure_prompts(wh, audit_task(cfg, "text").table)
-    rows = select_prompts(wh, cfg, "text")
-    first: dict[str, str] = {}
-    for row in rows:
-        first.setdefault(row["domain"], row["query_id"])
-    total = len({row["query_id"] for row in rows})
-    chosen = [first[d] for d in sorted(first)][:queries]
-    data = cfg.model_dump(mode="json", exclude_unset=True)
-    data["subset"] = {**data.get("subset", {}), "per_domain": None, "query_ids": chosen}
-    text = {t.name for t in cfg.text_targets}
-    data["targets"] = [t for t in data["targets"] if t["name"] in text]
-    for key in ("gates", "alerts"):
-        data.pop(key, None)
-    out = scratch / "first-look.yaml"
-    out.write_text(
-        f"# The first look of {config}: `ableaudit audit --first-look`\n" + config_yaml(data)
-    )
-    return out, total
 
 
-def _first_look(args: argparse.Namespace, config: Path, wh: Path, scratch: Path) -> int:
-    """``--first-look N``: N neutral queries audited, built and summarised before the whole audit."""
+def _first_look(args: argparse.Namespace, config: Path, wh: Path) -> int:
+    """``--first-look N``: N neutral queries audited, built and printed before the whole audit."""
     import time
 
     from ableaudit.report.headline_table import headline
 
     started = time.monotonic()
-    look, total = first_look_config(config, wh, args.first_look, scratch)
-    code, summary = _flow(args, look, wh)
-    if code or not summary.get("published"):
+    code, summary = _flow(args, config, wh, first_look=args.first_look)
+    if code:
         return code
+    look = summary["first_look"]
     minutes, seconds = divmod(round(time.monotonic() - started), 60)
-    shown = min(args.first_look, total)
     print(
-        f"\nFirst look ({shown} of {total} neutral queries, {minutes}m{seconds:02d}s); "
+        f"\nFirst look ({look['queries']} of {look['of']} neutral queries, {minutes}m{seconds:02d}s); "
         "the whole audit goes on and asks only for the rest:\n"
     )
     print(headline(summary["published"]))

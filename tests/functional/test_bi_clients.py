@@ -28,7 +28,7 @@ from ableaudit.warehouse.publish import mart_names, publish
 from tests.fixtures.warehouse import land, synthetic_generations
 from tests.functional.bi_probe import fingerprint
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.usefixtures("dbt_env")]
 
 BI_VENV = PROJECT_ROOT / ".venv-bi"
 PROBE = Path(__file__).with_name("bi_probe.py")

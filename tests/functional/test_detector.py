@@ -33,7 +33,7 @@ from ableaudit.warehouse import connect
 from ableaudit.warehouse.landing import GENERATION_COLUMNS, land_generations
 from tests.fixtures.warehouse import read
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 QUERIES = [(f"q{i:02d}", ["finance", "education", "healthcare"][i % 3]) for i in range(12)]
 DISABILITIES = ["vision", "hearing", "mobility"]

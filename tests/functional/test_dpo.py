@@ -27,7 +27,7 @@ from tests.functional.test_detector import (
     read,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 SHARE = 0.4  # of 12 queries, q03 q04 q05 q08 q11 are held out at 0.4
 VARS = f"{{preference_heldout_share: {SHARE}}}"

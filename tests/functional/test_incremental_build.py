@@ -29,7 +29,7 @@ from ableaudit.warehouse import landing
 from ableaudit.warehouse.publishing import catalog, fingerprints
 from tests.fixtures.warehouse import DISABILITIES, read
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.usefixtures("dbt_env")]
 
 INCREMENTAL = [
     "stg_raw__generations",

@@ -108,6 +108,7 @@ def test_a_first_look_prints_rates_before_the_whole_audit_which_asks_only_the_re
         server.close()
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
+    assert not [line for line in _lines(done) if "INFO" in line or DBT_LINE.search(line)]
     look = out.index("First look (2 of 6 neutral queries")
     assert out.index("degraded %", look) < out.index("Audit finished") < out.rindex("degraded %")
     con = duckdb.connect(str(wh), read_only=True)

@@ -148,6 +148,7 @@ def test_an_edited_upstream_model_rebuilds_every_mart_below_it(built, tmp_path):
     assert not differ, "a build after the edit differs from one from scratch:\n" + "\n".join(differ)
 
 
+@pytest.mark.long
 def test_an_edited_statistics_mart_computes_its_rows_again(built, tmp_path):
     project, wh = _setup(built, tmp_path)
     before = read(wh, "select * from main.significance")
@@ -177,6 +178,7 @@ WILSON = ("macros/wilson_bound.sql", "z = 1.959963984540054", "z = 2.57582930354
 """An edit of macro wilson_bound: the 99 % interval where the 95 % one was."""
 
 
+@pytest.mark.long
 def test_an_edited_macro_computes_the_marts_that_call_it_again(built, tmp_path):
     from statsmodels.stats.proportion import proportion_confint
 

@@ -21,7 +21,7 @@ from ableaudit.warehouse import connect
 from ableaudit.warehouse.forgetting import history
 from tests.fixtures.warehouse import land, read, response, synthetic_generations
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dbt_env")]
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.usefixtures("dbt_env")]
 
 BUILD = [
     "build",

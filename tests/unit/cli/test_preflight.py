@@ -310,7 +310,12 @@ def test_a_good_config_passes_preflight_and_reaches_the_flow(tmp_path, server, m
         tmp_path, "targets:\n" + served().replace("{url}", server.base_url), "--no-build"
     )
     assert code == 0, capsys.readouterr().err
-    assert called == {"config": str(path), "warehouse": str(tmp_path / "wh.duckdb"), "build": False}
+    assert called == {
+        "config": str(path),
+        "warehouse": str(tmp_path / "wh.duckdb"),
+        "build": False,
+        "first_look": None,
+    }
 
 
 # ----------------------------------------------------------------- the one-line endpoint audit
@@ -474,3 +479,20 @@ def test_a_local_dask_cluster_passes_preflight(tmp_path, server, monkeypatch, ca
     assert code == 0, capsys.readouterr().err
     assert seen["config"] == str(path)
     assert load_config(path).task_runner.n_workers == 2
+
+
+def test_a_first_look_needs_a_build_and_is_refused_before_anything_starts(
+    tmp_path, no_flow, capsys
+):
+    default = str(ROOT / "configs" / "default.yaml")
+    unbuilt = tmp_path / "unbuilt.yaml"
+    unbuilt.write_text(f"build: false\ntargets:\n{GGUF}")
+    wh = str(tmp_path / "wh.duckdb")
+    for argv in (["--config", default, "--no-build"], ["--config", str(unbuilt)]):
+        assert main(["audit", *argv, "--first-look", "2", "--warehouse", wh]) == 2
+        err = capsys.readouterr().err
+        assert "--first-look prints rates, which need a build" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["audit", "--first-look", "0"])
+    assert exit_.value.code == 2
+    assert "give a number of neutral queries (1 or more)" in capsys.readouterr().err
