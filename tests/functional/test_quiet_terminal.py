@@ -12,11 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from ableaudit import PROJECT_ROOT
 from tests.fixtures.openai_server import SERVED_ID, FakeOpenAIServer
+from tests.fixtures.warehouse import read
 
 CLI = [sys.executable, "-c", "import sys; from ableaudit.cli.main import main; sys.exit(main())"]
 DBT_LINE = re.compile(r"Running with dbt=|\d+ of \d+ (START|OK|PASS)")
@@ -111,18 +111,13 @@ def test_a_first_look_prints_rates_before_the_whole_audit_which_asks_only_the_re
     assert not [line for line in _lines(done) if "INFO" in line or DBT_LINE.search(line)]
     look = out.index("First look (2 of 6 neutral queries")
     assert out.index("degraded %", look) < out.index("Audit finished") < out.rindex("degraded %")
-    con = duckdb.connect(str(wh), read_only=True)
-    try:
-        per_run = con.execute(
-            "select r.run_id, count(g.generation_id), count(distinct g.query_id) "
-            "from raw.runs as r left join raw.generations as g using (run_id) "
-            "group by r.run_id, r.started_at order by r.started_at"
-        ).fetchall()
-        rows, unique = con.execute(
-            "select count(*), count(distinct generation_id) from raw.generations"
-        ).fetchone()
-    finally:
-        con.close()
+    per_run = read(
+        wh,
+        "select count(g.generation_id) as n, count(distinct g.query_id) as q "
+        "from raw.runs as r left join raw.generations as g using (run_id) "
+        "group by r.run_id, r.started_at order by r.started_at",
+    )
+    landed = read(wh, "select generation_id from raw.generations")
     # 6 domains x 1 query x (1 neutral + 9 disabilities); the first look's 2 queries first
-    assert [(n, q) for _, n, q in per_run] == [(20, 2), (40, 4)]
-    assert rows == unique == 60
+    assert list(zip(per_run.n, per_run.q)) == [(20, 2), (40, 4)]
+    assert len(landed) == landed.generation_id.nunique() == 60
