@@ -9,11 +9,15 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ableaudit import PROJECT_ROOT
 from ableaudit.cli.gates import EXIT_GATE_FAILED
 from ableaudit.errors import UsageError
 from ableaudit.warehouse import warehouse_path
+
+if TYPE_CHECKING:
+    from ableaudit.config import AuditConfig
 
 # One query to start from; docs/bi.md has more.
 EXAMPLE_QUERY = (
@@ -121,9 +125,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if config is None:
             return 0
         # Before Prefect or dbt start: a mistake in the config surfaces in seconds.
-        config, _ = preflight(config, wh)
+        config, cfg = preflight(config, wh)
         if args.first_look:
-            _check_first_look(args, config)
+            _check_first_look(args, config, cfg)
         return _run_audit(args, config, wh)
 
 
@@ -174,11 +178,8 @@ def _flow(
         return EXIT_GATE_FAILED, {}
 
 
-def _check_first_look(args: argparse.Namespace, config: Path) -> None:
-    """--first-look needs text targets and a build."""
-    from ableaudit.config import load_config
-
-    cfg = load_config(config)
+def _check_first_look(args: argparse.Namespace, config: Path, cfg: AuditConfig) -> None:
+    """--first-look needs text targets and a build (``cfg``: the config preflight parsed)."""
     if not cfg.text_targets:
         raise UsageError(f"--first-look shows text targets first, and {config} has none")
     if args.no_build or not cfg.build:
